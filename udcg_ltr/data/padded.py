@@ -1,0 +1,93 @@
+"""From :class:`QueryRecord` lists to the padded ``[n_queries, k]`` arrays the metrics consume."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from udcg_ltr.data.schema import QueryRecord
+
+
+@dataclass
+class PaddedSlates:
+    """Aligned ``[n_queries, width]`` arrays, one row per query, columns in the order requested.
+
+    ``utility`` is NaN-free only when an LLM was given (else zeros); ``relevance`` holds the raw
+    labels (graded or binary, 0 when unlabelled); ``relevant`` the binarised labels.
+    """
+
+    qids: list[str]
+    pids: np.ndarray  # object [Q, W], "" for padding
+    mask: np.ndarray  # bool [Q, W]
+    relevance: np.ndarray  # float [Q, W]
+    relevant: np.ndarray  # bool [Q, W]
+    retrieval_score: np.ndarray  # float [Q, W], -inf for missing
+    retrieval_rank: np.ndarray  # int [Q, W], 0 for missing
+    p_no_response: np.ndarray  # float [Q, W] (NaN when not annotated)
+    utility: np.ndarray  # float [Q, W], Eq. 2 (0 for padding or no LLM)
+    is_distractor: np.ndarray  # bool [Q, W]
+    n_relevant: np.ndarray = field(default=None)  # float [Q]: relevant passages in the whole pool
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.mask.shape
+
+    def reorder(self, order: np.ndarray) -> PaddedSlates:
+        """Permute the columns of every row (e.g. by a reranker's scores, via ``rank_by_scores``)."""
+        take = lambda a: np.take_along_axis(a, order, axis=1)  # noqa: E731
+        return PaddedSlates(
+            qids=list(self.qids), pids=take(self.pids), mask=take(self.mask), relevance=take(self.relevance),
+            relevant=take(self.relevant), retrieval_score=take(self.retrieval_score),
+            retrieval_rank=take(self.retrieval_rank), p_no_response=take(self.p_no_response),
+            utility=take(self.utility), is_distractor=take(self.is_distractor), n_relevant=self.n_relevant,
+        )
+
+
+def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width: int | None = None,
+                relevance_threshold: int = 1, order: str = "given") -> PaddedSlates:
+    """Stack records into padded arrays.
+
+    ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval
+    rank (then score, then input order). ``width`` truncates or pads rows (default: the largest pool).
+    Utilities follow Eq. 2 with the annotations of ``llm`` (required to be present when given).
+    """
+    if order not in ("given", "retrieval"):
+        raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
+    n = len(records)
+    pool_sizes = [len(r.passages) for r in records]
+    w = width if width is not None else max(pool_sizes, default=0)
+    pids = np.full((n, w), "", dtype=object)
+    mask = np.zeros((n, w), dtype=bool)
+    relevance = np.zeros((n, w))
+    relevant = np.zeros((n, w), dtype=bool)
+    score = np.full((n, w), -np.inf)
+    rank = np.zeros((n, w), dtype=np.int64)
+    pnr = np.full((n, w), np.nan)
+    utility = np.zeros((n, w))
+    distractor = np.zeros((n, w), dtype=bool)
+    n_relevant = np.zeros(n)
+    for i, rec in enumerate(records):
+        passages = list(rec.passages)
+        n_relevant[i] = sum(p.is_relevant(relevance_threshold) for p in passages)
+        if order == "retrieval":
+            keyed = sorted(enumerate(passages), key=lambda t: (
+                t[1].rank if t[1].rank is not None else np.inf,
+                -(t[1].score if t[1].score is not None else -np.inf), t[0]))
+            passages = [p for _, p in keyed]
+        for j, p in enumerate(passages[:w]):
+            pids[i, j] = p.pid
+            mask[i, j] = True
+            relevance[i, j] = p.relevance or 0
+            relevant[i, j] = p.is_relevant(relevance_threshold)
+            if p.score is not None:
+                score[i, j] = p.score
+            rank[i, j] = p.rank or 0
+            distractor[i, j] = bool(p.is_distractor)
+            if llm is not None:
+                pnr[i, j] = p.p_no_response(llm)
+                utility[i, j] = p.utility(llm, relevance_threshold)
+    return PaddedSlates(qids=[r.qid for r in records], pids=pids, mask=mask, relevance=relevance,
+                        relevant=relevant, retrieval_score=score, retrieval_rank=rank, p_no_response=pnr,
+                        utility=utility, is_distractor=distractor, n_relevant=n_relevant)

@@ -1,0 +1,229 @@
+"""The data model: one :class:`QueryRecord` per question, holding its candidate :class:`Passage` s.
+
+A record carries everything the rest of the toolkit needs:
+
+* retrieval: each passage's ``rank`` (1-based) and ``score`` under the retriever that built the pool;
+* relevance: ``relevance`` is an integer label, binary (0/1) or graded (0..5, as RA-nWG uses;
+  TREC qrels keep their own scale, e.g. 0..3 for DL19); :meth:`Passage.is_relevant` binarises it
+  with a threshold;
+* LLM annotations: ``annotations[llm_name]`` is a dict with at least ``p_no_response`` (the
+  probability of the first token of ``NO-RESPONSE`` at the first answer position, UDCG paper
+  Eq. 2) and any further fields (``answer_alone``, ``erag_em``, ``answer_logprob`` ...).
+
+Validation (:func:`validate_record`) reports, never drops: an empty candidate list, a duplicate
+passage id within one query, a probability outside [0, 1] or a relevance label outside 0..5 raise
+:class:`DataError` naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Annotation fields that hold probabilities and must lie in [0, 1].
+PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
+
+#: Highest graded relevance label the data model accepts (RA-nWG's 0..5 scale).
+MAX_GRADE = 5
+
+
+class DataError(ValueError):
+    """Malformed input. The message names the file, the (1-based) line and the field."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.path, self.line, self.field, self.reason = path, line, field, message
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if line is not None:
+            where.append(f"line {line}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+@dataclass
+class Passage:
+    """One candidate passage of a query's pool."""
+
+    pid: str
+    text: str
+    title: str = ""
+    rank: int | None = None
+    score: float | None = None
+    relevance: int | None = None
+    is_distractor: bool | None = None
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def is_relevant(self, threshold: int = 1) -> bool:
+        """Binary relevance R(q, p) > 0: ``relevance >= threshold`` (unlabelled counts as not relevant)."""
+        return self.relevance is not None and self.relevance >= threshold
+
+    def p_no_response(self, llm: str) -> float:
+        try:
+            return float(self.annotations[llm]["p_no_response"])
+        except KeyError as err:
+            raise KeyError(f"passage {self.pid!r} has no p_no_response annotation for LLM {llm!r}") from err
+
+    def utility(self, llm: str, relevance_threshold: int = 1) -> float:
+        """Passage utility, UDCG paper Eq. 2: ``u = R * (1 - P(NO-RESPONSE | q, p))`` with R in {+1, -1}."""
+        sign = 1.0 if self.is_relevant(relevance_threshold) else -1.0
+        return sign * (1.0 - self.p_no_response(llm))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "title": self.title,
+            "text": self.text,
+            "rank": self.rank,
+            "score": self.score,
+            "relevance": self.relevance,
+            "is_distractor": self.is_distractor,
+            "annotations": self.annotations,
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], *, where: str = "passage") -> Passage:
+        if not isinstance(obj, Mapping):
+            raise DataError(f"expected an object, got {type(obj).__name__}", field=where)
+        for required in ("pid", "text"):
+            if required not in obj:
+                raise DataError("missing", field=f"{where}.{required}")
+        known = {"pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations", "extra"}
+        unknown = set(obj) - known
+        if unknown:
+            raise DataError(f"unknown keys {sorted(unknown)}", field=where)
+        return cls(
+            pid=_typed(obj["pid"], str, f"{where}.pid"),
+            title=_typed(obj.get("title", ""), str, f"{where}.title"),
+            text=_typed(obj["text"], str, f"{where}.text"),
+            rank=_typed(obj.get("rank"), int, f"{where}.rank", optional=True),
+            score=_number(obj.get("score"), f"{where}.score", optional=True),
+            relevance=_typed(obj.get("relevance"), int, f"{where}.relevance", optional=True),
+            is_distractor=_typed(obj.get("is_distractor"), bool, f"{where}.is_distractor", optional=True),
+            annotations=_typed(obj.get("annotations", {}), dict, f"{where}.annotations"),
+            extra=_typed(obj.get("extra", {}), dict, f"{where}.extra"),
+        )
+
+
+@dataclass
+class QueryRecord:
+    """A question, its gold answers and its candidate pool (in retrieval order when ranks exist)."""
+
+    qid: str
+    question: str
+    answers: list[str] = field(default_factory=list)
+    passages: list[Passage] = field(default_factory=list)
+    split: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "qid": self.qid,
+            "question": self.question,
+            "answers": list(self.answers),
+            "split": self.split,
+            "passages": [p.to_dict() for p in self.passages],
+            "extra": self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> QueryRecord:
+        if not isinstance(obj, Mapping):
+            raise DataError(f"expected a JSON object, got {type(obj).__name__}")
+        for required in ("qid", "question", "passages"):
+            if required not in obj:
+                raise DataError("missing", field=required)
+        known = {"qid", "question", "answers", "split", "passages", "extra"}
+        unknown = set(obj) - known
+        if unknown:
+            raise DataError(f"unknown keys {sorted(unknown)}", field="(record)")
+        answers = _typed(obj.get("answers", []), list, "answers")
+        for i, a in enumerate(answers):
+            _typed(a, str, f"answers[{i}]")
+        passages = _typed(obj["passages"], list, "passages")
+        return cls(
+            qid=_typed(obj["qid"], str, "qid"),
+            question=_typed(obj["question"], str, "question"),
+            answers=list(answers),
+            passages=[Passage.from_dict(p, where=f"passages[{i}]") for i, p in enumerate(passages)],
+            split=_typed(obj.get("split"), str, "split", optional=True),
+            extra=_typed(obj.get("extra", {}), dict, "extra"),
+        )
+
+    # ---- convenience views -------------------------------------------------------------
+    def passage(self, pid: str) -> Passage:
+        for p in self.passages:
+            if p.pid == pid:
+                return p
+        raise KeyError(f"query {self.qid!r} has no passage {pid!r}")
+
+    def llms(self) -> list[str]:
+        """Names of the LLMs with an annotation on every passage of this record."""
+        if not self.passages:
+            return []
+        names = set(self.passages[0].annotations)
+        for p in self.passages[1:]:
+            names &= set(p.annotations)
+        return sorted(names)
+
+
+def validate_record(record: QueryRecord, *, path: str | None = None, line: int | None = None,
+                    allow_empty: bool = False) -> QueryRecord:
+    """Check the invariants the metrics rely on; raise :class:`DataError` on the first violation."""
+    if not record.passages and not allow_empty:
+        raise DataError(f"query {record.qid!r} has an empty candidate list", path=path, line=line,
+                        field="passages")
+    seen: set[str] = set()
+    for i, p in enumerate(record.passages):
+        where = f"passages[{i}]"
+        if p.pid in seen:
+            raise DataError(f"duplicate passage id {p.pid!r} in query {record.qid!r}", path=path, line=line,
+                            field=f"{where}.pid")
+        seen.add(p.pid)
+        if p.relevance is not None and not 0 <= p.relevance <= MAX_GRADE:
+            raise DataError(f"relevance {p.relevance} outside 0..{MAX_GRADE}", path=path, line=line,
+                            field=f"{where}.relevance")
+        if p.score is not None and not math.isfinite(p.score):
+            raise DataError(f"score {p.score} is not finite", path=path, line=line, field=f"{where}.score")
+        for llm, ann in p.annotations.items():
+            if not isinstance(ann, Mapping):
+                raise DataError("annotation must be an object", path=path, line=line,
+                                field=f"{where}.annotations[{llm!r}]")
+            for key in PROBABILITY_FIELDS:
+                if key in ann:
+                    value = ann[key]
+                    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                            or not 0.0 <= float(value) <= 1.0):
+                        raise DataError(f"probability {value!r} outside [0, 1]", path=path, line=line,
+                                        field=f"{where}.annotations[{llm!r}].{key}")
+    return record
+
+
+def iter_validated(records: Iterable[QueryRecord], *, path: str | None = None) -> Iterable[QueryRecord]:
+    for i, r in enumerate(records, start=1):
+        yield validate_record(r, path=path, line=i)
+
+
+def _typed(value: Any, kind: type, name: str, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    # bool is an int subclass: a JSON true must not pass for a rank or a label.
+    if kind is int and isinstance(value, bool):
+        raise DataError(f"expected an integer, got {value!r}", field=name)
+    if not isinstance(value, kind):
+        raise DataError(f"expected {kind.__name__}, got {type(value).__name__} {value!r:.60}", field=name)
+    return value
+
+
+def _number(value: Any, name: str, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"expected a number, got {value!r:.60}", field=name)
+    return value

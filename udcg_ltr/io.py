@@ -1,0 +1,75 @@
+"""Atomic file writes and compressed-or-plain file opening, shared by caches, checkpoints and reports.
+
+An atomic write goes to a temporary file in the destination folder, is flushed and fsynced, then
+renamed over the destination (``os.replace`` is atomic on POSIX and Windows): a reader sees the old
+file or the new one, never half of one, and a killed writer leaves the old file intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary sibling of ``path`` for writing; on clean exit, fsync and rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    binary = "b" in mode
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        raw = os.fdopen(fd, "wb")
+        stream: IO = raw
+        gz = None
+        if path.suffix == ".gz":
+            # mtime=0 keeps gzip output byte-identical across runs (same seed, same bytes).
+            gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+            stream = gz
+        if not binary:
+            stream = io.TextIOWrapper(stream, encoding=encoding, newline="\n")
+        try:
+            yield stream
+        finally:
+            stream.flush()
+            if not binary:
+                stream.detach()
+            if gz is not None:
+                gz.close()
+            raw.flush()
+            os.fsync(raw.fileno())
+            raw.close()
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_open(path, "w") as f:
+        f.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_open(path, "wb") as f:
+        f.write(data)
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def open_text(path: str | os.PathLike) -> IO[str]:
+    """Open a UTF-8 text file for reading, transparently gunzipping ``*.gz``."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")

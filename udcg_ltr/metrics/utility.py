@@ -1,0 +1,40 @@
+"""Passage utility, UDCG paper Eq. 2.
+
+``u(q, p) = R(q, p) * (1 - P_LLM(NO-RESPONSE | q, p))`` with ``R = +1`` for a relevant passage and
+``R = -1`` otherwise. A relevant passage the LLM would answer from has ``u`` near +1; an
+irrelevant passage the LLM would still answer from (a distractor) has ``u`` near -1; a passage
+that makes the LLM abstain has ``u`` near 0 whatever its relevance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from udcg_ltr.metrics._common import as_padded
+
+
+def passage_utility(relevant, p_no_response, mask=None) -> np.ndarray:
+    """Eq. 2, elementwise over ``[n_queries, k]``: ``u = (+1 if relevant else -1) * (1 - p_no_response)``.
+
+    ``relevant`` is boolean (or anything where ``> 0`` means relevant). Padding gets utility 0.
+    """
+    p, mask = as_padded(p_no_response, mask)
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError("p_no_response must lie in [0, 1]")
+    rel = np.asarray(relevant)
+    if rel.ndim == 1:
+        rel = rel[None, :]
+    sign = np.where(rel > 0, 1.0, -1.0)
+    return np.where(mask, sign * (1.0 - p), 0.0)
+
+
+def positive_part(utilities, mask=None) -> np.ndarray:
+    """``u+``: the utilities of relevant passages (``u >= 0``), zero elsewhere."""
+    u, mask = as_padded(utilities, mask)
+    return np.where(mask & (u > 0), u, 0.0)
+
+
+def negative_part(utilities, mask=None) -> np.ndarray:
+    """``u-``: the (negative) utilities of irrelevant passages, zero elsewhere. Kept signed, never clamped."""
+    u, mask = as_padded(utilities, mask)
+    return np.where(mask & (u < 0), u, 0.0)
