@@ -1,0 +1,95 @@
+"""Answer normalisation and matching, shared by relevance labelling, answer grading and eRAG.
+
+``normalize_answer`` is the SQuAD / DPR convention: lower-case, drop punctuation, drop the articles
+"a", "an", "the", collapse white space. ``has_answer`` is whole-token containment of a normalised
+gold answer in a normalised passage (the DPR ``has_answer`` convention, with its usual noise).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", flags=re.UNICODE)
+_PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014"}
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, strip punctuation and articles, collapse white space (SQuAD's official normaliser)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = "".join(ch if ch not in _PUNCT else " " for ch in text)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def answer_tokens(text: str) -> list[str]:
+    return normalize_answer(text).split()
+
+
+def has_answer(passage: str, answers: Iterable[str]) -> bool:
+    """True when some normalised gold answer occurs in the normalised passage as whole tokens."""
+    tokens = answer_tokens(passage)
+    for answer in answers:
+        target = answer_tokens(answer)
+        if not target:
+            continue
+        n = len(target)
+        for i in range(len(tokens) - n + 1):
+            if tokens[i:i + n] == target:
+                return True
+    return False
+
+
+def exact_match(prediction: str, answers: Iterable[str]) -> float:
+    """1.0 when the normalised prediction equals a normalised gold answer."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(a) for a in answers))
+
+
+def token_f1(prediction: str, answers: Iterable[str]) -> float:
+    """Max over gold answers of the bag-of-tokens F1 (SQuAD's official F1)."""
+    pred = answer_tokens(prediction)
+    best = 0.0
+    for answer in answers:
+        gold = answer_tokens(answer)
+        common = Counter(pred) & Counter(gold)
+        overlap = sum(common.values())
+        if overlap == 0:
+            continue
+        p, r = overlap / len(pred), overlap / len(gold)
+        best = max(best, 2 * p * r / (p + r))
+    return best
+
+
+def contains_answer(prediction: str, answers: Iterable[str]) -> float:
+    """1.0 when a normalised gold answer occurs as whole tokens in the normalised prediction."""
+    return float(has_answer(prediction, answers))
+
+
+def rouge_l(prediction: str, answers: Iterable[str]) -> float:
+    """Max over gold answers of ROUGE-L F1 (longest common subsequence of normalised tokens)."""
+    pred = answer_tokens(prediction)
+    best = 0.0
+    for answer in answers:
+        gold = answer_tokens(answer)
+        if not pred or not gold:
+            continue
+        lcs = _lcs_length(pred, gold)
+        if lcs == 0:
+            continue
+        p, r = lcs / len(pred), lcs / len(gold)
+        best = max(best, 2 * p * r / (p + r))
+    return best
+
+
+def _lcs_length(a: list[str], b: list[str]) -> int:
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, start=1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
