@@ -1,0 +1,260 @@
+"""Reader for the DPR / KILT / FiD ``ctxs`` layout, and a BM25 pool builder for NQ-open.
+
+Layout: one JSON object a line (``*.jsonl`` or ``*.jsonl.gz``)::
+
+    {"id" | "qid": optional, "question": str, "answers": [str],
+     "ctxs": [{"title": str, "text": str, "hasanswer" | "has_answer": bool,
+               "isgold": bool (optional), "id": optional, "score": optional}]}
+
+* ``qid``: the ``id`` or ``qid`` field when present, else the 1-based line number (as a string);
+* ``pid``: the ctx ``id`` when present, else ``f"{qid}-{j}"`` (``j`` = 0-based ctx index);
+* ``relevance``: ``hasanswer`` as 1/0 (computed with :func:`udcg_ltr.text.has_answer` when the
+  field is absent); ``isgold`` is kept in ``passage.extra["isgold"]``; ``rank`` = ctx position + 1.
+
+NQ-open's oracle file holds one gold passage per question and no distractors:
+:func:`build_nq_pool` builds a candidate pool per question by BM25 retrieval over all the gold
+passages of the file (:class:`BM25Index`, numpy + scipy.sparse).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from udcg_ltr.data.jsonl import iter_json_lines
+from udcg_ltr.data.readers.udcg_reference import get_field, get_str_list, has_answer_tokens, prefix_field
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.paths import shared_file
+from udcg_ltr.text import answer_tokens, has_answer
+
+# ---- reader --------------------------------------------------------------------------------
+
+
+def _ctx(obj: Any, j: int, qid: str, answers: list[str]) -> Passage:
+    where = f"ctxs[{j}]"
+    text = get_field(obj, "text", str, where)
+    title = get_field(obj, "title", str, where, optional=True, default="")
+    cid = get_field(obj, "id", (str, int), where, optional=True)
+    flag = get_field(obj, "hasanswer", bool, where, optional=True)
+    if flag is None:
+        flag = get_field(obj, "has_answer", bool, where, optional=True)
+    extra: dict[str, Any] = {}
+    if flag is None:
+        flag = has_answer(text, answers)
+        extra["hasanswer_computed"] = True
+    isgold = get_field(obj, "isgold", bool, where, optional=True)
+    if isgold is not None:
+        extra["isgold"] = isgold
+    score = get_field(obj, "score", (float, str), where, optional=True)
+    if isinstance(score, str):  # DPR's own dumps write scores as strings
+        try:
+            score = float(score)
+        except ValueError:
+            raise DataError(f"expected a number, got {score!r:.60}", field=f"{where}.score") from None
+    return Passage(pid=str(cid) if cid is not None else f"{qid}-{j}", title=title, text=text, rank=j + 1,
+                   score=None if score is None else float(score), relevance=int(flag), extra=extra)
+
+
+def _dpr_record(obj: Any, lineno: int) -> QueryRecord:
+    if not isinstance(obj, dict):
+        raise DataError(f"expected a JSON object, got {type(obj).__name__}")
+    raw_id = get_field(obj, "id", (str, int), optional=True)
+    if raw_id is None:
+        raw_id = get_field(obj, "qid", (str, int), optional=True)
+    qid = str(raw_id) if raw_id is not None else str(lineno)
+    question = get_field(obj, "question", str)
+    answers = get_str_list(obj, "answers")
+    ctxs = get_field(obj, "ctxs", list)
+    passages = [_ctx(c, j, qid, answers) for j, c in enumerate(ctxs)]
+    record = QueryRecord(qid=qid, question=question, answers=answers, passages=passages)
+    try:
+        return validate_record(record)
+    except DataError as err:  # validate_record says "passages[j]"; the file says "ctxs[j]"
+        field = "ctxs" + err.field[len("passages"):] if (err.field or "").startswith("passages") else err.field
+        raise DataError(err.reason, field=field) from None
+
+
+def read_dpr(path: str | os.PathLike | None = None, limit: int | None = None) -> list[QueryRecord]:
+    """Read a DPR-style ``ctxs`` JSONL file (default: the shared NQ-open oracle file).
+
+    ``limit`` keeps the first ``limit`` questions. Errors name the file, the line and the field
+    (e.g. ``ctxs[2].hasanswer``).
+    """
+    path = Path(path) if path is not None else shared_file("nq_open", "nq-open-oracle.jsonl.gz")
+    records: list[QueryRecord] = []
+    if limit is not None and limit <= 0:
+        return records
+    for lineno, obj in iter_json_lines(path):
+        try:
+            records.append(_dpr_record(obj, lineno))
+        except DataError as err:
+            raise prefix_field(err, "", path=path, line=lineno) from None
+        if limit is not None and len(records) >= limit:
+            break
+    return records
+
+
+# ---- BM25 ----------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+#: A short English stop list: enough to keep "the", "of", "in" from dominating short questions.
+STOPWORDS = frozenset("""a an and are as at be been but by did do does for from had has have he her his how
+i in into is it its of on or she that the their them they this to was were what when where which who
+whom why will with you your""".split())
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens without stop words (the BM25 analyser)."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in STOPWORDS]
+
+
+class BM25Index:
+    """Okapi BM25 over a fixed corpus, as a sparse ``[n_docs, vocab]`` weight matrix.
+
+    ``score(q, d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))``
+    with ``idf(t) = log(1 + (N - df(t) + 0.5) / (df(t) + 0.5))`` (the Lucene variant, never negative).
+    Query terms count once per occurrence. Scoring a batch of queries is one sparse product.
+    """
+
+    def __init__(self, texts: Sequence[str], *, k1: float = 0.9, b: float = 0.4):
+        self.k1, self.b = float(k1), float(b)
+        self.vocab: dict[str, int] = {}
+        rows, cols, vals = [], [], []
+        lengths = np.zeros(len(texts))
+        for i, text in enumerate(texts):
+            toks = tokenize(text)
+            lengths[i] = len(toks)
+            counts: dict[int, int] = {}
+            for t in toks:
+                j = self.vocab.setdefault(t, len(self.vocab))
+                counts[j] = counts.get(j, 0) + 1
+            rows.extend([i] * len(counts))
+            cols.extend(counts)
+            vals.extend(counts.values())
+        n_docs, n_terms = len(texts), len(self.vocab)
+        tf = sp.csr_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms))
+        df = np.bincount(np.asarray(cols, dtype=np.int64), minlength=n_terms)
+        self.idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        avgdl = lengths.mean() if n_docs and lengths.mean() > 0 else 1.0
+        norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
+        tf = tf.tocoo()
+        weight = tf.data * (self.k1 + 1.0) / (tf.data + norm[tf.row]) * self.idf[tf.col]
+        self.weights = sp.csr_matrix((weight, (tf.row, tf.col)), shape=(n_docs, n_terms))
+        self.n_docs = n_docs
+
+    def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
+        rows, cols, vals = [], [], []
+        for i, q in enumerate(queries):
+            for t in tokenize(q):
+                j = self.vocab.get(t)
+                if j is not None:
+                    rows.append(i)
+                    cols.append(j)
+                    vals.append(1.0)
+        return sp.csr_matrix((vals, (rows, cols)), shape=(len(queries), len(self.vocab)))
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Dense ``[n_queries, n_docs]`` BM25 scores."""
+        return np.asarray((self.query_matrix(queries) @ self.weights.T).todense())
+
+    def search(self, queries: Sequence[str], k: int, *, seed: int | None = 0,
+               batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` document indices and scores per query, best first.
+
+        Equal scores are ordered by a seeded random permutation of the documents (``seed=None``:
+        by document index), so ties at the cut-off do not always favour early documents.
+        """
+        k = min(int(k), self.n_docs)
+        tiebreak = (np.random.default_rng(seed).permutation(self.n_docs) if seed is not None
+                    else np.arange(self.n_docs))
+        idx = np.zeros((len(queries), k), dtype=np.int64)
+        val = np.zeros((len(queries), k))
+        for start in range(0, len(queries), batch_size):
+            block = self.scores(queries[start:start + batch_size])
+            if k < self.n_docs:
+                kth = np.partition(block, self.n_docs - k, axis=1)[:, self.n_docs - k]
+            else:
+                kth = np.full(len(block), -np.inf)
+            for r, row in enumerate(block):
+                cand = np.flatnonzero(row >= kth[r])
+                order = cand[np.lexsort((tiebreak[cand], -row[cand]))][:k]
+                idx[start + r] = order
+                val[start + r] = row[order]
+        return idx, val
+
+
+def build_nq_pool(records: Sequence[QueryRecord], pool_size: int = 10, seed: int = 0, *,
+                  include_gold: bool = True, k1: float = 0.9, b: float = 0.4) -> list[QueryRecord]:
+    """Candidate pools for gold-passage-only data (NQ-open oracle) by BM25 over all gold passages.
+
+    The corpus is every passage of ``records`` (identical title + text are indexed once; the
+    first occurrence's id is kept). Each question retrieves its top ``pool_size`` passages over
+    ``title + " " + text``; ``relevance`` = :func:`udcg_ltr.text.has_answer` of the question's
+    answers in the passage text (its own gold passage also keeps the file's ``hasanswer``).
+    With ``include_gold`` a question whose own gold passage is not retrieved gets it in place of
+    its last retrieved passage (ranked last, with its real BM25 score); ``record.extra
+    ["gold_retrieved"]`` says whether that was needed. ``seed`` orders equal BM25 scores.
+    Passages carry ``extra["source_qid"]`` (whose gold it is) and ``extra["own_gold"]``.
+    """
+    if pool_size < 1:
+        raise ValueError(f"pool_size must be >= 1, got {pool_size}")
+    docs: list[tuple[Passage, str]] = []
+    doc_of_text: dict[tuple[str, str], int] = {}
+    own: list[list[int]] = []
+    for rec in records:
+        mine = []
+        for p in rec.passages:
+            key = (p.title, p.text)
+            if key not in doc_of_text:
+                doc_of_text[key] = len(docs)
+                docs.append((p, rec.qid))
+            mine.append(doc_of_text[key])
+        own.append(mine)
+    if not docs:
+        raise ValueError("no passages to index")
+    index = BM25Index([f"{p.title} {p.text}" if p.title else p.text for p, _ in docs], k1=k1, b=b)
+    top, top_scores = index.search([r.question for r in records], pool_size, seed=seed)
+    doc_tokens = [answer_tokens(p.text) for p, _ in docs]
+    out = []
+    for i, rec in enumerate(records):
+        targets = [t for t in (answer_tokens(a) for a in rec.answers) if t]
+        chosen = list(top[i])
+        scores = list(top_scores[i])
+        gold = set(own[i])
+        retrieved = bool(gold & set(chosen))
+        if include_gold and gold and not retrieved:
+            g = own[i][0]
+            gold_score = float(index.scores([rec.question])[0, g])
+            chosen, scores = chosen[: len(chosen) - 1] + [g], scores[: len(scores) - 1] + [gold_score]
+        own_flags = {idx: p for idx, p in zip(own[i], rec.passages)}
+        passages = []
+        for rank, (d, s) in enumerate(zip(chosen, scores), start=1):
+            src, src_qid = docs[d]
+            relevant = has_answer_tokens(doc_tokens[d], targets)
+            if d in own_flags and own_flags[d].relevance:
+                relevant = True
+            passages.append(Passage(pid=src.pid, title=src.title, text=src.text, rank=rank, score=float(s),
+                                    relevance=int(relevant),
+                                    extra={"source_qid": src_qid, "own_gold": d in gold}))
+        new = QueryRecord(qid=rec.qid, question=rec.question, answers=list(rec.answers), passages=passages,
+                          split=rec.split, extra={**rec.extra, "pool": f"bm25-top{pool_size}",
+                                                  "gold_retrieved": retrieved})
+        out.append(validate_record(new))
+    return out
+
+
+def read_nq_pool(path: str | os.PathLike | None = None, pool_size: int = 10, seed: int = 0,
+                 limit: int | None = None, **kw: Any) -> list[QueryRecord]:
+    """:func:`read_dpr` then :func:`build_nq_pool` (the corpus is all passages of the whole file;
+    ``limit`` keeps the first ``limit`` questions after retrieval)."""
+    pools = build_nq_pool(read_dpr(path), pool_size=pool_size, seed=seed, **kw)
+    return pools if limit is None else pools[:limit]
+
+

@@ -1,0 +1,78 @@
+"""Reader for HotpotQA in the IRCoT layout (``hotpotqa/dev_300.jsonl.gz``).
+
+Layout: one JSON object a line::
+
+    {"question_id": str, "question_text": str,
+     "answers_objects": [{"spans": [str], "number": str, "date": {...}}],
+     "contexts": [{"id": str, "title": str, "paragraph_text": str, "is_supporting": bool}]}
+
+Each line becomes a :class:`QueryRecord`: gold answers are the ``spans`` of all answer objects
+(deduplicated, in order); passages keep the file's order (``rank`` = position + 1), with
+``pid = f"{question_id}-{id}"`` (the IRCoT ids are positions, unique only within a question),
+``relevance`` = ``is_supporting`` (the multi-hop gold paragraphs), ``is_distractor`` = not
+supporting (the distractor setting's TF-IDF neighbours), and ``extra["has_answer"]`` =
+:func:`udcg_ltr.text.has_answer` of the gold answers (often false for a supporting bridge
+paragraph, and noisy for yes/no answers), plus ``extra["context_id"]`` (the file's id).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from udcg_ltr.data.jsonl import parse_lines
+from udcg_ltr.data.readers.udcg_reference import get_field, get_str_list
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.paths import shared_file
+from udcg_ltr.text import has_answer
+
+
+def _answers(obj: Any) -> list[str]:
+    answers: list[str] = []
+    objects = get_field(obj, "answers_objects", list)
+    for i, ans in enumerate(objects):
+        for span in get_str_list(ans, "spans", f"answers_objects[{i}]", optional=True):
+            if span not in answers:
+                answers.append(span)
+        # numeric and date answers (DROP-style objects) are rendered when no span is given
+        number = get_field(ans, "number", (str, int, float), f"answers_objects[{i}]", optional=True)
+        if number not in (None, "") and str(number) not in answers:
+            answers.append(str(number))
+    if not answers:
+        raise DataError("no gold answer span", field="answers_objects")
+    return answers
+
+
+def _record(obj: Any) -> QueryRecord:
+    if not isinstance(obj, dict):
+        raise DataError(f"expected a JSON object, got {type(obj).__name__}")
+    qid = str(get_field(obj, "question_id", (str, int)))
+    question = get_field(obj, "question_text", str)
+    answers = _answers(obj)
+    passages = []
+    for j, ctx in enumerate(get_field(obj, "contexts", list)):
+        where = f"contexts[{j}]"
+        cid = get_field(ctx, "id", (str, int), where, optional=True)
+        cid = str(cid) if cid is not None else str(j)
+        text = get_field(ctx, "paragraph_text", str, where)
+        supporting = get_field(ctx, "is_supporting", bool, where)
+        passages.append(Passage(
+            pid=f"{qid}-{cid}", title=get_field(ctx, "title", str, where, optional=True, default=""),
+            text=text, rank=j + 1, relevance=int(supporting), is_distractor=not supporting,
+            extra={"has_answer": has_answer(text, answers), "context_id": cid}))
+    record = QueryRecord(qid=qid, question=question, answers=answers, passages=passages)
+    try:
+        return validate_record(record)
+    except DataError as err:
+        field = "contexts" + err.field[len("passages"):] if (err.field or "").startswith("passages") else err.field
+        raise DataError(err.reason, field=field) from None
+
+
+def read_hotpotqa(path: str | os.PathLike | None = None) -> list[QueryRecord]:
+    """Read an IRCoT-layout HotpotQA file (default: the shared 300 dev questions).
+
+    Errors name the file, the line and the field (e.g. ``contexts[3].is_supporting``).
+    """
+    path = Path(path) if path is not None else shared_file("hotpotqa", "dev_300.jsonl.gz")
+    return list(parse_lines(path, _record))

@@ -1,0 +1,222 @@
+"""Reader for SQuAD v1.1 (``squad/dev-v1.1.json.gz``): passages, same-article pools, splits by article.
+
+Passages. Each paragraph is split into sentences and the sentences are packed greedily, in
+order, into chunks of at most ``max_words`` words (:func:`chunk_paragraph`):
+
+* a sentence ends at ``.``, ``!`` or ``?`` followed by white space (:func:`split_sentences`);
+  words are white-space separated tokens;
+* a sentence is appended to the current chunk while the chunk stays within ``max_words``;
+  otherwise the chunk is closed and a new one starts with that sentence;
+* a sentence longer than ``max_words`` on its own is never cut: it becomes a chunk by itself;
+* the sentences of a chunk are joined by one space.
+
+This is the rule behind the shared annotated set (``annotated/squad_top10.jsonl.gz``): it
+reproduces all 3,629 passages of that corpus and every one of its chunk texts. Passage id
+``ARTICLE-PARAGRAPH-CHUNK`` with 0-based indices (``"4-6-1"``); title = article title with
+underscores as spaces.
+
+Pools. ``pool="article"``: every passage of the question's article (the other paragraphs of the
+same article are same-topic hard distractors), in article order, no retrieval rank or score;
+``pool="paragraph"``: only the passages of the question's own paragraph. Relevance is
+:func:`udcg_ltr.text.has_answer` with the gold answers; a passage without the answer is marked
+``is_distractor=True`` (all pool passages share the question's topic).
+
+Splits are by article (no article spans two splits): articles are taken in file order (or in a
+seeded random order) and cut by ``split_ratios`` (default 32/8/8 of 48 -> train/val/test).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from udcg_ltr.data.readers.udcg_reference import get_field, has_answer_tokens, load_json, prefix_field
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.paths import shared_file
+from udcg_ltr.text import answer_tokens
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+#: Default split proportions by article (the shared annotated set's 32 / 8 / 8 of 48 articles).
+DEFAULT_SPLIT_RATIOS: dict[str, float] = {"train": 32, "val": 8, "test": 8}
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``: cut after ``.``, ``!`` or ``?`` followed by white space."""
+    return [s for s in _SENTENCE_END.split(text.strip()) if s]
+
+
+def chunk_paragraph(text: str, max_words: int = 100) -> list[str]:
+    """Greedy packing of whole sentences into chunks of at most ``max_words`` words (see module doc)."""
+    if max_words < 1:
+        raise ValueError(f"max_words must be >= 1, got {max_words}")
+    chunks: list[str] = []
+    current: list[str] = []
+    n_words = 0
+    for sentence in split_sentences(text):
+        w = len(sentence.split())
+        if current and n_words + w > max_words:
+            chunks.append(" ".join(current))
+            current, n_words = [], 0
+        current.append(sentence)
+        n_words += w
+    if current:
+        chunks.append(" ".join(current))
+    return chunks
+
+
+def assign_splits(n_items: int, ratios: Mapping[str, float] | None = None,
+                  seed: int | None = None) -> list[str]:
+    """Split name per item index: items (in index order, or a seeded random order) cut by ``ratios``.
+
+    Cut points are ``round(n * cumulative_ratio / total)``, so 48 items with 32/8/8 give exactly
+    32, 8 and 8 items.
+    """
+    ratios = dict(DEFAULT_SPLIT_RATIOS if ratios is None else ratios)
+    if not ratios or any(v < 0 for v in ratios.values()) or sum(ratios.values()) <= 0:
+        raise ValueError(f"split ratios must be non-negative with a positive sum, got {ratios}")
+    order = list(range(n_items))
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    total = float(sum(ratios.values()))
+    out = [""] * n_items
+    start, cumulative = 0, 0.0
+    for name, ratio in ratios.items():
+        cumulative += ratio
+        end = round(n_items * cumulative / total)
+        for pos in range(start, end):
+            out[order[pos]] = name
+        start = end
+    return out
+
+
+@dataclass(frozen=True)
+class SquadPassage:
+    article: int
+    paragraph: int
+    chunk: int
+    title: str
+    text: str
+
+    tokens: tuple[str, ...] = ()  # answer_tokens(text), for fast has_answer
+
+    @property
+    def pid(self) -> str:
+        return f"{self.article}-{self.paragraph}-{self.chunk}"
+
+
+def squad_passages(data: Any, max_words: int = 100, *, path: str | os.PathLike | None = None
+                   ) -> list[list[SquadPassage]]:
+    """Passages per article of a parsed SQuAD file (``{"data": [...]}``), in article order."""
+    articles = _articles(data, path)
+    out = []
+    for a, article in enumerate(articles):
+        where = f"data[{a}]"
+        try:
+            title = get_field(article, "title", str).replace("_", " ")
+            paragraphs = get_field(article, "paragraphs", list)
+            chunks = []
+            for p, para in enumerate(paragraphs):
+                context = get_field(para, "context", str, f"paragraphs[{p}]")
+                for c, text in enumerate(chunk_paragraph(context, max_words)):
+                    chunks.append(SquadPassage(a, p, c, title, text, tuple(answer_tokens(text))))
+        except DataError as err:
+            raise prefix_field(err, where, path=path) from None
+        out.append(chunks)
+    return out
+
+
+def _articles(data: Any, path: str | os.PathLike | None = None) -> list:
+    try:
+        if not isinstance(data, Mapping):
+            raise DataError(f"expected a JSON object with a 'data' list, got {type(data).__name__}")
+        return get_field(data, "data", list)
+    except DataError as err:
+        raise DataError(err.reason, path=str(path) if path is not None else None, field=err.field) from None
+
+
+def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
+               questions_per_article: int | None = None, seed: int = 0, pool: str = "article",
+               split_ratios: Mapping[str, float] | None = None, split_seed: int | None = None,
+               article_splits: Mapping[int, str] | None = None,
+               articles: Sequence[int] | None = None) -> list[QueryRecord]:
+    """SQuAD v1.1 questions with same-article candidate pools (see the module doc for the rules).
+
+    ``questions_per_article`` samples that many questions per article with ``seed`` (kept in file
+    order; ``None``: all). Splits: ``article_splits`` (article index -> split name) when given,
+    else :func:`assign_splits` with ``split_ratios`` and ``split_seed`` over all articles of the
+    file. ``articles`` restricts the output to those article indices. Errors name the file and
+    the field (e.g. ``data[3].paragraphs[2].qas[1].answers[0].text``).
+    """
+    if pool not in ("article", "paragraph"):
+        raise ValueError(f"pool must be 'article' or 'paragraph', got {pool!r}")
+    path = Path(path) if path is not None else shared_file("squad", "dev-v1.1.json.gz")
+    data = load_json(path)
+    passages = squad_passages(data, max_words, path=path)
+    raw_articles = _articles(data, path)
+    splits = assign_splits(len(raw_articles), split_ratios, split_seed)
+    if article_splits is not None:
+        splits = [article_splits.get(a, "") for a in range(len(raw_articles))]
+    wanted = set(range(len(raw_articles))) if articles is None else set(articles)
+    rng = random.Random(seed)
+    records: list[QueryRecord] = []
+    for a, article in enumerate(raw_articles):
+        # sample even for skipped articles so that a subset keeps the same questions
+        try:
+            questions = _questions(article)
+        except DataError as err:
+            raise prefix_field(err, f"data[{a}]", path=path) from None
+        if questions_per_article is not None and questions_per_article < len(questions):
+            keep = sorted(rng.sample(range(len(questions)), questions_per_article))
+            questions = [questions[i] for i in keep]
+        if a not in wanted:
+            continue
+        for p, q, where in questions:
+            try:
+                records.append(_record(q, a, p, passages[a], pool, splits[a] or None))
+            except DataError as err:
+                raise prefix_field(err, f"data[{a}].{where}", path=path) from None
+    return records
+
+
+def _questions(article: Any) -> list[tuple[int, Any, str]]:
+    out = []
+    for p, para in enumerate(get_field(article, "paragraphs", list)):
+        for i, qa in enumerate(get_field(para, "qas", list, f"paragraphs[{p}]")):
+            out.append((p, qa, f"paragraphs[{p}].qas[{i}]"))
+    return out
+
+
+def _record(qa: Any, article: int, paragraph: int, article_passages: list[SquadPassage], pool: str,
+            split: str | None) -> QueryRecord:
+    qid = get_field(qa, "id", (str, int))
+    question = get_field(qa, "question", str)
+    answers: list[str] = []
+    for i, ans in enumerate(get_field(qa, "answers", list)):
+        text = get_field(ans, "text", str, f"answers[{i}]")
+        if text not in answers:
+            answers.append(text)
+    if not answers:
+        raise DataError("no gold answer", field="answers")
+    targets = [answer_tokens(a) for a in answers]
+    passages = []
+    for sp in article_passages:
+        if pool == "paragraph" and sp.paragraph != paragraph:
+            continue
+        relevant = has_answer_tokens(sp.tokens, targets)
+        passages.append(Passage(pid=sp.pid, title=sp.title, text=sp.text, relevance=int(relevant),
+                                is_distractor=not relevant,
+                                extra={"same_paragraph": sp.paragraph == paragraph}))
+    record = QueryRecord(qid=str(qid), question=question, answers=answers, passages=passages, split=split,
+                         extra={"article": article, "paragraph": paragraph,
+                                "title": article_passages[0].title if article_passages else ""})
+    return validate_record(record)
+
+
+__all__ = ["DEFAULT_SPLIT_RATIOS", "SquadPassage", "assign_splits", "chunk_paragraph", "read_squad",
+           "split_sentences", "squad_passages"]

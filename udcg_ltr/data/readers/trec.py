@@ -1,0 +1,318 @@
+"""TREC run and qrels files, the TREC DL 2019 passage layout, and conversions to and from records.
+
+* qrels: ``qid iter docid rel`` per line (white-space separated; ``iter`` is ignored, usually
+  ``0`` or ``Q0``); :func:`read_trec_qrels` returns ``{qid: {docid: rel}}``.
+* runs: ``qid Q0 docid rank score tag`` per line (the standard 6 columns);
+  :func:`read_trec_run` returns ``{qid: {docid: score}}`` (the ``rank`` column is checked to be
+  an integer but ordering is by score, as trec_eval does).
+
+The dict-of-dicts shapes are the ones ranx (``Qrels.from_dict`` / ``Run.from_dict``) and
+ir-measures accept. Errors name the file, the line and the column.
+
+TREC DL19 (``trec_dl19/``): ``retrieve_results_dl19.json.gz`` is a JSON list of
+``{query, hits: [{content, qid, docid, rank, score}]}`` (BM25 top 100 of 43 queries) and
+``qrels.dl19-passage.txt.gz`` grades passages 0..3. :func:`read_dl19` joins them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from udcg_ltr.data.readers.udcg_reference import get_field, parse_json_array
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.io import atomic_open, open_text
+from udcg_ltr.paths import shared_file
+
+Run = dict[str, dict[str, float]]
+Qrels = dict[str, dict[str, int]]
+
+_RUN_COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
+_QRELS_COLUMNS = ("qid", "iter", "docid", "rel")
+
+
+def _columns(path, lineno: int, line: str, names: Sequence[str]) -> list[str]:
+    cols = line.split()
+    if len(cols) != len(names):
+        raise DataError(f"expected {len(names)} white-space separated columns ({' '.join(names)}), got {len(cols)}",
+                        path=str(path), line=lineno)
+    return cols
+
+
+def _column_error(path, lineno: int, index: int, names: Sequence[str], message: str) -> DataError:
+    return DataError(message, path=str(path), line=lineno, field=f"column {index + 1} ({names[index]})")
+
+
+def read_trec_qrels(path: str | os.PathLike) -> Qrels:
+    """``{qid: {docid: rel}}`` from a TREC qrels file (``.gz`` transparently).
+
+    A pair judged twice with different grades is an error; repeated identical lines are not.
+    Grades may be negative (some collections use -1 or -2 for junk); the schema's 0..5 range is
+    checked only when qrels become record relevance labels.
+    """
+    qrels: Qrels = {}
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            qid, _, docid, rel = _columns(path, lineno, line, _QRELS_COLUMNS)
+            try:
+                grade = int(rel)
+            except ValueError:
+                raise _column_error(path, lineno, 3, _QRELS_COLUMNS, f"expected an integer grade, got {rel!r}") from None
+            judged = qrels.setdefault(qid, {})
+            if docid in judged and judged[docid] != grade:
+                raise _column_error(path, lineno, 2, _QRELS_COLUMNS,
+                                    f"document {docid!r} of query {qid!r} judged twice ({judged[docid]} and {grade})")
+            judged[docid] = grade
+    return qrels
+
+
+def read_trec_run(path: str | os.PathLike) -> Run:
+    """``{qid: {docid: score}}`` from a 6-column TREC run file (``.gz`` transparently).
+
+    Errors: a wrong number of columns, a non-integer rank, a non-finite or non-numeric score,
+    a document listed twice for one query.
+    """
+    run: Run = {}
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            qid, _, docid, rank, score, _ = _columns(path, lineno, line, _RUN_COLUMNS)
+            try:
+                int(rank)
+            except ValueError:
+                raise _column_error(path, lineno, 3, _RUN_COLUMNS, f"expected an integer rank, got {rank!r}") from None
+            try:
+                value = float(score)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise _column_error(path, lineno, 4, _RUN_COLUMNS, f"expected a finite score, got {score!r}")
+            ranked = run.setdefault(qid, {})
+            if docid in ranked:
+                raise _column_error(path, lineno, 2, _RUN_COLUMNS, f"document {docid!r} listed twice for query {qid!r}")
+            ranked[docid] = value
+    return run
+
+
+def _check_id(value: str, what: str) -> str:
+    value = str(value)
+    if not value or any(ch.isspace() for ch in value):
+        raise ValueError(f"{what} {value!r} is empty or contains white space: not representable in a TREC file")
+    return value
+
+
+def ranked_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``(docid, score)`` by descending score; equal scores keep their input order (stable)."""
+    return sorted(scores.items(), key=lambda kv: -kv[1])
+
+
+def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "udcg_ltr") -> Path:
+    """Write a 6-column TREC run atomically; documents ranked by descending score (stable on ties).
+
+    Scores are written with ``repr`` so :func:`read_trec_run` gives back the same floats.
+    """
+    tag = _check_id(tag, "run tag")
+    path = Path(path)
+    with atomic_open(path, "w") as f:
+        for qid, scores in run.items():
+            q = _check_id(qid, "query id")
+            for rank, (docid, score) in enumerate(ranked_items(scores), start=1):
+                score = float(score)
+                if not math.isfinite(score):
+                    raise ValueError(f"score {score} of document {docid!r} in query {qid!r} is not finite")
+                f.write(f"{q} Q0 {_check_id(docid, 'document id')} {rank} {score!r} {tag}\n")
+    return path
+
+
+def write_trec_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]]) -> Path:
+    """Write ``qid 0 docid rel`` lines atomically, in the mapping's order."""
+    path = Path(path)
+    with atomic_open(path, "w") as f:
+        for qid, judged in qrels.items():
+            q = _check_id(qid, "query id")
+            for docid, rel in judged.items():
+                if isinstance(rel, bool) or int(rel) != rel:
+                    raise ValueError(f"grade {rel!r} of document {docid!r} in query {qid!r} is not an integer")
+                f.write(f"{q} 0 {_check_id(docid, 'document id')} {int(rel)}\n")
+    return path
+
+
+# ---- records <-> runs and qrels ------------------------------------------------------------
+
+def _text_of(entry: Any) -> tuple[str, str]:
+    if isinstance(entry, str):
+        return "", entry
+    if isinstance(entry, Mapping):
+        return str(entry.get("title", "") or ""), str(entry["text"])
+    if isinstance(entry, (tuple, list)) and len(entry) == 2:
+        return str(entry[0]), str(entry[1])
+    raise TypeError(f"expected a text, a {{'title', 'text'}} mapping or a (title, text) pair, got {entry!r:.60}")
+
+
+def records_from_run(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]] | None,
+                     texts: Mapping[str, Any], queries: Mapping[str, str], *,
+                     top_k: int | None = None) -> list[QueryRecord]:
+    """Records from a run: per query (in run order) its documents by descending score.
+
+    ``texts[docid]`` is a passage text, a ``{"title", "text"}`` mapping or a ``(title, text)``
+    pair; ``queries[qid]`` the query text. ``relevance`` is the qrels grade, 0 for an unjudged
+    document, with ``passage.extra["unjudged"]`` telling which; ``record.extra["judged_grades"]``
+    counts the query's judged documents per grade (over all qrels, not only the pool), which
+    recall-style metrics need. ``top_k`` truncates each ranking.
+    """
+    qrels = qrels or {}
+    records = []
+    for qid, scores in run.items():
+        if qid not in queries:
+            raise DataError(f"no text for query {qid!r}", field="queries")
+        judged = qrels.get(qid, {})
+        ranked = ranked_items(scores)
+        if top_k is not None:
+            ranked = ranked[:top_k]
+        passages = []
+        for rank, (docid, score) in enumerate(ranked, start=1):
+            if docid not in texts:
+                raise DataError(f"no text for document {docid!r} (query {qid!r})", field="texts")
+            title, text = _text_of(texts[docid])
+            passages.append(Passage(pid=docid, title=title, text=text, rank=rank, score=float(score),
+                                    relevance=int(judged.get(docid, 0)),
+                                    extra={"unjudged": docid not in judged}))
+        record = QueryRecord(qid=qid, question=queries[qid], passages=passages,
+                             extra={"judged_grades": grade_counts(judged)})
+        records.append(validate_record(record))
+    return records
+
+
+def grade_counts(judged: Mapping[str, int]) -> dict[str, int]:
+    """Judged documents per grade, ``{"0": n0, "1": n1, ...}`` (string keys: JSON-safe)."""
+    counts: dict[str, int] = {}
+    for grade in judged.values():
+        counts[str(grade)] = counts.get(str(grade), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: int(kv[0])))
+
+
+def _score_getter(score_field: str | Callable[[Passage], float | None]) -> Callable[[Passage], Any]:
+    if callable(score_field):
+        return score_field
+    if score_field == "score":
+        return lambda p: p.score
+    if score_field == "rank":  # higher is better in a run: rank r scores -r
+        return lambda p: None if p.rank is None else -float(p.rank)
+    if score_field == "relevance":
+        return lambda p: p.relevance
+    parts = score_field.split(".")
+    if parts[0] == "extra" and len(parts) == 2:
+        return lambda p: p.extra.get(parts[1])
+    if parts[0] == "annotations" and len(parts) == 3:
+        return lambda p: p.annotations.get(parts[1], {}).get(parts[2])
+    raise ValueError(f"unknown score field {score_field!r}: use 'score', 'rank', 'relevance', "
+                     "'extra.KEY', 'annotations.LLM.KEY' or a callable")
+
+
+def records_to_run(records: Iterable[QueryRecord],
+                   score_field: str | Callable[[Passage], float | None] = "score") -> Run:
+    """``{qid: {pid: score}}`` for ranx / ir-measures / :func:`write_trec_run`.
+
+    ``score_field``: ``"score"`` (retrieval score), ``"rank"`` (``-rank``), ``"relevance"``,
+    ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a callable on a :class:`Passage`. A passage
+    without a value is an error (a run with holes ranks documents arbitrarily).
+    """
+    get = _score_getter(score_field)
+    run: Run = {}
+    for rec in records:
+        scores: dict[str, float] = {}
+        for p in rec.passages:
+            value = get(p)
+            if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"passage {p.pid!r} of query {rec.qid!r} has no numeric {score_field!r} "
+                                 f"(got {value!r:.40})")
+            scores[p.pid] = float(value)
+        run[rec.qid] = scores
+    return run
+
+
+def records_to_qrels(records: Iterable[QueryRecord], *, include_zero: bool = True,
+                     include_unjudged: bool = False) -> Qrels:
+    """``{qid: {pid: relevance}}`` from labelled passages.
+
+    Unlabelled passages (``relevance is None``) and passages flagged ``extra["unjudged"]`` are
+    left out unless ``include_unjudged``; ``include_zero=False`` keeps only positive grades.
+    """
+    qrels: Qrels = {}
+    for rec in records:
+        judged: dict[str, int] = {}
+        for p in rec.passages:
+            if p.relevance is None or (p.extra.get("unjudged") and not include_unjudged):
+                continue
+            if p.relevance == 0 and not include_zero:
+                continue
+            judged[p.pid] = int(p.relevance)
+        qrels[rec.qid] = judged
+    return qrels
+
+
+# ---- TREC DL19 -----------------------------------------------------------------------------
+
+def dl19_dir() -> Path:
+    return shared_file("trec_dl19")
+
+
+def _dl19_record(obj: Any, qrels: Qrels) -> QueryRecord:
+    query = get_field(obj, "query", str)
+    hits = get_field(obj, "hits", list)
+    qids: set[str] = set()
+    rows = []
+    for j, hit in enumerate(hits):
+        where = f"hits[{j}]"
+        qids.add(str(get_field(hit, "qid", (str, int), where)))
+        if len(qids) > 1:
+            raise DataError(f"hits of one query carry different qids {sorted(qids)}", field=f"{where}.qid")
+        rows.append((get_field(hit, "rank", int, where), j, str(get_field(hit, "docid", (str, int), where)),
+                     get_field(hit, "content", str, where), float(get_field(hit, "score", float, where))))
+    if not rows:
+        raise DataError("no hits", field="hits")
+    qid = next(iter(qids))
+    judged = qrels.get(qid, {})
+    rows.sort()  # by rank, then file order
+    passages = [Passage(pid=docid, text=text, rank=rank, score=score, relevance=int(judged.get(docid, 0)),
+                        extra={"unjudged": docid not in judged})
+                for rank, _, docid, text, score in rows]
+    record = QueryRecord(qid=qid, question=query, passages=passages,
+                         extra={"judged_grades": grade_counts(judged)})
+    try:
+        return validate_record(record)
+    except DataError as err:  # name the hit as the file holds it, not its position after sorting
+        field = err.field or ""
+        if field.startswith("passages["):
+            pos = int(field[len("passages["):field.index("]")])
+            field = f"hits[{rows[pos][1]}]" + field[field.index("]") + 1:]
+        raise DataError(err.reason, field=field or None) from None
+
+
+def read_dl19(results_path: str | os.PathLike | None = None,
+              qrels_path: str | os.PathLike | None = None) -> list[QueryRecord]:
+    """TREC DL19 passages: BM25 top-100 per query in rank order, relevance = graded qrel (0..3).
+
+    Unjudged passages get relevance 0 and ``extra["unjudged"] = True``; ``record.extra
+    ["judged_grades"]`` counts the query's judged passages per grade. Use
+    ``Passage.is_relevant(2)`` (``relevance_threshold=2``) for the usual binary DL19 metrics.
+    Errors name the file, the line where the query's entry starts and the field
+    (``[3].hits[7].score``).
+    """
+    results_path = Path(results_path) if results_path is not None else dl19_dir() / "retrieve_results_dl19.json.gz"
+    qrels_path = Path(qrels_path) if qrels_path is not None else dl19_dir() / "qrels.dl19-passage.txt.gz"
+    qrels = read_trec_qrels(qrels_path)
+    records = parse_json_array(results_path, lambda obj: _dl19_record(obj, qrels))
+    seen: dict[str, int] = {}
+    for index, record in enumerate(records):
+        if record.qid in seen:
+            raise DataError(f"query {record.qid!r} appears twice (also at [{seen[record.qid]}])",
+                            path=str(results_path), field=f"[{index}].hits[0].qid")
+        seen[record.qid] = index
+    return records
