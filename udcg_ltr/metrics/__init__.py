@@ -1,9 +1,23 @@
 """The metric library: pure, vectorised functions over padded ``[n_queries, k]`` arrays with masks.
 
 See :mod:`udcg_ltr.metrics._common` for the conventions (ranked order, masks, cutoffs, NA, ties).
+Modules: :mod:`~udcg_ltr.metrics.udcg` (UDCG, UDCG_theta), :mod:`~udcg_ltr.metrics.classic`
+(DCG, nDCG, MRR, MAP, P, R, HITS), :mod:`~udcg_ltr.metrics.setbased` (RA-nWG, PROC, %PROC,
+N-Recall, Precision4+, Harm), :mod:`~udcg_ltr.metrics.distractor` (distractor-aware DCG, dynamic
+k), :mod:`~udcg_ltr.metrics.erag` (eRAG), :mod:`~udcg_ltr.metrics.table` (the metric table) and
+:mod:`~udcg_ltr.metrics.torch_ops` (differentiable versions, imported on demand: it needs torch).
 """
 
-from udcg_ltr.metrics._common import MeanResult, as_padded, cutoff_mask, mean, positions, rank_by_scores, take_ranked
+from udcg_ltr.metrics._common import (
+    MeanResult,
+    as_padded,
+    cutoff_mask,
+    mean,
+    positions,
+    prepare,
+    rank_by_scores,
+    take_ranked,
+)
 from udcg_ltr.metrics.classic import (
     average_precision,
     dcg,
@@ -15,12 +29,45 @@ from udcg_ltr.metrics.classic import (
     recall,
     reciprocal_rank,
 )
+from udcg_ltr.metrics.distractor import (
+    AssessmentThresholds,
+    DistractorAnalysis,
+    DistractorReport,
+    HeuristicConfig,
+    assess,
+    best_k,
+    dcg_without_distractors,
+    distractor_analysis,
+    distractor_aware_dcg,
+    distractor_harm,
+    distractor_rate,
+    dynamic_k_curve,
+    harm_share,
+    heuristic_utilities,
+)
+from udcg_ltr.metrics.erag import erag, erag_labels, erag_mask, erag_score, graded_precision, max_label
+from udcg_ltr.metrics.setbased import (
+    harm_at_k,
+    n_recall_4plus,
+    n_recall_5,
+    pct_proc,
+    precision_4plus,
+    proc,
+    ra_nwg,
+    rarity_weights,
+)
+from udcg_ltr.metrics.table import format_markdown, metric_table, summarize
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_equivalent_weights, udcg_logit, udcg_theta
 from udcg_ltr.metrics.utility import negative_part, passage_utility, positive_part
 
 __all__ = [
-    "DEFAULT_GAMMA", "MeanResult", "as_padded", "average_precision", "cutoff_mask", "dcg", "hits",
-    "ideal_dcg", "mean", "mrr", "ndcg", "negative_part", "passage_utility", "positions", "positive_part",
-    "precision", "rank_by_scores", "recall", "reciprocal_rank", "take_ranked", "udcg",
+    "DEFAULT_GAMMA", "AssessmentThresholds", "DistractorAnalysis", "DistractorReport", "HeuristicConfig",
+    "MeanResult", "as_padded", "assess", "average_precision", "best_k", "cutoff_mask", "dcg",
+    "dcg_without_distractors", "distractor_analysis", "distractor_aware_dcg", "distractor_harm",
+    "distractor_rate", "dynamic_k_curve", "erag", "erag_labels", "erag_mask", "erag_score", "format_markdown",
+    "graded_precision", "harm_at_k", "harm_share", "heuristic_utilities", "hits", "ideal_dcg", "max_label",
+    "mean", "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
+    "pct_proc", "positions", "positive_part", "precision", "precision_4plus", "prepare", "proc", "ra_nwg",
+    "rank_by_scores", "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "udcg",
     "udcg_equivalent_weights", "udcg_logit", "udcg_theta",
 ]

@@ -3,7 +3,8 @@
 Graded or signed gains are used as given (no clamping); the binary metrics call an entry relevant
 when its label is ``> 0``, or ``>= threshold`` when a threshold is given (TREC DL: ``threshold=2``).
 
-* DCG@k  = sum_{i<=k} g_i * d_i, with ``d_i = 1/log2(i+1)`` (``discount="log2"``) or 1 (``None``);
+* DCG@k  = sum_{i<=k} g_i * d_i, with ``d_i = 1/log2(i+1)`` (``discount="log2"``, Jarvelin and
+  Kekalainen 2002, linear gains as trec_eval and ranx's ``ndcg``) or 1 (``None``);
 * nDCG@k = DCG@k / IDCG@k, IDCG from the ideal order of the query's judged pool (``ideal_gains``,
   default: the row itself); signed gains put positives first and negatives last in the ideal order;
   a query whose IDCG is not positive gets ``undefined`` (0 by default, as trec_eval, ranx and
@@ -13,43 +14,54 @@ when its label is ``> 0``, or ``>= threshold`` when a threshold is given (TREC D
   (``n_relevant``; default the count in the row), as trec_eval and ranx define it;
 * Precision@k = #relevant in top k / k (k fixed, as trec_eval); Recall@k = #relevant in top k / R;
   HITS@k = 1 if any relevant entry is in the top k.
+
+Every function takes ``(values, mask=None, *, k=None, ...)`` and returns a float64 ``[n_queries]``
+array. With ``mask=None`` the cutoff is a column slice, so only the first ``k`` columns are read.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import as_padded, cutoff_mask, log2_discounts, positions
+from udcg_ltr.metrics._common import _as_mask, column_positions, log2_discounts, n_real, prepare
 
 
-def _discounts(mask: np.ndarray, discount: str | None) -> np.ndarray:
+def _discount_table(n: int, discount: str | None) -> np.ndarray:
     if discount is None:
-        return mask.astype(np.float64)
+        return np.ones(n)
     if discount != "log2":
         raise ValueError(f"unknown discount {discount!r} (use 'log2' or None)")
-    pos = positions(mask)
-    table = log2_discounts(mask.shape[1])
-    return np.where(mask, table[np.clip(pos, 0, None)], 0.0)
+    return log2_discounts(n)
 
 
 def dcg(gains, mask=None, *, k: int | None = None, discount: str | None = "log2") -> np.ndarray:
     """DCG@k = sum_{i<=k} g_i / log2(i + 1) with graded or signed gains, per query."""
-    g, mask = as_padded(gains, mask)
-    mask = cutoff_mask(mask, k)
-    return (np.where(mask, g, 0.0) * _discounts(mask, discount)).sum(axis=1)
+    g, m = prepare(gains, mask, k, dtype=np.float64)
+    table = _discount_table(g.shape[1], discount)
+    if m is None:
+        return g @ table
+    d = table[np.clip(column_positions(g, m), 0, None)]
+    return np.where(m, g * d, 0.0).sum(axis=1)
 
 
 def ideal_dcg(gains, mask=None, *, k: int | None = None, discount: str | None = "log2") -> np.ndarray:
     """DCG@k of the ideal order (descending gain; negatives go last, so they only count if k forces them)."""
-    g, mask = as_padded(gains, mask)
-    ideal = np.sort(np.where(mask, g, -np.inf), axis=1)[:, ::-1]
-    ideal_mask = np.isfinite(ideal)
+    g, _ = prepare(gains, None, None, dtype=np.float64)
+    if mask is None:
+        return dcg(-np.sort(-g, axis=1), None, k=k, discount=discount)
+    m = _as_mask(mask, g.shape)
+    ideal = -np.sort(np.where(m, -g, np.inf), axis=1)  # descending; padding (-inf) last
+    ideal_mask = np.sort(~m, axis=1) == 0  # as many leading real slots as real entries
     return dcg(np.where(ideal_mask, ideal, 0.0), ideal_mask, k=k, discount=discount)
 
 
 def ndcg(gains, mask=None, *, k: int | None = None, ideal_gains=None, ideal_mask=None,
          discount: str | None = "log2", undefined: float = 0.0) -> np.ndarray:
-    """nDCG@k = DCG@k / IDCG@k per query (``undefined`` where IDCG <= 0)."""
+    """nDCG@k = DCG@k / IDCG@k per query (``undefined`` where IDCG <= 0).
+
+    ``ideal_gains``/``ideal_mask`` describe the query's whole judged pool (e.g. every qrel, retrieved
+    or not); by default the row itself is its own pool.
+    """
     actual = dcg(gains, mask, k=k, discount=discount)
     if ideal_gains is None:
         ideal_gains, ideal_mask = gains, mask
@@ -59,19 +71,34 @@ def ndcg(gains, mask=None, *, k: int | None = None, ideal_gains=None, ideal_mask
     return np.where(best > 0, out, undefined)
 
 
-def _binary(labels, mask, threshold):
-    y, mask = as_padded(labels, mask)
-    rel = (y >= threshold) if threshold is not None else (y > 0)
-    return rel & mask, mask
+def _binary(labels, mask, k, threshold) -> tuple[np.ndarray, np.ndarray | None]:
+    y, m = prepare(labels, mask, k)
+    if y.dtype == bool and threshold is None:
+        rel = y
+    else:
+        rel = (y >= threshold) if threshold is not None else (y > 0)
+    if m is not None:
+        rel = rel & m
+    return rel, m
+
+
+def _n_relevant(labels, mask, threshold, n_relevant) -> np.ndarray:
+    if n_relevant is not None:
+        return np.asarray(n_relevant, dtype=np.float64).reshape(-1)
+    rel, _ = _binary(labels, mask, None, threshold)
+    return rel.sum(axis=1).astype(np.float64)
 
 
 def reciprocal_rank(labels, mask=None, *, k: int | None = None, threshold: float | None = None) -> np.ndarray:
     """RR@k: 1 / rank of the first relevant entry within the top k, 0 if there is none."""
-    rel, mask = _binary(labels, mask, threshold)
-    hit = rel & cutoff_mask(mask, k)
-    pos = np.where(hit, positions(mask), np.iinfo(np.int64).max)
-    first = pos.min(axis=1)
-    return np.where(hit.any(axis=1), 1.0 / (first + 1.0), 0.0)
+    rel, m = _binary(labels, mask, k, threshold)
+    first_col = rel.argmax(axis=1)  # first True column (0 when none, masked below)
+    found = rel[np.arange(rel.shape[0]), first_col] if rel.shape[1] else np.zeros(rel.shape[0], bool)
+    if m is None:
+        rank = first_col + 1.0
+    else:
+        rank = np.take_along_axis(np.cumsum(m, axis=1), first_col[:, None], axis=1)[:, 0].astype(np.float64)
+    return np.where(found, 1.0 / np.maximum(rank, 1.0), 0.0)
 
 
 mrr = reciprocal_rank  # per-query values; MRR is their mean (metrics.mean)
@@ -80,23 +107,26 @@ mrr = reciprocal_rank  # per-query values; MRR is their mean (metrics.mean)
 def average_precision(labels, mask=None, *, k: int | None = None, threshold: float | None = None,
                       n_relevant=None) -> np.ndarray:
     """AP@k = (1/R) * sum over relevant ranks i <= k of Precision@i (0 when R = 0)."""
-    rel, mask = _binary(labels, mask, threshold)
-    hit = rel & cutoff_mask(mask, k)
-    pos = positions(mask)
-    cum_hits = np.cumsum(hit, axis=1)
+    rel, m = _binary(labels, mask, k, threshold)
+    # Precision@i at each hit = (hits so far) / rank, evaluated on the hits only: in row-major
+    # order the j-th hit of a row has j hits so far, so no [Q, k] cumsum or division is needed.
+    rows, cols = np.nonzero(rel)
+    per_row = np.bincount(rows, minlength=rel.shape[0])
+    first = np.cumsum(per_row) - per_row
+    hits_so_far = np.arange(rows.size) - first[rows] + 1.0
+    rank = cols + 1.0 if m is None else np.cumsum(m, axis=1)[rows, cols].astype(np.float64)
+    prec_sum = np.bincount(rows, weights=hits_so_far / rank, minlength=rel.shape[0])
+    total = _n_relevant(labels, mask, threshold, n_relevant)
     with np.errstate(invalid="ignore", divide="ignore"):
-        prec_at_hit = np.where(hit, cum_hits / (pos + 1.0), 0.0)
-    total = rel.sum(axis=1) if n_relevant is None else np.asarray(n_relevant, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ap = prec_at_hit.sum(axis=1) / total
+        ap = prec_sum / total
     return np.where(total > 0, ap, 0.0)
 
 
 def precision(labels, mask=None, *, k: int | None = None, threshold: float | None = None) -> np.ndarray:
     """Precision@k = #relevant in the top k / k (``k=None``: over each row's real entries)."""
-    rel, mask = _binary(labels, mask, threshold)
-    hits = (rel & cutoff_mask(mask, k)).sum(axis=1)
-    denom = np.full(hits.shape, float(k)) if k is not None else mask.sum(axis=1).astype(np.float64)
+    rel, m = _binary(labels, mask, k, threshold)
+    hits = rel.sum(axis=1)
+    denom = np.full(hits.shape, float(k)) if k is not None else n_real(rel, m).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denom > 0, hits / denom, 0.0)
 
@@ -104,14 +134,14 @@ def precision(labels, mask=None, *, k: int | None = None, threshold: float | Non
 def recall(labels, mask=None, *, k: int | None = None, threshold: float | None = None,
            n_relevant=None) -> np.ndarray:
     """Recall@k = #relevant in the top k / R (0 when R = 0)."""
-    rel, mask = _binary(labels, mask, threshold)
-    hits = (rel & cutoff_mask(mask, k)).sum(axis=1)
-    total = rel.sum(axis=1) if n_relevant is None else np.asarray(n_relevant, dtype=np.float64)
+    rel, _ = _binary(labels, mask, k, threshold)
+    hits = rel.sum(axis=1)
+    total = _n_relevant(labels, mask, threshold, n_relevant)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, hits / total, 0.0)
 
 
 def hits(labels, mask=None, *, k: int | None = None, threshold: float | None = None) -> np.ndarray:
     """HITS@k = 1 if a relevant entry is in the top k, else 0."""
-    rel, mask = _binary(labels, mask, threshold)
-    return (rel & cutoff_mask(mask, k)).any(axis=1).astype(np.float64)
+    rel, _ = _binary(labels, mask, k, threshold)
+    return rel.any(axis=1).astype(np.float64)

@@ -37,29 +37,56 @@ def udcg_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, *,
     return torch.sigmoid(udcg_logit_torch(utilities, mask, gamma=gamma))
 
 
+def _hard_positions(mask: torch.Tensor | None, shape, device) -> torch.Tensor | None:
+    """0-based rank of each real entry for a boolean mask (None for soft or absent masks)."""
+    if mask is None or mask.dtype != torch.bool:
+        return None
+    return torch.clamp(torch.cumsum(mask.to(torch.long), dim=-1) - 1, min=0)
+
+
+def _positional(weights: torch.Tensor, pos: torch.Tensor | None, k: int) -> torch.Tensor:
+    if pos is None:
+        return weights[..., :k]
+    full = weights.expand(pos.shape[0], weights.shape[-1]) if weights.dim() == 1 else weights
+    return torch.gather(full, -1, pos)
+
+
 def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor,
                      mask: torch.Tensor | None = None) -> torch.Tensor:
     """UDCG_theta, Eq. 3, per query: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)``.
 
-    Entries are taken in column order (column ``i`` is position ``i``); pass contexts left-aligned.
-    ``alpha``/``beta`` broadcast against ``[n_queries, k]`` (a ``[k]`` vector of positional weights).
+    ``alpha``/``beta`` are ``[k]`` positional weights or per-query ``[n_queries, k]`` arrays. With a
+    boolean mask, weight ``i`` goes to the ``i``-th real passage (padding may sit anywhere, as in
+    :func:`udcg_ltr.metrics.udcg.udcg_theta`); with a soft or no mask, column ``i`` is position ``i``.
     """
     w = _mask(utilities, mask)
     k = utilities.shape[-1]
+    pos = _hard_positions(mask, utilities.shape, utilities.device)
+    a = _positional(alpha.to(utilities.dtype), pos, k)
+    b = _positional(beta.to(utilities.dtype), pos, k)
     u = utilities * w
-    z = (alpha[..., :k] * torch.clamp(u, min=0.0) + beta[..., :k] * torch.clamp(u, max=0.0)).sum(-1)
+    z = (a * torch.clamp(u, min=0.0) + b * torch.clamp(u, max=0.0)).sum(-1)
     return torch.sigmoid(z)
 
 
 def log2_discounts_torch(n: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
+    """``1 / log2(i + 1)`` for ranks ``i = 1..n`` (the DCG discount), as a tensor."""
     return 1.0 / torch.log2(torch.arange(2, n + 2, dtype=dtype, device=device))
 
 
 def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int | None = None) -> torch.Tensor:
-    """DCG@k with signed gains in ranked (column) order and log2 discount, per query."""
+    """DCG@k with signed gains and log2 discount, per query: ``sum_{i<=k} g_i / log2(i + 1)``.
+
+    With a boolean mask, ranks count real entries only (as :func:`udcg_ltr.metrics.classic.dcg`);
+    with a soft or no mask, column ``i`` has rank ``i + 1``.
+    """
     w = _mask(gains, mask)
     n = gains.shape[-1]
     disc = log2_discounts_torch(n, dtype=gains.dtype, device=gains.device)
+    pos = _hard_positions(mask, gains.shape, gains.device)
+    if pos is None:
+        pos = torch.arange(n, device=gains.device).expand(gains.shape)
+    d = disc[pos]
     if k is not None:
-        disc = torch.where(torch.arange(n, device=gains.device) < k, disc, torch.zeros_like(disc))
-    return (gains * w * disc).sum(-1)
+        d = torch.where(pos < k, d, torch.zeros_like(d))
+    return (gains * w * d).sum(-1)

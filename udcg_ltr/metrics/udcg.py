@@ -17,21 +17,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import as_padded, cutoff_mask, positions
+from udcg_ltr.metrics._common import column_positions, masked, n_real, prepare
 
 DEFAULT_GAMMA = 1.0 / 3.0
 
 
 def sigmoid(x):
+    """The logistic function ``1 / (1 + exp(-x))`` of Eqs. 3-4, computed as ``(1 + tanh(x/2)) / 2``."""
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))  # overflow-free logistic
 
 
 def udcg_logit(utilities, mask=None, *, k: int | None = None, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
-    """The argument of the sigmoid in Eq. 4, per query."""
-    u, mask = as_padded(utilities, mask)
-    mask = cutoff_mask(mask, k)
-    u = np.where(mask, u, 0.0)
-    n = mask.sum(axis=1)
+    """The argument of the sigmoid in Eq. 4, per query: ``(sum u+ + gamma * sum u-) / k`` (0 when empty)."""
+    u, m = prepare(utilities, mask, k, dtype=np.float64)
+    u = masked(u, m)
+    n = n_real(u, m)
     pos = np.where(u > 0, u, 0.0).sum(axis=1)
     neg = np.where(u < 0, u, 0.0).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -47,23 +47,26 @@ def udcg(utilities, mask=None, *, k: int | None = None, gamma: float = DEFAULT_G
 def udcg_theta(utilities, alpha, beta, mask=None, *, k: int | None = None) -> np.ndarray:
     """UDCG_theta, Eq. 3: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` per query.
 
-    ``alpha`` and ``beta`` are positional weights of length >= the context size (``[k]``) or
-    per-query ``[n_queries, k]`` arrays; position ``i`` is the rank of the ``i``-th real passage.
+    ``alpha`` and ``beta`` are positional weights: ``[k]`` vectors shared by every query, or
+    per-query ``[n_queries, k]`` arrays; weight ``i`` applies to the ``i``-th real passage of the
+    row (its position, whatever its column), so padding in the middle of a row changes nothing.
     """
-    u, mask = as_padded(utilities, mask)
-    mask = cutoff_mask(mask, k)
-    pos_idx = positions(mask)
+    u, m = prepare(utilities, mask, k, dtype=np.float64)
+    u = masked(u, m)
+    pos_idx = column_positions(u, m)
+    n_max = int(n_real(u, m).max(initial=0))
     alpha = np.asarray(alpha, dtype=np.float64)
     beta = np.asarray(beta, dtype=np.float64)
-    n_max = int(pos_idx.max(initial=-1)) + 1
+    if alpha.shape[-1] < n_max or beta.shape[-1] < n_max:
+        raise ValueError(f"need >= {n_max} positional weights, got alpha {alpha.shape}, beta {beta.shape}")
+    safe = np.clip(pos_idx, 0, None)
     if alpha.ndim == 1:
-        if alpha.shape[0] < n_max or beta.shape[0] < n_max:
-            raise ValueError(f"need >= {n_max} positional weights, got alpha {alpha.shape}, beta {beta.shape}")
-        safe = np.clip(pos_idx, 0, None)
         a, b = alpha[safe], beta[safe]
     else:
-        a, b = alpha, beta
-    u = np.where(mask, u, 0.0)
+        if alpha.shape[0] != u.shape[0] or beta.shape[0] != u.shape[0]:
+            raise ValueError(f"per-query weights need {u.shape[0]} rows, got alpha {alpha.shape}, beta {beta.shape}")
+        a = np.take_along_axis(alpha, np.minimum(safe, alpha.shape[1] - 1), axis=1)
+        b = np.take_along_axis(beta, np.minimum(safe, beta.shape[1] - 1), axis=1)
     z = (a * np.where(u > 0, u, 0.0) + b * np.where(u < 0, u, 0.0)).sum(axis=1)
     return sigmoid(z)
 

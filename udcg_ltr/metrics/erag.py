@@ -1,0 +1,141 @@
+"""eRAG (Salemi and Zamani, SIGIR 2024, "Evaluating Retrieval Quality in Retrieval-Augmented
+Generation"): each retrieved document is given to the RAG system's LLM *alone*; the answer it
+produces is scored against the gold answers with the downstream metric, and that score becomes the
+document's relevance label ``G_q[d] = E_M(M(q, {d}), y)``. Any set or rank metric over those labels
+is the eRAG score of the ranked list.
+
+* :func:`erag_labels` turns the single-passage answers into padded labels with one of the scorers
+  of :mod:`udcg_ltr.text` (``"em"`` exact match, ``"f1"`` token F1, ``"rouge_l"`` ROUGE-L F1,
+  ``"contains"`` gold-answer containment), all in [0, 1];
+* :func:`erag` applies any metric of this library to such labels (the composition);
+* with continuous labels (F1, ROUGE-L) the authors' released code only admits the two metrics that
+  stay meaningful for graded labels: ``P`` (the mean label over the top k, divided by k as
+  trec_eval does) and ``success`` (the best label in the top k). They are
+  :func:`graded_precision` and :func:`max_label`; binary labels (EM, contains) work with every
+  metric, the binary ones reading ``label > 0`` as relevant;
+* :func:`erag_score` is the convenience entry point. Its default is **our choice**, since the
+  paper reports many combinations without naming one default: exact-match labels (the paper's
+  downstream metric for its open-domain QA sets NQ, TriviaQA and HotpotQA, as in KILT) aggregated
+  with Precision@k (the metric the released code supports for every kind of label).
+
+As in the released code, the judged pool of a query is its retrieved list: recall- or
+ideal-normalised metrics (Recall, MAP, nDCG) normalise by the labels of the list itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from udcg_ltr import text
+from udcg_ltr.metrics import classic
+from udcg_ltr.metrics._common import _as_2d, _as_mask, masked, prepare
+
+SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
+    "em": text.exact_match,
+    "f1": text.token_f1,
+    "rouge_l": text.rouge_l,
+    "contains": text.contains_answer,
+}
+
+
+def erag_labels(answers_alone: Sequence[Sequence[str | None]], gold: Sequence[Sequence[str] | str],
+                scorer: str | Callable[[str, Sequence[str]], float] = "em", *, width: int | None = None) -> np.ndarray:
+    """Downstream score of each single-passage answer, padded to ``[n_queries, width]`` float64.
+
+    ``answers_alone[q][j]`` is the LLM's answer given query ``q`` and its ``j``-th ranked passage
+    alone; ``gold[q]`` the gold answers (a string is one answer). Padding, and passages whose answer
+    is None (not annotated), are NaN: :func:`erag` and :func:`erag_mask` read NaN as "absent".
+    """
+    if len(answers_alone) != len(gold):
+        raise ValueError(f"{len(answers_alone)} answer lists but {len(gold)} gold lists")
+    fn = SCORERS.get(scorer) if isinstance(scorer, str) else scorer
+    if fn is None:
+        raise ValueError(f"unknown scorer {scorer!r} (use one of {sorted(SCORERS)} or a callable)")
+    w = width if width is not None else max((len(a) for a in answers_alone), default=0)
+    out = np.full((len(answers_alone), w), np.nan)
+    for i, (answers, golds) in enumerate(zip(answers_alone, gold)):
+        golds = [golds] if isinstance(golds, str) else list(golds)
+        for j, answer in enumerate(list(answers)[:w]):
+            if answer is not None:
+                score = float(fn(answer, golds))
+                if not 0.0 <= score <= 1.0:
+                    raise ValueError(f"scorer returned {score} outside [0, 1] for query {i}, passage {j}")
+                out[i, j] = score
+    return out
+
+
+def erag_mask(labels) -> np.ndarray:
+    """Real entries of eRAG labels: the non-NaN ones."""
+    return ~np.isnan(_as_2d(labels, np.float64))
+
+
+def erag(metric_fn: Callable[..., np.ndarray], downstream_scores, mask=None, **kw) -> np.ndarray:
+    """eRAG score per query: ``metric_fn(labels, mask, **kw)`` with the per-passage downstream scores as labels.
+
+    ``mask=None`` takes the non-NaN entries as real (see :func:`erag_labels`). Scores must lie in
+    [0, 1]. Example: ``erag(classic.ndcg, labels, k=5)``, ``erag(graded_precision, labels, k=10)``.
+    """
+    scores = _as_2d(downstream_scores, np.float64)
+    m = erag_mask(scores) if mask is None else _as_mask(mask, scores.shape)
+    real = scores[m]
+    if real.size and (np.isnan(real).any() or (real < 0).any() or (real > 1).any()):
+        raise ValueError("eRAG downstream scores of real entries must lie in [0, 1]")
+    return metric_fn(np.where(m, scores, 0.0), m, **kw)
+
+
+def graded_precision(labels, mask=None, *, k: int | None = None) -> np.ndarray:
+    """eRAG's ``P@k`` for graded labels: ``sum_{i<=k} G_q[d_i] / k`` (``k=None``: over the real entries)."""
+    g, m = prepare(labels, mask, k, dtype=np.float64)
+    total = masked(g, m).sum(axis=1)
+    denom = np.full(total.shape, float(k)) if k is not None else (
+        np.full(total.shape, float(g.shape[1])) if m is None else m.sum(axis=1).astype(np.float64))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, total / denom, 0.0)
+
+
+def max_label(labels, mask=None, *, k: int | None = None) -> np.ndarray:
+    """eRAG's ``success@k`` for graded labels: the best downstream score in the top k (0 when empty)."""
+    g, m = prepare(labels, mask, k, dtype=np.float64)
+    if g.shape[1] == 0:
+        return np.zeros(g.shape[0])
+    return np.where(m, g, -np.inf).max(axis=1).clip(0.0) if m is not None else g.max(axis=1)
+
+
+#: Metric names accepted by :func:`erag_score`.
+METRICS: dict[str, Callable[..., np.ndarray]] = {
+    "precision": graded_precision,
+    "success": max_label,
+    "mrr": classic.reciprocal_rank,
+    "map": classic.average_precision,
+    "ndcg": classic.ndcg,
+    "recall": classic.recall,
+    "hits": classic.hits,
+}
+_GRADED_OK = {"precision", "success", "ndcg"}
+
+
+def erag_score(answers_alone=None, gold=None, *, labels=None, mask=None, k: int | None = None, scorer="em",
+               metric: str = "precision") -> np.ndarray:
+    """eRAG per query: single-passage answers (or ready ``labels``) scored with ``scorer``, aggregated by ``metric``.
+
+    Default: exact match + Precision@k (see the module doc). ``metric`` is one of :data:`METRICS`;
+    the binary ones (``mrr``, ``map``, ``recall``, ``hits``) need binary labels, as in the released
+    code, and raise on graded ones.
+    """
+    if labels is None:
+        if answers_alone is None or gold is None:
+            raise ValueError("give answers_alone and gold, or labels")
+        labels = erag_labels(answers_alone, gold, scorer)
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r} (use one of {sorted(METRICS)})")
+    lab = _as_2d(labels, np.float64)
+    if metric not in _GRADED_OK:
+        real = lab[erag_mask(lab) if mask is None else _as_mask(mask, lab.shape)]
+        if ((real != 0) & (real != 1)).any():
+            raise ValueError(f"metric {metric!r} needs binary labels (use 'precision', 'success' or 'ndcg')")
+    return erag(METRICS[metric], lab, mask, k=k)
+
+
+__all__ = ["METRICS", "SCORERS", "erag", "erag_labels", "erag_mask", "erag_score", "graded_precision", "max_label"]

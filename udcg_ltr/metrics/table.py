@@ -1,0 +1,145 @@
+"""The metric table: every per-query metric of the library for one ranking, and its summary.
+
+:func:`metric_table` takes a :class:`udcg_ltr.data.padded.PaddedSlates` (or any object with the
+same attributes) whose columns are already in ranked order (reorder with
+``slates.reorder(rank_by_scores(scores, slates.mask))``), and/or explicit arrays that override its
+fields. Columns (``@k`` is the cutoff):
+
+=====================  =====================================================================
+``UDCG@k``             Eq. 4 over LLM utilities (when utilities are available)
+``UDCG_theta@k``       Eq. 3 with the given positional weights ``alpha``, ``beta``
+``nDCG@k``             binary relevance gains, ideal from the query's ``n_relevant`` passages
+``MRR@k`` ``MAP@k``    reciprocal rank; average precision over ``n_relevant``
+``P@k`` ``R@k``        precision (divided by k) and recall (over ``n_relevant``)
+``HITS@k``             a relevant passage in the top k
+``eRAG@k``             eRAG Precision@k over the given per-passage downstream labels
+``RA-nWG@k`` ...       RA-nWG, PROC, %PROC, N-Recall4+, N-Recall5, Precision4+, Harm over graded labels
+``DA-DCG@k``           distractor-aware DCG over heuristic utilities (labels, retriever scores,
+                       known distractors), with ``DA-harm@k`` and ``distractor_rate@k``
+=====================  =====================================================================
+
+:func:`summarize` averages each column with NA left out and counted; :func:`format_markdown`
+prints the summary as the Markdown table that ``train.py`` / ``evaluate.py`` show.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from udcg_ltr.metrics import classic, distractor, setbased
+from udcg_ltr.metrics._common import MeanResult, _as_2d, _as_mask, mean
+from udcg_ltr.metrics.erag import erag, graded_precision
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_theta
+
+
+def _field(slates, name):
+    return None if slates is None else getattr(slates, name, None)
+
+
+def _binary_ideal(n_relevant: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Ideal gains of a binary pool with ``n_relevant`` relevant passages: ones, as a padded array."""
+    n = np.asarray(n_relevant, dtype=np.float64).reshape(-1)
+    w = max(int(np.nanmax(n, initial=0)), 1)
+    if k is not None:
+        w = min(w, max(k, 1))
+    ideal_mask = np.arange(w)[None, :] < n[:, None]
+    return ideal_mask.astype(np.float64), ideal_mask
+
+
+def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMMA, alpha=None, beta=None,
+                 erag_labels=None, erag_mask=None, graded=None, graded_mask=None, pool_graded=None,
+                 pool_graded_mask=None, utilities=None, relevant=None, mask=None, n_relevant=None, scores=None,
+                 is_distractor=None, heuristic: distractor.HeuristicConfig | None = None) -> dict[str, np.ndarray]:
+    """Per-query metrics (``dict[name, float64 [n_queries]]``) for rows in ranked order.
+
+    Explicit arrays override the fields of ``slates``: ``mask``, ``relevant`` (binary labels),
+    ``n_relevant`` (relevant passages in the whole judged pool; default the count in the row),
+    ``utilities`` (Eq. 2; default ``slates.utility`` when ``slates.p_no_response`` is annotated),
+    ``scores`` (retriever scores, default ``slates.retrieval_score``), ``is_distractor``.
+    ``graded`` (labels 0..5; ``True`` takes ``slates.relevance``) switches on the set-based
+    family, with ``pool_graded`` as the judged pool (default the row). ``erag_labels`` (per-passage
+    downstream scores in [0, 1], NaN = absent) adds ``eRAG@k``. ``alpha``/``beta`` add ``UDCG_theta@k``.
+    ``heuristic`` configures the distractor-aware utilities; by default the score rule is
+    ``"ratio"``, or ``"range"`` when some row's top score is not positive.
+    """
+    m = mask if mask is not None else _field(slates, "mask")
+    rel = relevant if relevant is not None else _field(slates, "relevant")
+    if rel is None:
+        raise ValueError("metric_table needs binary relevance: pass slates or relevant=")
+    rel = _as_2d(rel).astype(bool)
+    m = np.ones(rel.shape, dtype=bool) if m is None else _as_mask(m, rel.shape)
+    rel = rel & m
+    n_rel = n_relevant if n_relevant is not None else _field(slates, "n_relevant")
+    n_rel = rel.sum(axis=1).astype(np.float64) if n_rel is None else np.asarray(n_rel, dtype=np.float64).reshape(-1)
+    at = "" if k is None else f"@{k}"
+    out: dict[str, np.ndarray] = {}
+
+    u = utilities
+    if u is None and slates is not None:
+        pnr = _field(slates, "p_no_response")
+        if pnr is not None and np.isfinite(np.where(m, pnr, 0.0)).all() and m.any():
+            u = slates.utility
+    if u is not None:
+        out[f"UDCG{at}"] = udcg(u, m, k=k, gamma=gamma)
+        if alpha is not None and beta is not None:
+            out[f"UDCG_theta{at}"] = udcg_theta(u, alpha, beta, m, k=k)
+
+    ideal_gains, ideal_mask = _binary_ideal(n_rel, k)
+    out[f"nDCG{at}"] = classic.ndcg(rel, m, k=k, ideal_gains=ideal_gains, ideal_mask=ideal_mask)
+    out[f"MRR{at}"] = classic.reciprocal_rank(rel, m, k=k)
+    out[f"MAP{at}"] = classic.average_precision(rel, m, k=k, n_relevant=n_rel)
+    out[f"P{at}"] = classic.precision(rel, m, k=k)
+    out[f"R{at}"] = classic.recall(rel, m, k=k, n_relevant=n_rel)
+    out[f"HITS{at}"] = classic.hits(rel, m, k=k)
+
+    if erag_labels is not None:
+        out[f"eRAG{at}"] = erag(graded_precision, erag_labels, erag_mask, k=k)
+
+    if graded is not None and graded is not False:
+        g = _field(slates, "relevance") if graded is True else graded
+        gm = graded_mask if graded_mask is not None else m
+        pool = dict(pool_grades=pool_graded, pool_mask=pool_graded_mask)
+        out[f"RA-nWG{at}"] = setbased.ra_nwg(g, gm, k=k, **pool)
+        out[f"PROC{at}"] = setbased.proc(g, gm, k=k, **pool)
+        out[f"%PROC{at}"] = setbased.pct_proc(g, gm, k=k, **pool)
+        out[f"N-Recall4+{at}"] = setbased.n_recall_4plus(g, gm, k=k, **pool)
+        out[f"N-Recall5{at}"] = setbased.n_recall_5(g, gm, k=k, **pool)
+        out[f"Precision4+{at}"] = setbased.precision_4plus(g, gm, k=k)
+        out[f"Harm{at}"] = setbased.harm_at_k(g, gm, k=k)
+
+    s = scores if scores is not None else _field(slates, "retrieval_score")
+    dis = is_distractor if is_distractor is not None else _field(slates, "is_distractor")
+    config = heuristic if heuristic is not None else _default_heuristic(s, m)
+    h = distractor.heuristic_utilities(rel, s, m, is_distractor=dis, config=config)
+    out[f"DA-DCG{at}"] = distractor.distractor_aware_dcg(h, m, k=k)
+    out[f"DA-harm{at}"] = distractor.distractor_harm(h, m, k=k)
+    out[f"distractor_rate{at}"] = distractor.distractor_rate(h, m, k=k)
+    return out
+
+
+def _default_heuristic(scores, mask) -> distractor.HeuristicConfig:
+    if scores is None:
+        return distractor.HeuristicConfig()
+    s = _as_2d(scores, np.float64)
+    ok = mask & np.isfinite(s)
+    top = np.where(ok, s, -np.inf).max(axis=1, initial=-np.inf)
+    if (top[np.isfinite(top)] <= 0).any():
+        return distractor.HeuristicConfig(score_rule="range")
+    return distractor.HeuristicConfig()
+
+
+def summarize(table: dict[str, np.ndarray]) -> dict[str, MeanResult]:
+    """Mean of every column, NA (NaN) left out and counted (:func:`udcg_ltr.metrics.mean`)."""
+    return {name: mean(values) for name, values in table.items()}
+
+
+def format_markdown(summary: dict[str, MeanResult], *, digits: int = 4) -> str:
+    """The summary as a Markdown table: metric, mean, queries averaged, NA count."""
+    lines = ["| metric | mean | n | NA |", "|---|---:|---:|---:|"]
+    for name, res in summary.items():
+        value = "NA" if np.isnan(res.value) else f"{res.value:.{digits}f}"
+        lines.append(f"| {name} | {value} | {res.n} | {res.n_na} |")
+    return "\n".join(lines)
+
+
+__all__ = ["format_markdown", "metric_table", "summarize"]
