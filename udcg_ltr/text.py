@@ -11,7 +11,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", flags=re.UNICODE)
 _PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014"}
@@ -31,14 +31,26 @@ def answer_tokens(text: str) -> list[str]:
 
 def has_answer(passage: str, answers: Iterable[str]) -> bool:
     """True when some normalised gold answer occurs in the normalised passage as whole tokens."""
-    tokens = answer_tokens(passage)
-    for answer in answers:
-        target = answer_tokens(answer)
+    return has_answer_tokens(answer_tokens(passage), [answer_tokens(a) for a in answers])
+
+
+def has_answer_tokens(tokens: Sequence[str], targets: Iterable[Sequence[str]]) -> bool:
+    """:func:`has_answer` on pre-normalised tokens.
+
+    ``tokens`` = ``answer_tokens(passage)``, ``targets`` = ``[answer_tokens(a) for a in answers]``.
+    Readers that test many (question, passage) pairs normalise each passage once with this.
+    """
+    positions: dict[str, list[int]] | None = None
+    for target in targets:
         if not target:
             continue
+        if positions is None:
+            positions = {}
+            for i, t in enumerate(tokens):
+                positions.setdefault(t, []).append(i)
         n = len(target)
-        for i in range(len(tokens) - n + 1):
-            if tokens[i:i + n] == target:
+        for i in positions.get(target[0], ()):
+            if list(tokens[i:i + n]) == list(target):
                 return True
     return False
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import iter_json_lines
+from udcg_ltr.data.readers._common import get_field
 from udcg_ltr.data.readers.trec import Qrels, Run, grade_counts, ranked_items, read_trec_run
-from udcg_ltr.data.readers.udcg_reference import get_field
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.io import open_text
 

@@ -28,10 +28,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from udcg_ltr.data.jsonl import iter_json_lines
-from udcg_ltr.data.readers.udcg_reference import get_field, get_str_list, has_answer_tokens, prefix_field
+from udcg_ltr.data.readers._common import get_field, get_str_list, prefix_field
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.paths import shared_file
-from udcg_ltr.text import answer_tokens, has_answer
+from udcg_ltr.text import answer_tokens, has_answer, has_answer_tokens
 
 # ---- reader --------------------------------------------------------------------------------
 

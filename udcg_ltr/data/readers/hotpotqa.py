@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.readers.udcg_reference import get_field, get_str_list
+from udcg_ltr.data.readers._common import get_field, get_str_list
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import has_answer

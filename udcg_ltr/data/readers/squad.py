@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers.udcg_reference import get_field, has_answer_tokens, load_json, prefix_field
+from udcg_ltr.data.readers._common import get_field, load_json, prefix_field
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.paths import shared_file
-from udcg_ltr.text import answer_tokens
+from udcg_ltr.text import answer_tokens, has_answer_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 

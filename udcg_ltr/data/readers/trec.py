@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers.udcg_reference import get_field, parse_json_array
+from udcg_ltr.data.readers._common import get_field, parse_json_array
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.io import atomic_open, open_text
 from udcg_ltr.paths import shared_file
