@@ -1,0 +1,93 @@
+"""The metric / end-to-end accuracy correlation study on the shared annotated SQuAD set (real data).
+
+Data: ``annotated/squad_top10.jsonl.gz`` (400 questions, MiniLM top-10 pools, P(NO-RESPONSE) and
+single-passage answers from the demo LLM, Qwen2.5-Coder-0.5B-Instruct) and
+``annotated/squad_contexts.jsonl.gz`` (the same LLM's real answers to 8 contexts of 5 passages for
+100 of those questions), graded correct / abstained / wrong by ``annotate.grading`` (containment,
+correct only with a relevant passage in the context). Splits come from the file (by article):
+UDCG_theta and gamma are fitted on the train + val queries, the headline table is the test split.
+
+ANSWER_PROB needs ``answer_logprob`` annotations, which the shared file does not hold:
+``--answer-prob cached`` (default) uses the values cached by an earlier ``--answer-prob compute``
+run (no LLM; NA when absent), ``compute`` loads the demo LLM and fills the cache (about 1,560
+teacher-forced prompts, 15-30 CPU-minutes), ``skip`` leaves the row NA.
+
+Outputs go to ``--out`` (tables in markdown + CSV, PNG figures, the weights JSON, study.md). The last
+line is machine-read: ``spearman: udcg=A udcg_theta=B ndcg=C precision=D erag=E`` (test-split means).
+
+Run: ``.venv/bin/python bench/correlation_squad.py`` (about 15 s without the LLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from udcg_ltr.analysis.answer_prob import (  # noqa: E402
+    attach_answer_logprobs,
+    compute_answer_logprobs,
+    load_cached_answer_logprobs,
+)
+from udcg_ltr.analysis.end_to_end import load_shared_runs, run_summary  # noqa: E402
+from udcg_ltr.analysis.study import run_correlation_study  # noqa: E402
+from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, annotated_dir, read_annotated_squad  # noqa: E402
+from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=PROJECT_ROOT / "outputs" / "bench" / "correlation_squad")
+    ap.add_argument("--n-bootstrap", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--C", default="1.0", help="SVM-rank C, or 'cv' (query-grouped CV on the fit split)")
+    ap.add_argument("--answer-prob", choices=("cached", "compute", "skip"), default="cached")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads for the LLM (compute only)")
+    args = ap.parse_args()
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+
+    if not (annotated_dir() / "squad_contexts.jsonl.gz").is_file():
+        print(f"shared annotated SQuAD set not found under {annotated_dir()}", file=sys.stderr)
+        return 2
+    records = read_annotated_squad()
+    runs = load_shared_runs(records)
+    context_qids = {r.qid for r in runs}
+    in_study = [r for r in records if r.qid in context_qids]
+    print(f"runs: {run_summary(runs)}")
+
+    if args.answer_prob != "skip":
+        from udcg_ltr.annotate.prompts import PromptConfig
+
+        version = PromptConfig().version()
+        if args.answer_prob == "compute":
+            from udcg_ltr.annotate.demo_llm import ensure_demo_llm
+            from udcg_ltr.annotate.scorer import LLMScorer
+
+            scorer = LLMScorer(str(ensure_demo_llm()), name=ANNOTATED_LLM, batch_size=8, num_threads=args.threads)
+            values = compute_answer_logprobs(in_study, scorer)
+        else:
+            values = load_cached_answer_logprobs(in_study, ANNOTATED_LLM, version)
+        n = attach_answer_logprobs(in_study, values, ANNOTATED_LLM)
+        print(f"answer_logprob annotations: {n} of {sum(len(r.passages) for r in in_study)} passages "
+              f"({args.answer_prob}, prompt version {version})")
+
+    C = args.C if args.C == "cv" else float(args.C)
+    res = run_correlation_study(records, runs, llm=ANNOTATED_LLM, k=5, fit_splits=("train", "val"),
+                                report_split="test", C=C, n_bootstrap=args.n_bootstrap, seed=args.seed,
+                                out_dir=args.out, title="Shared annotated SQuAD: metric vs end-to-end accuracy")
+    md = res.markdown
+    print(md[:md.index("## Definitions")])
+    print(f"files in {args.out}: {', '.join(sorted(p.name for p in res.paths.values()))}")
+    print(res.bench_line())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

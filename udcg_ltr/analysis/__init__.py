@@ -1,0 +1,29 @@
+"""The correlation study (metrics vs end-to-end RAG accuracy), bootstrap tests, end-to-end runs, reports.
+
+Modules: :mod:`~udcg_ltr.analysis.study` (``run_correlation_study``), :mod:`~udcg_ltr.analysis.end_to_end`
+(``run_contexts``, ``grade_runs``, ``load_shared_runs``), :mod:`~udcg_ltr.analysis.correlation`
+(per-query Spearman / Kendall), :mod:`~udcg_ltr.analysis.bootstrap` (CIs, paired test),
+:mod:`~udcg_ltr.analysis.answer_prob` (ANSWER_PROB annotations) and :mod:`~udcg_ltr.analysis.report`
+(generic tables, figures and W&B logging shared by every study). Names are imported lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "run_correlation_study": "study", "StudyResult": "study", "compute_context_metrics": "study",
+    "k_sweep_rows": "study", "summarise": "study", "DEFAULT_METRICS": "study",
+    "run_contexts": "end_to_end", "grade_runs": "end_to_end", "load_shared_runs": "end_to_end",
+    "per_query_correlations": "correlation", "spearman_rows": "correlation", "kendall_rows": "correlation",
+    "bootstrap_ci": "bootstrap", "paired_bootstrap_test": "bootstrap",
+    "compute_answer_logprobs": "answer_prob", "attach_answer_logprobs": "answer_prob",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"udcg_ltr.analysis.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'udcg_ltr.analysis' has no attribute {name!r}")

@@ -1,0 +1,266 @@
+"""Shared report helpers for every study: tables (markdown + CSV), figures (PNG), W&B logging.
+
+Nothing here knows about a particular study: a table is a list of row dicts plus an ordered list of
+:class:`Column` s (key, header, formatter); a figure is a matplotlib figure saved atomically; W&B
+logging takes a Lightning ``WandbLogger``, a ``wandb`` run, or anything with ``.log(dict)``.
+
+* :func:`markdown_table`, :func:`write_csv`, :func:`write_table` (both files, atomic);
+* :func:`fmt_float`, :func:`fmt_ci`, :func:`fmt_p`: number formatting used across reports (NaN -> "NA");
+* :func:`new_figure`, :func:`save_figure`, :func:`plot_lines` (series with optional CI bands),
+  :func:`plot_bars` (values with optional CI error bars);
+* :func:`log_to_wandb`: tables as ``wandb.Table`` and PNGs as ``wandb.Image`` in one ``log`` call.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr.io import atomic_open, atomic_write_bytes
+
+# ---------------------------------------------------------------------------------------------
+# formatting
+
+
+def _isnan(x) -> bool:
+    try:
+        return x is None or math.isnan(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_float(x, digits: int = 3) -> str:
+    """``0.123``; NaN / None -> ``NA``."""
+    return "NA" if _isnan(x) else f"{float(x):.{digits}f}"
+
+
+def fmt_ci(value, lo, hi, digits: int = 3) -> str:
+    """``0.412 [0.350, 0.470]``; NA parts stay NA."""
+    if _isnan(value):
+        return "NA"
+    return f"{fmt_float(value, digits)} [{fmt_float(lo, digits)}, {fmt_float(hi, digits)}]"
+
+
+def fmt_p(p, digits: int = 3) -> str:
+    """p-values: ``<0.001`` below the resolution, ``NA`` when undefined, ``-`` for the reference row."""
+    if p is None:
+        return "-"
+    if _isnan(p):
+        return "NA"
+    floor = 10.0 ** -digits
+    return f"<{floor:.{digits}f}" if p < floor else f"{p:.{digits}f}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: the row-dict ``key``, its ``header`` and an optional ``fmt`` for markdown."""
+
+    key: str
+    header: str | None = None
+    fmt: Callable[[Any], str] | None = None
+
+    @property
+    def title(self) -> str:
+        return self.header or self.key
+
+    def render(self, row: Mapping[str, Any]) -> str:
+        value = row.get(self.key)
+        if self.fmt is not None:
+            return self.fmt(value)
+        if isinstance(value, float):
+            return fmt_float(value)
+        return "" if value is None else str(value)
+
+
+def _columns(rows: Sequence[Mapping[str, Any]], columns) -> list[Column]:
+    if columns is None:
+        keys: list[str] = []
+        for row in rows:
+            keys.extend(k for k in row if k not in keys)
+        return [Column(k) for k in keys]
+    return [c if isinstance(c, Column) else Column(c) for c in columns]
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str] | None = None, *,
+                   align: str | None = None) -> str:
+    """A GitHub-flavoured markdown table. ``align``: one char per column (``l``, ``r``, ``c``); default: first left, rest right."""
+    cols = _columns(rows, columns)
+    align = align or ("l" + "r" * (len(cols) - 1))
+    marks = {"l": ":--", "r": "--:", "c": ":-:"}
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(c.title) for c in cols) + " |",
+             "| " + " | ".join(marks.get(a, "---") for a in align) + " |"]
+    for row in rows:
+        lines.append("| " + " | ".join(esc(c.render(row)) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _csv_value(v):
+    if isinstance(v, float) and math.isnan(v):
+        return ""
+    if isinstance(v, (np.floating, np.integer)):
+        v = v.item()
+        return "" if isinstance(v, float) and math.isnan(v) else v
+    if isinstance(v, (list, tuple)):
+        return " ".join(str(x) for x in v)
+    return "" if v is None else v
+
+
+def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str] | None = None) -> Path:
+    """Raw (unformatted) values, one row per dict; NaN / None as empty cells. Atomic."""
+    cols = _columns(rows, columns)
+    path = Path(path)
+    with atomic_open(path, "w") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow([c.key for c in cols])
+        for row in rows:
+            writer.writerow([_csv_value(row.get(c.key)) for c in cols])
+    return path
+
+
+def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_table(stem: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str] | None = None,
+                *, title: str | None = None, note: str | None = None, csv_columns: Sequence[Column | str] | None = None
+                ) -> dict[str, Path]:
+    """``{stem}.md`` (formatted, with optional title and note) and ``{stem}.csv`` (raw values). Returns both paths."""
+    stem = Path(stem)
+    md = (f"### {title}\n\n" if title else "") + markdown_table(rows, columns) + (f"\n{note}\n" if note else "")
+    md_path = stem.with_suffix(".md")
+    with atomic_open(md_path, "w") as f:
+        f.write(md)
+    csv_path = write_csv(stem.with_suffix(".csv"), rows, csv_columns if csv_columns is not None else columns)
+    return {"md": md_path, "csv": csv_path}
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, figsize=(6.4, 4.4)):
+    """A figure on the non-interactive Agg backend (no display needed); returns ``(fig, axes)`` (axes flattened)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    return fig, (axes if len(axes) > 1 else axes[0])
+
+
+def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:
+    """Render to PNG in memory, then write atomically."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    path = Path(path)
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def plot_lines(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], path: str | os.PathLike, *,
+               xlabel: str = "", ylabel: str = "", title: str | None = None, hline: float | None = 0.0,
+               xticks: Sequence | None = None) -> Path:
+    """One line per series; a series is ``y`` or ``{"y": ..., "lo": ..., "hi": ...}`` (CI band). NaN gaps allowed."""
+    fig, ax = new_figure()
+    x = np.asarray(x)
+    for name, s in series.items():
+        if isinstance(s, Mapping):
+            y = np.asarray(s["y"], dtype=np.float64)
+            line, = ax.plot(x, y, "-o", ms=3, label=name)
+            if s.get("lo") is not None and s.get("hi") is not None:
+                ax.fill_between(x, np.asarray(s["lo"], float), np.asarray(s["hi"], float), color=line.get_color(),
+                                alpha=0.08, lw=0)
+        else:
+            ax.plot(x, np.asarray(s, dtype=np.float64), "-o", ms=3, label=name)
+    if hline is not None:
+        ax.axhline(hline, color="grey", lw=0.5)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if xticks is not None:
+        ax.set_xticks(list(xticks))
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    return save_figure(fig, path)
+
+
+def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, *, lo=None, hi=None,
+              ylabel: str = "", title: str | None = None, highlight: Sequence[str] = ()) -> Path:
+    """Horizontal bars with optional CI error bars; ``highlight`` labels drawn in a second colour. NaN bars are skipped."""
+    fig, ax = new_figure(figsize=(6.4, 0.35 * len(labels) + 1.2))
+    v = np.asarray(values, dtype=np.float64)
+    y = np.arange(len(labels))[::-1]
+    colors = ["tab:orange" if lab in set(highlight) else "tab:blue" for lab in labels]
+    ok = ~np.isnan(v)
+    xerr = None
+    if lo is not None and hi is not None:
+        lo_, hi_ = np.asarray(lo, float), np.asarray(hi, float)
+        xerr = np.vstack([np.where(ok, v - lo_, 0), np.where(ok, hi_ - v, 0)])
+        xerr = np.nan_to_num(np.clip(xerr, 0, None))[:, ok]
+    ax.barh(y[ok], v[ok], color=[c for c, o in zip(colors, ok) if o], xerr=xerr, capsize=3)
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels)
+    ax.axvline(0.0, color="grey", lw=0.5)
+    ax.set_xlabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+    return save_figure(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# W&B
+
+
+def _wandb_run(logger):
+    """The object with ``.log``: a Lightning ``WandbLogger`` (its ``.experiment``), a wandb run, or anything with ``.log``."""
+    if logger is None:
+        return None
+    if hasattr(logger, "experiment") and hasattr(logger.experiment, "log"):
+        return logger.experiment
+    if hasattr(logger, "log"):
+        return logger
+    raise TypeError(f"cannot log to {type(logger).__name__}: expected a WandbLogger or a wandb run")
+
+
+def log_to_wandb(logger, *, tables: Mapping[str, Sequence[Mapping[str, Any]]] = {},  # noqa: B006
+                 images: Mapping[str, str | os.PathLike] = {}, scalars: Mapping[str, float] = {},  # noqa: B006
+                 prefix: str = "", columns: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    """Log row-dict tables (``wandb.Table``), PNG files (``wandb.Image``) and scalars in one call.
+
+    Returns the logged payload (also when ``logger`` is None, for inspection; nothing is sent then).
+    """
+    import wandb
+
+    payload: dict[str, Any] = {}
+    for name, rows in tables.items():
+        cols = list(columns[name]) if columns and name in columns else [c.key for c in _columns(rows, None)]
+        data = [[_csv_value(row.get(c)) if not isinstance(row.get(c), (int, float, str)) else
+                 (None if isinstance(row.get(c), float) and math.isnan(row.get(c)) else row.get(c))
+                 for c in cols] for row in rows]
+        payload[f"{prefix}{name}"] = wandb.Table(columns=cols, data=data, allow_mixed_types=True)
+    for name, path in images.items():
+        payload[f"{prefix}{name}"] = wandb.Image(str(path))
+    for name, value in scalars.items():
+        payload[f"{prefix}{name}"] = value
+    run = _wandb_run(logger)
+    if run is not None and payload:
+        run.log(payload)
+    return payload

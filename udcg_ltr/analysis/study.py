@@ -1,0 +1,700 @@
+"""The metric / end-to-end accuracy correlation study (the UDCG paper's central experiment).
+
+For every query, several contexts (``k`` passages in prompt order) were answered by the LLM and
+graded correct (2) > abstained (1) > wrong (0). Each metric scores the same contexts; the per-query
+Spearman and Kendall tau-b correlation between the metric's order and the ideal (outcome) order says
+how well the metric predicts end-to-end quality (:mod:`udcg_ltr.analysis.correlation`). Queries where
+either side is constant have an undefined correlation: NA, counted and reported, never averaged.
+Means over queries come with bootstrap 95% intervals (queries resampled) and a paired bootstrap test
+of UDCG against every other metric (:mod:`udcg_ltr.analysis.bootstrap`).
+
+Train / test separation: UDCG_theta (:mod:`udcg_ltr.fit.theta`) and the calibrated gamma
+(:mod:`udcg_ltr.fit.gamma`) are fitted on the contexts of the ``fit_splits`` queries only, and the
+headline table is computed on the ``report_split`` queries; the all-queries table is given too and
+is in-sample for those two rows (the report says so).
+
+Metrics (each on the context as a ranked list in prompt order; ``k`` = context size) -- choices
+documented in :data:`METRIC_NOTES`:
+
+==========================  ===============================================================================
+UDCG                        Eq. 4 with the paper's gamma = 1/3 (the reference of the paired tests)
+UDCG (gamma*)               Eq. 4 with gamma calibrated on the fit split
+UDCG_theta                  Eq. 3 with weights fitted on the fit split (SVM-rank, C)
+UDCG_theta (rel-only)       ablation: u+ features only (beta = 0)
+UDCG_theta (binary)         ablation: u+ replaced by binary relevance
+nDCG                        nDCG@k, binary gains, IDCG@k from the query's judged pool (its candidate list)
+MRR                         reciprocal rank of the first relevant passage (0 if none)
+MAP                         AP@k with R = relevant passages in the query's judged pool
+Precision                   #relevant / k
+HITS                        1 if the context holds a relevant passage
+eRAG                        mean over the context's passages of the single-passage answer's score
+                            (``answer_alone`` graded by the same rule as the outcome: gold containment)
+ANSWER_PROB                 mean per-passage log-likelihood of the gold answer (``answer_logprob``
+                            annotation); NA when a passage lacks it
+RA-nWG                      RA-nWG@k (set-based), binary relevance mapped to grade 5 (relevant) / 0
+                            (not relevant), rarity weights and ideal from the judged pool
+RANDOM                      seeded uniform scores: the chance level (about 0)
+==========================  ===============================================================================
+
+Public entry: :func:`run_correlation_study`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test
+from udcg_ltr.analysis.correlation import QueryCorrelations, per_query_correlations
+from udcg_ltr.analysis.end_to_end import grade_runs, run_contexts, run_summary
+from udcg_ltr.analysis.report import (
+    Column,
+    fmt_ci,
+    fmt_float,
+    fmt_p,
+    log_to_wandb,
+    markdown_table,
+    plot_bars,
+    plot_lines,
+    write_csv,
+)
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID, GammaCalibration, calibrate_gamma, plot_gamma_curve
+from udcg_ltr.fit.pairs import ContextTable, build_context_table, group_index
+from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts, truncate_contexts
+from udcg_ltr.fit.theta import fit_udcg_theta, select_C, weights_rows
+from udcg_ltr.fit.weights import UDCGThetaWeights, plot_weights, save_weights
+from udcg_ltr.io import atomic_write_json, atomic_write_text
+from udcg_ltr.metrics import classic
+from udcg_ltr.metrics.erag import erag_labels, graded_precision
+from udcg_ltr.metrics.setbased import ra_nwg
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg
+
+REFERENCE = "UDCG"
+THETA_NAMES = {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)", "binary": "UDCG_theta (binary)"}
+DEFAULT_METRICS: tuple[str, ...] = (
+    "UDCG", "UDCG (gamma*)", "UDCG_theta", "UDCG_theta (rel-only)", "UDCG_theta (binary)", "nDCG", "MRR", "MAP",
+    "Precision", "HITS", "eRAG", "ANSWER_PROB", "RA-nWG", "RANDOM",
+)
+#: Metrics drawn in the k-sweep figure.
+SWEEP_METRICS: tuple[str, ...] = ("UDCG", "UDCG (gamma*)", "UDCG_theta", "nDCG", "MRR", "Precision", "eRAG", "RA-nWG")
+#: Keys of the bench line ``spearman: udcg=... udcg_theta=... ndcg=... precision=... erag=...``.
+BENCH_KEYS = {"udcg": "UDCG", "udcg_theta": "UDCG_theta", "ndcg": "nDCG", "precision": "Precision", "erag": "eRAG"}
+
+METRIC_NOTES = """\
+- Ideal order: outcome scores correct = 2, abstained = 1, wrong = 0 (correct requires a relevant passage in the context).
+- Per query: Spearman's rho (average ranks for ties) and Kendall's tau-b; NA when either side is constant; metric values
+  equal to 12 decimals are ties.
+- UDCG: Eq. 4, gamma = 1/3 (paper default; the reference row of the paired tests). UDCG (gamma*): gamma calibrated on the fit split.
+- UDCG_theta: Eq. 3, positional weights fitted by pairwise hinge SVM-rank on the fit split; (rel-only): no u- features;
+  (binary): u+ replaced by binary relevance.
+- nDCG@k: binary gains, IDCG@k from the query's judged pool (its whole candidate list); MAP: AP@k with R from the pool.
+- eRAG: mean over the context's passages of the single-passage answer (answer_alone) graded against the gold answers
+  with the outcome's rule (whole-token containment); metrics.erag labels + graded Precision@k.
+- ANSWER_PROB: mean per-passage log-likelihood of the gold answer (annotation answer_logprob); NA without it.
+- RA-nWG@k: binary relevance mapped to grade 5 (relevant) or 0 (not relevant); weights and ideal from the judged pool.
+- RANDOM: seeded uniform scores (chance level).
+- CI: bootstrap percentile 95% interval of the mean over queries; p: paired bootstrap test (centred, two-sided) of
+  UDCG against the row's metric on the queries where both are defined.
+"""
+
+
+# =============================================================================================
+# metrics on contexts
+
+
+@dataclass
+class _Pool:
+    """Each context row's query pool (retrieval order): binary relevance, mask, relevant count."""
+
+    relevant: np.ndarray
+    mask: np.ndarray
+    n_relevant: np.ndarray
+
+
+def _pool_rows(table: ContextTable, by_qid: Mapping[str, QueryRecord], relevance_threshold: int) -> _Pool:
+    qids = list(dict.fromkeys(table.qids.tolist()))
+    row_of = {q: i for i, q in enumerate(qids)}
+    width = max((len(by_qid[q].passages) for q in qids), default=0)
+    rel = np.zeros((len(qids), width), dtype=bool)
+    mask = np.zeros((len(qids), width), dtype=bool)
+    for i, q in enumerate(qids):
+        for j, p in enumerate(by_qid[q].passages):
+            rel[i, j] = p.is_relevant(relevance_threshold)
+            mask[i, j] = True
+    rows = np.array([row_of[q] for q in table.qids.tolist()], dtype=np.int64)
+    return _Pool(relevant=rel[rows], mask=mask[rows], n_relevant=rel.sum(axis=1)[rows].astype(np.float64))
+
+
+def _passage_field(table: ContextTable, by_qid: Mapping[str, QueryRecord], key: str) -> np.ndarray:
+    """Per-passage annotation ``key`` of ``table.llm`` as an object array ``[n, k]`` (None when absent)."""
+    out = np.full(table.pids.shape, None, dtype=object)
+    lookup: dict[str, dict] = {}
+    for r, q in enumerate(table.qids.tolist()):
+        pmap = lookup.get(q)
+        if pmap is None:
+            pmap = lookup[q] = {p.pid: p for p in by_qid[q].passages}
+        for j in range(table.k):
+            if table.mask[r, j]:
+                out[r, j] = pmap[table.pids[r, j]].annotations.get(table.llm, {}).get(key)
+    return out
+
+
+def _row_mean_or_nan(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean over the real entries of each row; NaN when a real entry is NaN (missing annotation)."""
+    v = np.where(mask, values, 0.0)
+    n = mask.sum(axis=1)
+    missing = (mask & np.isnan(values)).any(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(missing | (n == 0), np.nan, np.nansum(v, axis=1) / n)
+
+
+def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryRecord] | Sequence[QueryRecord], *,
+                            gamma: float = DEFAULT_GAMMA, gamma_star: float | None = None,
+                            theta: Mapping[str, UDCGThetaWeights] | None = None, metrics: Sequence[str] | None = None,
+                            erag_rule: str = "contains", relevance_threshold: int = 1, seed: int = 0
+                            ) -> dict[str, np.ndarray]:
+    """Every requested metric on every context of ``table`` (``[n_contexts]`` each; NaN = not computable).
+
+    ``theta`` maps a feature variant (``full``/``relevance_only``/``binary``) to fitted weights; UDCG_theta
+    rows without weights are skipped, as is ``UDCG (gamma*)`` without ``gamma_star``.
+    """
+    by_qid = records if isinstance(records, Mapping) else {r.qid: r for r in records}
+    wanted = list(metrics) if metrics is not None else list(DEFAULT_METRICS)
+    theta = dict(theta or {})
+    k = table.k
+    u, m, rel = table.utility, table.mask, table.relevant
+    relf = rel.astype(np.float64)
+    out: dict[str, np.ndarray] = {}
+    pool = _pool_rows(table, by_qid, relevance_threshold) if {"nDCG", "MAP", "RA-nWG"} & set(wanted) else None
+    for name in wanted:
+        if name == "UDCG":
+            out[name] = udcg(u, m, gamma=gamma)
+        elif name == "UDCG (gamma*)":
+            if gamma_star is not None:
+                out[name] = udcg(u, m, gamma=gamma_star)
+        elif name in THETA_NAMES.values():
+            variant = next(v for v, n in THETA_NAMES.items() if n == name)
+            if variant in theta:
+                out[name] = theta[variant].score(u, m, relevant=rel)
+        elif name == "nDCG":
+            out[name] = classic.ndcg(relf, m, k=k, ideal_gains=pool.relevant.astype(np.float64), ideal_mask=pool.mask)
+        elif name == "MRR":
+            out[name] = classic.reciprocal_rank(relf, m)
+        elif name == "MAP":
+            out[name] = classic.average_precision(relf, m, k=k, n_relevant=pool.n_relevant)
+        elif name == "Precision":
+            out[name] = classic.precision(relf, m, k=k)
+        elif name == "HITS":
+            out[name] = classic.hits(relf, m)
+        elif name == "eRAG":
+            alone = _passage_field(table, by_qid, "answer_alone")
+            gold = [by_qid[q].answers for q in table.qids.tolist()]
+            labels = erag_labels([list(row) for row in alone], gold, erag_rule, width=k)
+            vals = graded_precision(np.nan_to_num(labels), m, k=k)
+            out[name] = np.where((m & np.isnan(labels)).any(axis=1), np.nan, vals)
+        elif name == "ANSWER_PROB":
+            lp = _passage_field(table, by_qid, "answer_logprob")
+            lp = np.array([[np.nan if v is None else float(v) for v in row] for row in lp], dtype=np.float64)
+            out[name] = _row_mean_or_nan(lp.reshape(table.pids.shape), m)
+        elif name == "RA-nWG":
+            grades = np.where(rel, 5, 0)
+            pool_grades = np.where(pool.relevant, 5, 0)
+            out[name] = ra_nwg(grades, m, k=k, pool_grades=pool_grades, pool_mask=pool.mask)
+        elif name == "RANDOM":
+            rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(b"RANDOM")])
+            out[name] = rng.random(len(table))
+        else:
+            raise ValueError(f"unknown metric {name!r} (known: {DEFAULT_METRICS})")
+    return out
+
+
+# =============================================================================================
+# summaries
+
+
+def _na_zero(corr: np.ndarray, qc: QueryCorrelations) -> np.ndarray:
+    """``na_policy="zero"``: a metric constant over a query whose outcomes vary gets 0 instead of NA."""
+    return np.where(np.isnan(corr) & qc.metric_constant & ~qc.outcome_constant, 0.0, corr)
+
+
+def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray, *, reference: str = REFERENCE,
+              n_bootstrap: int = 1000, seed: int = 0, na_policy: str = "na") -> list[dict[str, Any]]:
+    """One row per metric over the selected queries: means, 95% CIs, n / NA counts, paired tests vs ``reference``."""
+    if na_policy not in ("na", "zero"):
+        raise ValueError(f"na_policy must be 'na' or 'zero', got {na_policy!r}")
+
+    def values(name, method):
+        qc = correlations[name]
+        v = getattr(qc, method)
+        return (_na_zero(v, qc) if na_policy == "zero" else v)[select]
+
+    rows = []
+    for name in correlations:
+        row: dict[str, Any] = {"metric": name}
+        for method in ("spearman", "kendall"):
+            v = values(name, method)
+            ok = ~np.isnan(v)
+            row[method] = float(v[ok].mean()) if ok.any() else float("nan")
+            row[f"{method}_lo"], row[f"{method}_hi"] = bootstrap_ci(v, n_bootstrap, seed)
+            row[f"{method}_n"] = int(ok.sum())
+            row[f"{method}_na"] = int((~ok).sum())
+            if reference in correlations and name != reference:
+                test = paired_bootstrap_test(values(reference, method), v, n_bootstrap, seed)
+                row[f"{method}_p_vs_{reference}"] = test.p_value
+                row[f"{method}_diff_vs_{reference}"] = test.mean_diff  # reference minus this metric
+                row[f"{method}_paired_n"] = test.n
+            else:
+                row[f"{method}_p_vs_{reference}"] = None
+                row[f"{method}_diff_vs_{reference}"] = None
+                row[f"{method}_paired_n"] = None
+        # Relative gain of the reference over this metric, on the queries where both are defined (the
+        # raw means may average different query subsets); left out when the metric's mean is near 0.
+        row[f"{reference}_gain_pct"] = float("nan")
+        if reference in correlations and name != reference:
+            a, b = values(reference, "spearman"), values(name, "spearman")
+            both = ~np.isnan(a) & ~np.isnan(b)
+            if both.any() and b[both].mean() >= 0.1:
+                row[f"{reference}_gain_pct"] = 100.0 * (a[both].mean() - b[both].mean()) / b[both].mean()
+        rows.append(row)
+    return rows
+
+
+def _render_rows(rows: Sequence[Mapping[str, Any]], reference: str = REFERENCE) -> list[dict[str, str]]:
+    out = []
+    for r in rows:
+        gain = r.get(f"{reference}_gain_pct")
+        out.append({
+            "metric": r["metric"],
+            "spearman_txt": fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"]),
+            "spearman_p": fmt_p(r[f"spearman_p_vs_{reference}"]),
+            "kendall_txt": fmt_ci(r["kendall"], r["kendall_lo"], r["kendall_hi"]),
+            "kendall_p": fmt_p(r[f"kendall_p_vs_{reference}"]),
+            "n": f"{r['spearman_n']} ({r['spearman_na']})",
+            "gain": "-" if r["metric"] == reference or gain is None or (isinstance(gain, float) and math.isnan(gain))
+            else f"{gain:+.0f}%",
+        })
+    return out
+
+
+_MD_COLUMNS = [Column("metric", "Metric"), Column("spearman_txt", "Spearman [95% CI]"), Column("spearman_p", "p vs UDCG"),
+               Column("kendall_txt", "Kendall tau-b [95% CI]"), Column("kendall_p", "p vs UDCG"),
+               Column("n", "queries (NA)"), Column("gain", "UDCG vs metric (paired)")]
+_CSV_COLUMNS = ["metric", "spearman", "spearman_lo", "spearman_hi", "spearman_n", "spearman_na",
+                f"spearman_p_vs_{REFERENCE}", f"spearman_diff_vs_{REFERENCE}", "kendall", "kendall_lo", "kendall_hi",
+                "kendall_n", "kendall_na", f"kendall_p_vs_{REFERENCE}", f"kendall_diff_vs_{REFERENCE}",
+                f"{REFERENCE}_gain_pct"]
+
+
+def correlation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The paper-layout markdown table of :func:`summarise` rows."""
+    return markdown_table(_render_rows(rows), _MD_COLUMNS)
+
+
+# =============================================================================================
+# the study
+
+
+@dataclass
+class StudyResult:
+    """Everything the study produced. ``rows`` is the report-split summary (the headline table)."""
+
+    per_query: list[dict[str, Any]]
+    summary: dict[str, list[dict[str, Any]]]  # "report" (the report split) and "all"
+    k_sweep: list[dict[str, Any]]
+    weights: dict[str, UDCGThetaWeights]
+    gamma: GammaCalibration | None
+    paths: dict[str, Path]
+    markdown: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return self.summary["report"]
+
+    def row(self, metric: str, split: str = "report") -> dict[str, Any]:
+        for r in self.summary[split]:
+            if r["metric"] == metric:
+                return r
+        raise KeyError(f"no metric {metric!r} in the {split!r} summary")
+
+    def spearman(self, metric: str, split: str = "report") -> float:
+        return float(self.row(metric, split)["spearman"])
+
+    def bench_line(self, split: str = "report") -> str:
+        """``spearman: udcg=A udcg_theta=B ndcg=C precision=D erag=E`` (3 decimals; NA when absent)."""
+        parts = []
+        for key, name in BENCH_KEYS.items():
+            try:
+                parts.append(f"{key}={fmt_float(self.spearman(name, split))}")
+            except KeyError:
+                parts.append(f"{key}=NA")
+        return "spearman: " + " ".join(parts)
+
+    def log_to(self, logger, *, prefix: str = "correlation/") -> dict[str, Any]:
+        """Log the tables (``wandb.Table``) and figures (``wandb.Image``) to a W&B run or Lightning WandbLogger.
+
+        Returns the payload (nothing is sent when ``logger`` is None).
+        """
+        tables = {f"table_{k}": v for k, v in self.summary.items()}
+        tables["per_query"] = self.per_query
+        if self.k_sweep:
+            tables["k_sweep"] = self.k_sweep
+        if self.weights:
+            tables["udcg_theta_weights"] = weights_rows(list(self.weights.values()))
+        images = {k: v for k, v in self.paths.items() if str(v).endswith(".png")}
+        scalars = {f"spearman/{r['metric']}": r["spearman"] for r in self.rows if not math.isnan(r["spearman"])}
+        return log_to_wandb(logger, tables=tables, images=images, scalars=scalars, prefix=prefix)
+
+
+def _llm_name_and_scorer(llm, scorer):
+    if isinstance(llm, str):
+        return llm, scorer
+    name = getattr(llm, "name", None)
+    if not isinstance(name, str):
+        raise TypeError("llm must be the annotation name (str) or a scorer with a .name")
+    return name, scorer if scorer is not None else llm
+
+
+def _split_of(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[str, str], str | None]:
+    """Query -> split; when no record carries a split, a seeded 60/20/20 train/val/test hash split (noted)."""
+    if any(r.split for r in records.values()):
+        return {q: (r.split or "none") for q, r in records.items()}, None
+    out = {}
+    for q in records:
+        h = zlib.crc32(f"{seed}:{q}".encode()) / 2 ** 32
+        out[q] = "train" if h < 0.6 else ("val" if h < 0.8 else "test")
+    return out, "records carry no split: queries were split 60/20/20 by a seeded hash of their ids"
+
+
+@dataclass
+class _Core:
+    table: ContextTable
+    values: dict[str, np.ndarray]
+    correlations: dict[str, QueryCorrelations]
+    groups: np.ndarray
+    theta: dict[str, UDCGThetaWeights]
+    gamma: GammaCalibration | None
+
+
+def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_splits, metrics, theta_variants, C,
+          gamma_grid, calibrate: bool, relevance_threshold, seed, erag_rule, fit_kwargs) -> _Core:
+    fit_rows = np.array([split_of[q] in fit_splits for q in table.qids.tolist()], dtype=bool)
+    fit_table = table.subset(np.flatnonzero(fit_rows))
+    theta: dict[str, UDCGThetaWeights] = {}
+    wanted = set(metrics)
+    if len(fit_table):
+        for v in theta_variants:
+            if THETA_NAMES[v] in wanted:
+                c_v, cv_rows = C, None
+                if C == "cv":  # chosen by query-grouped CV inside the fit split only
+                    c_v, cv_rows = select_C(fit_table, variant=v, seed=seed, **fit_kwargs)
+                meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
+                theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta, **fit_kwargs)
+    gamma = None
+    if calibrate and len(fit_table) and "UDCG (gamma*)" in wanted:
+        gamma = calibrate_gamma(fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
+    values = compute_context_metrics(table, by_qid, gamma_star=gamma.gamma if gamma else None, theta=theta,
+                                     metrics=metrics, erag_rule=erag_rule, relevance_threshold=relevance_threshold,
+                                     seed=seed)
+    gi = group_index(table.qids)
+    corr = {name: per_query_correlations(table.qids, v, table.outcome, groups_idx=gi) for name, v in values.items()}
+    return _Core(table=table, values=values, correlations=corr, groups=gi[0], theta=theta, gamma=gamma)
+
+
+def _select(groups: np.ndarray, split_of: Mapping[str, str], split: str | None) -> np.ndarray:
+    if split is None or split == "all":
+        return np.ones(len(groups), dtype=bool)
+    return np.array([split_of[q] == split for q in groups.tolist()], dtype=bool)
+
+
+def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str = "truncate", scorer=None, cache=None,
+                 sampling: ContextSamplingConfig | None = None, split_of: Mapping[str, str], fit_splits,
+                 report_split, metrics: Sequence[str], C: float | str, gamma_grid, n_bootstrap: int, seed: int,
+                 relevance_threshold: int = 1, erag_rule: str = "contains", rule: str = "contains",
+                 fit_kwargs: Mapping[str, Any] | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """Correlation (report split) of each metric for contexts of ``k`` passages, for every ``k``.
+
+    ``mode="truncate"``: each context cut to its first ``k`` passages; with a ``scorer`` the LLM answers
+    the truncated context (outcomes re-measured), without one the outcome of the full context is kept
+    (metric@k against the full-context outcome: ``outcome_source="full_context"``).
+    ``mode="resample"``: fresh balanced contexts of ``k`` passages per ``k`` (``sampling``), answered
+    by the ``scorer`` (required).
+    """
+    from tqdm.auto import tqdm
+
+    by_qid = records if isinstance(records, Mapping) else {r.qid: r for r in records}
+    if mode not in ("truncate", "resample"):
+        raise ValueError(f"mode must be 'truncate' or 'resample', got {mode!r}")
+    if mode == "resample" and scorer is None:
+        raise ValueError("mode='resample' needs a scorer (the LLM must answer the new contexts)")
+    rows = []
+    for k in tqdm(list(k_values), desc=f"k sweep ({mode})", disable=not progress):
+        if mode == "resample":
+            cfg = sampling or ContextSamplingConfig()
+            ctxs = sample_contexts(list(by_qid.values()), cfg, k=k)
+            graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=rule,
+                                  relevance_threshold=relevance_threshold, progress=progress)
+            source = "llm"
+        elif scorer is not None:
+            ctxs = truncate_contexts(runs, k, by_qid, relevance_threshold)
+            graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=rule,
+                                  relevance_threshold=relevance_threshold, progress=progress)
+            source = "llm"
+        else:
+            graded = [r for r in runs if len(r.pids) >= k]
+            source = "full_context"
+        if not graded:
+            continue
+        if source == "full_context":
+            table = build_context_table(by_qid, graded, llm, k=max(len(r.pids) for r in graded),
+                                        relevance_threshold=relevance_threshold).truncate(k)
+        else:
+            table = build_context_table(by_qid, graded, llm, k=k, relevance_threshold=relevance_threshold)
+        core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=("full",), C=C,
+                     gamma_grid=gamma_grid, calibrate=True, relevance_threshold=relevance_threshold, seed=seed,
+                     erag_rule=erag_rule, fit_kwargs=dict(fit_kwargs or {}))
+        sel = _select(core.groups, split_of, report_split)
+        for r in summarise(core.correlations, sel, n_bootstrap=n_bootstrap, seed=seed):
+            rows.append({"k": k, "mode": mode, "outcome_source": source, "metric": r["metric"],
+                         "spearman": r["spearman"], "spearman_lo": r["spearman_lo"], "spearman_hi": r["spearman_hi"],
+                         "kendall": r["kendall"], "n": r["spearman_n"], "n_na": r["spearman_na"]})
+    return rows
+
+
+def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, metrics: Sequence[str] = SWEEP_METRICS,
+                 title: str | None = None) -> Path:
+    ks = sorted({r["k"] for r in rows})
+    series = {}
+    for name in metrics:
+        by_k = {r["k"]: r for r in rows if r["metric"] == name}
+        if not by_k:
+            continue
+        series[name] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
+                        for key, src in (("y", "spearman"), ("lo", "spearman_lo"), ("hi", "spearman_hi"))}
+    source = rows[0]["outcome_source"] if rows else ""
+    mode = rows[0]["mode"] if rows else ""
+    return plot_lines(ks, series, path, xlabel="k (passages per context)", ylabel="mean per-query Spearman",
+                      title=title or f"correlation vs k ({mode}; outcome: {source})", xticks=ks)
+
+
+def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm, k: int = 5,
+                          fit_splits: Sequence[str] = ("train", "val"), report_split: str | None = "test",
+                          gamma_grid: Sequence[float] = DEFAULT_GAMMA_GRID, C: float | str = 1.0,
+                          n_bootstrap: int = 1000,
+                          seed: int = 0, out_dir: str | os.PathLike, metrics: Sequence[str] | None = None,
+                          theta_variants: Sequence[str] = ("full", "relevance_only", "binary"),
+                          k_sweep: Sequence[int] | None = None, sweep_mode: str = "truncate", scorer=None,
+                          cache=None, sampling: ContextSamplingConfig | None = None, rule: str = "contains",
+                          erag_rule: str = "contains", relevance_threshold: int = 1, na_policy: str = "na",
+                          fit_kwargs: Mapping[str, Any] | None = None, logger=None, title: str | None = None,
+                          progress: bool = True) -> StudyResult:
+    """Run the correlation study and write its tables and figures to ``out_dir``.
+
+    Args:
+        records: the queries (with single-passage annotations of ``llm`` on every passage in a context).
+        runs: end-to-end :class:`~udcg_ltr.data.contexts.ContextRun` s of contexts of at most ``k`` passages
+            (graded or not: ungraded ones are graded with ``rule``).
+        llm: the annotation name, or a scorer (its ``.name``; then also used for the k sweep).
+        fit_splits / report_split: UDCG_theta and gamma are fitted on the contexts of ``fit_splits`` queries;
+            the headline table uses the ``report_split`` queries (``None`` or ``"all"``: every query).
+        C: the SVM-rank trade-off, or ``"cv"``: chosen per variant by query-grouped 5-fold CV on the
+            fit split (:func:`udcg_ltr.fit.theta.select_C`).
+        k_sweep: context sizes for the sensitivity sweep (default ``1..k``); ``sweep_mode`` ``"truncate"`` or
+            ``"resample"`` (see :func:`k_sweep_rows`); ``[]`` skips it.
+        na_policy: ``"na"`` (queries where a side is constant are NA) or ``"zero"`` (a constant metric on a
+            query whose outcomes vary counts as 0).
+        logger: a W&B run / WandbLogger to log the tables and figures to (:meth:`StudyResult.log_to`).
+    """
+    llm_name, scorer = _llm_name_and_scorer(llm, scorer)
+    metrics = tuple(metrics) if metrics is not None else DEFAULT_METRICS
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    by_qid = {r.qid: r for r in records}
+    graded = grade_runs(by_qid, runs, rule=rule, relevance_threshold=relevance_threshold)
+    too_long = [r for r in graded if len(r.pids) > k]
+    if too_long:
+        raise ValueError(f"{len(too_long)} contexts have more than k={k} passages (e.g. {too_long[0].qid!r}); "
+                         "pass the right k or truncate them (fit.sampling.truncate_contexts)")
+    split_of, split_note = _split_of(by_qid, seed)
+    fit_splits = tuple(fit_splits)
+    table = build_context_table(by_qid, graded, llm_name, k=k, relevance_threshold=relevance_threshold)
+    fit_q = sorted({q for q in table.qids.tolist() if split_of[q] in fit_splits})
+    if not fit_q:
+        raise ValueError(f"no query with contexts in the fit splits {fit_splits}: cannot fit UDCG_theta / gamma")
+    core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=tuple(theta_variants),
+                 C=C, gamma_grid=gamma_grid, calibrate=True, relevance_threshold=relevance_threshold, seed=seed,
+                 erag_rule=erag_rule, fit_kwargs=dict(fit_kwargs or {}))
+    report_label = report_split if report_split not in (None, "all") else "all"
+    sel_report = _select(core.groups, split_of, report_split)
+    if not sel_report.any():
+        raise ValueError(f"no query with contexts in the report split {report_split!r}")
+    overlap = set(fit_splits) & ({report_split} if report_label != "all" else set(split_of.values()))
+    other = "zero" if na_policy == "na" else "na"
+    sel_all = np.ones(len(core.groups), bool)
+    summary = {
+        "report": summarise(core.correlations, sel_report, n_bootstrap=n_bootstrap, seed=seed, na_policy=na_policy),
+        "all": summarise(core.correlations, sel_all, n_bootstrap=n_bootstrap, seed=seed, na_policy=na_policy),
+        # Robustness view with the other NA policy (NA -> 0 puts every metric on the same queries).
+        f"report_{other}": summarise(core.correlations, sel_report, n_bootstrap=n_bootstrap, seed=seed,
+                                     na_policy=other),
+        f"all_{other}": summarise(core.correlations, sel_all, n_bootstrap=n_bootstrap, seed=seed, na_policy=other),
+    }
+
+    # ---- per-query table --------------------------------------------------------------------
+    groups = core.groups.tolist()
+    per_query = []
+    for g, q in enumerate(groups):
+        rows_q = table.outcome[table.qids == q]
+        row: dict[str, Any] = {"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
+                               "n_correct": int((rows_q == 2).sum()), "n_abstained": int((rows_q == 1).sum()),
+                               "n_wrong": int((rows_q == 0).sum()),
+                               "outcome_constant": bool(next(iter(core.correlations.values())).outcome_constant[g])}
+        for name, qc in core.correlations.items():
+            row[f"{name}|spearman"] = float(qc.spearman[g])
+            row[f"{name}|kendall"] = float(qc.kendall[g])
+        per_query.append(row)
+
+    # ---- k sweep -----------------------------------------------------------------------------
+    k_values = list(range(1, k + 1)) if k_sweep is None else list(k_sweep)
+    sweep = []
+    if k_values:
+        sweep_metrics = [m for m in metrics if m in SWEEP_METRICS or m == REFERENCE]
+        sweep = k_sweep_rows(by_qid, graded, llm=llm_name, k_values=k_values, mode=sweep_mode, scorer=scorer,
+                             cache=cache, sampling=sampling, split_of=split_of, fit_splits=fit_splits,
+                             report_split=report_split, metrics=sweep_metrics, C=C, gamma_grid=gamma_grid,
+                             n_bootstrap=n_bootstrap, seed=seed, relevance_threshold=relevance_threshold,
+                             erag_rule=erag_rule, rule=rule, fit_kwargs=fit_kwargs, progress=progress)
+
+    # ---- files -------------------------------------------------------------------------------
+    paths: dict[str, Path] = {}
+    n_q = {s: sum(1 for q in groups if split_of[q] == s) for s in sorted(set(split_of[q] for q in groups))}
+    n_fit_q = sum(1 for q in groups if split_of[q] in fit_splits)
+    n_report_q = int(sel_report.sum())
+    for key, label in (("report", report_label), ("all", "all"), (f"report_{other}", f"{report_label}_na_{other}"),
+                       (f"all_{other}", f"all_na_{other}")):
+        md_path = out / f"correlation_{label}.md"
+        atomic_write_text(md_path, f"### Metric vs end-to-end outcome correlation ({label} queries)\n\n"
+                          + correlation_markdown(summary[key]))
+        paths[f"table_{label}_md"] = md_path
+        paths[f"table_{label}_csv"] = write_csv(out / f"correlation_{label}.csv", summary[key], _CSV_COLUMNS)
+    paths["per_query_csv"] = write_csv(out / "per_query.csv", per_query)
+    if core.theta:
+        paths["weights_json"] = save_weights(out / f"udcg_theta_k{k}.json", list(core.theta.values()))
+        paths["weights_png"] = plot_weights(list(core.theta.values()), out / f"udcg_theta_k{k}.png",
+                                            title=f"UDCG_theta weights, k={k} (fit: {'+'.join(fit_splits)}, "
+                                                  f"{n_fit_q} queries)")
+    if core.gamma is not None:
+        paths["gamma_csv"] = write_csv(out / "gamma_calibration.csv", core.gamma.rows())
+        paths["gamma_png"] = plot_gamma_curve(core.gamma, out / "gamma_calibration.png")
+    rep = summary["report"]
+    paths["bars_png"] = plot_bars([r["metric"] for r in rep], [r["spearman"] for r in rep], out / "correlation_bars.png",
+                                  lo=[r["spearman_lo"] for r in rep], hi=[r["spearman_hi"] for r in rep],
+                                  ylabel="mean per-query Spearman (95% CI)", highlight=[REFERENCE, "UDCG_theta"],
+                                  title=f"{report_label} split: {n_report_q} queries")
+    if sweep:
+        paths["k_sweep_csv"] = write_csv(out / "k_sweep.csv", sweep)
+        paths["k_sweep_png"] = plot_k_sweep(sweep, out / "k_sweep.png")
+
+    counts = run_summary(graded)
+    n_const = sum(r["outcome_constant"] for r in per_query)
+    meta = {
+        "llm": llm_name, "k": k, "C": C, "n_bootstrap": n_bootstrap, "seed": seed, "na_policy": na_policy,
+        "fit_splits": list(fit_splits), "report_split": report_label, "queries_by_split": n_q,
+        "n_fit_queries": n_fit_q, "n_report_queries": n_report_q, "n_queries": len(groups),
+        "n_contexts": len(table), "outcomes": counts, "other_na_policy": other, "queries_outcome_constant": int(n_const),
+        "gamma_calibrated": core.gamma.gamma if core.gamma else None, "split_note": split_note,
+        "fit_report_overlap": sorted(overlap),
+        "sweep": {"k_values": k_values, "mode": sweep_mode,
+                  "outcome_source": sweep[0]["outcome_source"] if sweep else None},
+    }
+    md = _markdown(summary, meta, core, per_query, sweep, paths, title=title)
+    paths["report_md"] = out / "study.md"
+    atomic_write_text(paths["report_md"], md)
+    paths["summary_json"] = out / "summary.json"
+    atomic_write_json(paths["summary_json"], _json_safe({"meta": meta, "summary": summary,
+                                                         "gamma": core.gamma.to_dict() if core.gamma else None,
+                                                         "weights": {v: w.to_dict() for v, w in core.theta.items()},
+                                                         "k_sweep": sweep}))
+    result = StudyResult(per_query=per_query, summary=summary, k_sweep=sweep, weights=core.theta, gamma=core.gamma,
+                         paths=paths, markdown=md, meta=meta)
+    if logger is not None:
+        result.log_to(logger)
+    return result
+
+
+def _json_safe(obj):
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _markdown(summary, meta, core: _Core, per_query, sweep, paths, *, title=None) -> str:
+    o = meta["outcomes"]
+    lines = [f"# {title or 'Metric vs end-to-end RAG accuracy: correlation study'}", "",
+             f"LLM `{meta['llm']}`; contexts of k = {meta['k']} passages; {meta['n_queries']} queries, "
+             f"{meta['n_contexts']} contexts (correct {o.get('correct', 0)}, abstained {o.get('abstained', 0)}, "
+             f"wrong {o.get('wrong', 0)}).", "",
+             f"- Fit split (UDCG_theta, gamma): {' + '.join(meta['fit_splits'])}, {meta['n_fit_queries']} queries.",
+             f"- Report split: {meta['report_split']}, {meta['n_report_queries']} queries"
+             + (f" (overlaps the fit split: {meta['fit_report_overlap']}; in-sample!)" if meta["fit_report_overlap"]
+                else " (disjoint from the fit split)") + ".",
+             f"- Queries per split: {meta['queries_by_split']}.",
+             f"- Queries whose outcomes are all equal (NA for every metric): {meta['queries_outcome_constant']}.",
+             f"- Bootstrap: {meta['n_bootstrap']} resamples of queries, seed {meta['seed']}; NA policy: {meta['na_policy']}."]
+    if meta.get("split_note"):
+        lines.append(f"- Note: {meta['split_note']}.")
+    lines += ["", f"## Headline: {meta['report_split']} queries", "", correlation_markdown(summary["report"]),
+              "## All queries", "",
+              "(UDCG_theta and UDCG (gamma*) are in-sample on the fit-split queries included here.)", "",
+              correlation_markdown(summary["all"])]
+    other = meta["other_na_policy"]
+    explain = ("a metric constant over a query whose outcomes vary counts 0 (it cannot tell the contexts apart), so "
+               "every metric is averaged over the same queries" if other == "zero" else
+               "queries where either side is constant are NA and left out")
+    lines += ["", f"## Robustness: NA policy '{other}' ({meta['report_split']} queries)", "", f"Here {explain}.", "",
+              correlation_markdown(summary[f"report_{other}"])]
+    if core.gamma is not None:
+        g = core.gamma
+        lines += ["## gamma calibration", "",
+                  f"Calibrated gamma = {g.gamma:.4g} (mean per-query Spearman {g.best_score:.3f} on {g.n_queries} "
+                  f"fit queries; paper gamma 1/3 scores "
+                  f"{g.mean_spearman[np.argmin(np.abs(g.grid - DEFAULT_GAMMA))]:.3f}).", ""]
+    if core.theta:
+        lines += ["## UDCG_theta weights", ""]
+        wrows = []
+        for w in core.theta.values():
+            wrows.append({"variant": w.name, "alpha": " ".join(f"{a:.3f}" for a in w.alpha),
+                          "beta": " ".join(f"{b:.3f}" for b in w.beta), "C": f"{w.meta.get('C'):g}",
+                          "pairs": w.meta.get("n_pairs"),
+                          "train pair acc.": fmt_float(w.meta.get("train_pairwise_accuracy"))})
+        lines += [markdown_table(wrows, ["variant", "alpha", "beta", "C", "pairs", "train pair acc."], align="lllrrr"),
+                  ""]
+    if sweep:
+        lines += [f"## Sensitivity to k ({sweep[0]['mode']}; outcome from: {sweep[0]['outcome_source']})", ""]
+        ks = sorted({r["k"] for r in sweep})
+        names = list(dict.fromkeys(r["metric"] for r in sweep))
+        srows = []
+        for name in names:
+            by_k = {r["k"]: r for r in sweep if r["metric"] == name}
+            srows.append({"metric": name, **{f"k={kk}": fmt_float(by_k.get(kk, {}).get("spearman")) for kk in ks}})
+        lines += [markdown_table(srows, ["metric"] + [f"k={kk}" for kk in ks]), ""]
+    lines += ["## Definitions", "", METRIC_NOTES, "## Files", ""]
+    lines += [f"- `{p.name}`" for p in paths.values()]
+    return "\n".join(lines) + "\n"

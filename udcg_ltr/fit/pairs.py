@@ -1,0 +1,218 @@
+"""From graded contexts to UDCG_theta features and SVM-rank training pairs.
+
+A context ``C = (p_1, ..., p_k)`` (prompt order) is described by the utilities of its passages,
+each computed from the *single-passage* annotations (UDCG paper Eq. 2,
+``u_i = R(q, p_i) * (1 - P(NO-RESPONSE | q, p_i))``), split into ``u_i+ = max(u_i, 0)`` and
+``u_i- = min(u_i, 0)`` (signed). The feature vector of Eq. 3 is
+
+    x(C) = [u_1+, ..., u_k+, u_1-, ..., u_k-]       so that  w . x(C) = sum alpha_i u_i+ + sum beta_i u_i-
+
+with ``w = [alpha, beta]``. Ablations (the paper's): ``relevance_only`` keeps only the ``u+`` half
+(``beta = 0``); ``binary`` replaces ``u_i+`` by the binary relevance ``R_i in {0, 1}`` (keeping ``u-``).
+A context shorter than ``k`` is left-aligned and zero-padded (a missing passage contributes nothing).
+
+Training pairs (the SVM-rank formulation): within each query, every pair of contexts with different
+end-to-end outcomes, ordered correct (2) > abstained (1) > wrong (0); the pair ``(i, j)`` has
+``score_i > score_j`` and contributes the difference ``x_i - x_j``, which the model should score positive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from udcg_ltr.data.schema import DataError, QueryRecord
+
+FEATURE_VARIANTS = ("full", "relevance_only", "binary")
+
+OUTCOME_SCORES = {"correct": 2.0, "abstained": 1.0, "wrong": 0.0}
+
+
+@dataclass
+class ContextTable:
+    """Aligned per-context arrays (one row per context, columns = prompt positions, left-aligned).
+
+    ``utility``/``relevant``/``p_no_response`` come from the single-passage annotations of ``llm``;
+    ``outcome`` is 2/1/0 for correct/abstained/wrong (NaN when ungraded).
+    """
+
+    qids: np.ndarray  # object [n]
+    context_ids: np.ndarray  # int [n]
+    pids: np.ndarray  # object [n, k], "" for padding
+    mask: np.ndarray  # bool [n, k]
+    utility: np.ndarray  # float [n, k] (0 for padding)
+    relevant: np.ndarray  # bool [n, k]
+    relevance: np.ndarray  # float [n, k] raw labels (0 for padding / unlabelled)
+    p_no_response: np.ndarray  # float [n, k] (NaN for padding)
+    outcome: np.ndarray  # float [n]
+    llm: str
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.qids)
+
+    @property
+    def k(self) -> int:
+        return self.mask.shape[1]
+
+    def subset(self, rows) -> ContextTable:
+        rows = np.asarray(rows)
+        return ContextTable(qids=self.qids[rows], context_ids=self.context_ids[rows], pids=self.pids[rows],
+                            mask=self.mask[rows], utility=self.utility[rows], relevant=self.relevant[rows],
+                            relevance=self.relevance[rows], p_no_response=self.p_no_response[rows],
+                            outcome=self.outcome[rows], llm=self.llm, extra=dict(self.extra))
+
+    def truncate(self, k: int) -> ContextTable:
+        """The first ``k`` prompt positions of every context (the "truncate" variant; outcomes unchanged)."""
+        cut = slice(0, k)
+        return ContextTable(qids=self.qids, context_ids=self.context_ids, pids=self.pids[:, cut],
+                            mask=self.mask[:, cut], utility=self.utility[:, cut], relevant=self.relevant[:, cut],
+                            relevance=self.relevance[:, cut], p_no_response=self.p_no_response[:, cut],
+                            outcome=self.outcome, llm=self.llm, extra=dict(self.extra))
+
+
+def outcome_score(outcome) -> float:
+    """2 / 1 / 0 for correct / abstained / wrong (an :class:`~udcg_ltr.annotate.grading.Outcome` or its value); NaN for None."""
+    if outcome is None:
+        return float("nan")
+    value = getattr(outcome, "value", outcome)
+    try:
+        return OUTCOME_SCORES[value]
+    except KeyError:
+        raise ValueError(f"unknown outcome {outcome!r}") from None
+
+
+def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecord], contexts: Sequence, llm: str, *,
+                        k: int | None = None, relevance_threshold: int = 1) -> ContextTable:
+    """Stack contexts (``ContextRun`` s or ``SampledContext`` s: anything with ``qid``, ``context_id``, ``pids``
+    and optionally ``outcome``) into a :class:`ContextTable`; ``k`` defaults to the longest context.
+
+    Raises :class:`DataError` for an unknown query or passage, or a context longer than ``k``.
+    """
+    by_qid = records if isinstance(records, Mapping) else {r.qid: r for r in records}
+    n = len(contexts)
+    width = k if k is not None else max((len(c.pids) for c in contexts), default=0)
+    pids = np.full((n, width), "", dtype=object)
+    mask = np.zeros((n, width), dtype=bool)
+    utility = np.zeros((n, width))
+    relevant = np.zeros((n, width), dtype=bool)
+    relevance = np.zeros((n, width))
+    pnr = np.full((n, width), np.nan)
+    outcome = np.full(n, np.nan)
+    lookups: dict[str, dict] = {}
+    for row, c in enumerate(contexts):
+        rec = by_qid.get(c.qid)
+        if rec is None:
+            raise DataError(f"context {c.context_id} refers to unknown query {c.qid!r}", field="qid")
+        if len(c.pids) > width:
+            raise DataError(f"context ({c.qid!r}, {c.context_id}) has {len(c.pids)} passages > k={width}; "
+                            "truncate it first (ContextTable.truncate / sampling.truncate_contexts)", field="pids")
+        table = lookups.get(c.qid)
+        if table is None:
+            table = lookups[c.qid] = {p.pid: p for p in rec.passages}
+        for j, pid in enumerate(c.pids):
+            p = table.get(pid)
+            if p is None:
+                raise DataError(f"query {c.qid!r} has no passage {pid!r}", field="pids")
+            pids[row, j] = pid
+            mask[row, j] = True
+            relevant[row, j] = p.is_relevant(relevance_threshold)
+            relevance[row, j] = p.relevance or 0
+            pnr[row, j] = p.p_no_response(llm)
+            utility[row, j] = p.utility(llm, relevance_threshold)
+        outcome[row] = outcome_score(getattr(c, "outcome", None))
+    return ContextTable(qids=np.array([c.qid for c in contexts], dtype=object),
+                        context_ids=np.array([int(c.context_id) for c in contexts], dtype=np.int64),
+                        pids=pids, mask=mask, utility=utility, relevant=relevant, relevance=relevance,
+                        p_no_response=pnr, outcome=outcome, llm=llm)
+
+
+def context_features(utility: np.ndarray, mask: np.ndarray | None = None, *, relevant: np.ndarray | None = None,
+                     variant: str = "full") -> np.ndarray:
+    """Eq. 3 features per context, ``[n, 2k]`` (``[n, k]`` for ``relevance_only``).
+
+    ``full``: ``[u+, u-]``; ``relevance_only``: ``[u+]``; ``binary``: ``[R, u-]`` with ``R`` the binary
+    relevance (``relevant``; default ``u > 0``, which misses a relevant passage with P(NO-RESPONSE) = 1).
+    """
+    u = np.asarray(utility, dtype=np.float64)
+    m = np.ones(u.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    u = np.where(m, u, 0.0)
+    pos = np.where(u > 0, u, 0.0)
+    neg = np.where(u < 0, u, 0.0)
+    if variant == "full":
+        return np.concatenate([pos, neg], axis=1)
+    if variant == "relevance_only":
+        return pos
+    if variant == "binary":
+        rel = (u > 0) if relevant is None else (np.asarray(relevant, dtype=bool) & m)
+        return np.concatenate([rel.astype(np.float64), neg], axis=1)
+    raise ValueError(f"unknown feature variant {variant!r} (use one of {FEATURE_VARIANTS})")
+
+
+def table_features(table: ContextTable, variant: str = "full") -> np.ndarray:
+    return context_features(table.utility, table.mask, relevant=table.relevant, variant=variant)
+
+
+def group_index(qids: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """``(groups, idx)``: ``idx`` is a ``[G, m]`` matrix of row indices per query (-1 padding), queries in
+    first-appearance order, rows within a query in input order; ``groups`` the query ids."""
+    qids = np.asarray(qids, dtype=object)
+    if len(qids) == 0:
+        return np.array([], dtype=object), np.zeros((0, 0), dtype=np.int64)
+    uniq, first, codes = np.unique(qids, return_index=True, return_inverse=True)
+    rank_of = np.empty(len(uniq), dtype=np.int64)
+    rank_of[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    codes = rank_of[codes.ravel()]
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    counts = np.bincount(codes, minlength=len(uniq))
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    within = np.arange(len(qids)) - starts[sorted_codes]
+    idx = np.full((len(uniq), counts.max()), -1, dtype=np.int64)
+    idx[sorted_codes, within] = order
+    groups = uniq[np.argsort(rank_of)]
+    return groups, idx
+
+
+def to_padded(values: np.ndarray, idx: np.ndarray, fill=np.nan) -> np.ndarray:
+    """Scatter per-row values into the ``[G, m]`` query layout of :func:`group_index` (``fill`` for padding)."""
+    values = np.asarray(values)
+    out = np.where(idx >= 0, values[np.clip(idx, 0, None)], fill)
+    return out
+
+
+def make_pairs(qids: Sequence, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All within-query pairs ``(i, j)`` with ``scores[i] > scores[j]`` (NaN scores take part in none).
+
+    Vectorised: queries are laid out as a ``[G, m]`` matrix and compared as ``[G, m, m]``.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    _, idx = group_index(qids)
+    if idx.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    s = to_padded(scores, idx)
+    better = s[:, :, None] > s[:, None, :]  # NaN (padding, ungraded) compares False
+    g, a, b = np.nonzero(better)
+    return idx[g, a], idx[g, b]
+
+
+@dataclass
+class PairSet:
+    """Training pairs: ``diffs[p] = x[i_p] - x[j_p]`` with context ``i_p`` better than ``j_p``."""
+
+    diffs: np.ndarray  # float [P, d]
+    i: np.ndarray
+    j: np.ndarray
+    n_queries: int  # queries contributing at least one pair
+
+    def __len__(self) -> int:
+        return len(self.i)
+
+
+def build_pairs(features: np.ndarray, qids: Sequence, scores: np.ndarray) -> PairSet:
+    i, j = make_pairs(qids, scores)
+    features = np.asarray(features, dtype=np.float64)
+    qids = np.asarray(qids, dtype=object)
+    return PairSet(diffs=features[i] - features[j], i=i, j=j, n_queries=len(set(qids[i].tolist())))

@@ -1,0 +1,358 @@
+"""Linear pairwise ranking SVM (SVM-rank) as a PyTorch Lightning module.
+
+Primal problem on the pair differences ``d_p = x_i - x_j`` (context ``i`` better than ``j``)::
+
+    min_w  0.5 ||w||^2 + C * sum_p  l(w . d_p)                                    (SVM-rank)
+
+with ``l(m) = max(0, 1 - m)`` (``loss="hinge"``, Joachims' SVM-rank / liblinear's L1-loss SVM) or
+``l(m) = max(0, 1 - m)^2`` (``loss="squared_hinge"``, the L2-loss SVM). No bias: it cancels in a
+difference. The objective is strictly convex, so the optimum is unique and any correct solver must
+find the same ``w`` (the test compares with scikit-learn's ``LinearSVC`` on the same pairs).
+
+How we reach the hinge optimum with smooth optimisation: the hinge is replaced by its softplus
+smoothing ``l_s(m) = s * log(1 + exp((1 - m) / s))`` (``0 <= l_s - hinge <= s log 2``, so the
+smoothed optimum converges to the SVM optimum as ``s -> 0``), minimised for a decreasing sequence
+of ``s`` (continuation: each stage warm-starts from the previous one; one Lightning epoch per
+stage). The objective is divided by ``C * P`` (same minimiser) so that tolerances do not depend on
+the number of pairs. Optimisers (all full batch unless said otherwise):
+
+* ``"newton"`` (default): damped Newton with an Armijo backtracking line search. The model has only
+  ``2k`` weights, so the exact gradient ``g = w/(CP) + (1/P) D^T l'(Dw)`` and Hessian
+  ``H = I/(CP) + (1/P) D^T diag(l''(Dw)) D`` (``d x d``) are one pass over the pairs each; it
+  converges quadratically within a stage (a few iterations) -- the same idea as liblinear's primal
+  trust-region Newton solver. For ``squared_hinge`` the generalised Hessian (``l'' = 2 [m < 1]``)
+  gives finite termination.
+* ``"lbfgs"``: ``torch.optim.LBFGS`` with a strong-Wolfe line search (autograd gradients).
+* ``"adam"``: mini-batches of pairs (``batch_size``), the continuation spread over the epochs; it is
+  approximate and meant for pair sets that do not fit in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
+
+DEFAULT_SMOOTHING = (1.0, 0.1, 0.01, 1e-3)
+
+
+@contextlib.contextmanager
+def quiet_lightning(level: int = logging.WARNING) -> Iterator[None]:
+    """Silence Lightning's info banners (GPU/TPU availability, barebones notice) for short internal fits."""
+    names = ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning")
+    loggers = [logging.getLogger(n) for n in names]
+    old = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(level)
+    try:
+        yield
+    finally:
+        for lg, lvl in zip(loggers, old):
+            lg.setLevel(lvl)
+
+
+class _FullBatch(Dataset):
+    """A one-item dataset holding every pair (full-batch L-BFGS without per-row collation)."""
+
+    def __init__(self, diffs: torch.Tensor):
+        self.diffs = diffs
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index):
+        return self.diffs
+
+
+def smoothed_hinge(margins: torch.Tensor, smoothing: float) -> torch.Tensor:
+    """``s * softplus((1 - m) / s)``: a smooth upper bound of ``max(0, 1 - m)`` within ``s log 2``."""
+    if smoothing <= 0:
+        return torch.clamp(1.0 - margins, min=0.0)
+    return smoothing * torch.nn.functional.softplus((1.0 - margins) / smoothing)
+
+
+def _loss_derivatives(margins: torch.Tensor, smoothing: float, loss: str):
+    """``(l, l', l'')`` of the (smoothed) hinge or the squared hinge at the margins, elementwise."""
+    if loss == "hinge":
+        z = (1.0 - margins) / smoothing
+        sig = torch.sigmoid(z)
+        return smoothing * torch.nn.functional.softplus(z), -sig, sig * (1.0 - sig) / smoothing
+    slack = torch.clamp(1.0 - margins, min=0.0)
+    return slack ** 2, -2.0 * slack, 2.0 * (slack > 0).to(margins.dtype)
+
+
+class DampedNewton(torch.optim.Optimizer):
+    """Damped Newton for one small parameter vector, with an Armijo backtracking line search.
+
+    ``step(closure)``: ``closure(True)`` returns ``(f, g, H)`` at the current parameters,
+    ``closure(False)`` returns ``(f, None, None)``. Sets ``state["converged"]`` once the Newton decrement
+    ``-g . step`` falls below ``tol * max(1, |f|)``. The full step is tried first with derivatives,
+    which the next step reuses when it is accepted (one evaluation per iteration in the usual case);
+    call :meth:`reset` when the objective changes.
+    """
+
+    def __init__(self, params, *, tol: float = 1e-12, armijo: float = 1e-4, min_step: float = 1e-10):
+        super().__init__(params, dict(tol=tol, armijo=armijo, min_step=min_step))
+        if len(self.param_groups) != 1 or len(self.param_groups[0]["params"]) != 1:
+            raise ValueError("DampedNewton optimises exactly one parameter tensor")
+
+    @torch.no_grad()
+    def step(self, closure, tol: float | None = None):
+        group = self.param_groups[0]
+        w = group["params"][0]
+        state = self.state[w]
+        tol = group["tol"] if tol is None else tol
+        # (f, g, H) at the current point: kept from the previous accepted step (its trial evaluation).
+        cached = state.pop("derivatives", None)
+        f, g, H = cached if cached is not None else closure(True)
+        direction = torch.linalg.solve(H, -g)
+        decrement = float(-(g @ direction))
+        if decrement <= tol * max(1.0, abs(float(f))):
+            state["converged"] = True
+            state["derivatives"] = (f, g, H)
+            return f
+        state["converged"] = False
+        w0 = w.detach().clone()
+        # The full Newton step is usually accepted: evaluate it with derivatives, to reuse them.
+        w.copy_(w0 + direction)
+        trial = closure(True)
+        if float(trial[0]) <= float(f) - group["armijo"] * decrement:
+            state["derivatives"] = trial
+            state["step_size"] = 1.0
+            return trial[0]
+        t = 0.5
+        while True:
+            w.copy_(w0 + t * direction)
+            f_new = closure(False)[0]
+            if float(f_new) <= float(f) - group["armijo"] * t * decrement or t < group["min_step"]:
+                break
+            t *= 0.5
+        state["step_size"] = t
+        return f_new
+
+    def reset(self) -> None:
+        """Forget the cached derivatives (the objective changed, e.g. a new smoothing level)."""
+        for st in self.state.values():
+            st.pop("derivatives", None)
+            st.pop("converged", None)
+
+
+class PairwiseSVMRank(pl.LightningModule):
+    """A linear scorer ``f(x) = w . x`` trained on pair differences with the SVM-rank objective.
+
+    ``loss``: ``"hinge"`` (smoothed with continuation, see the module docstring) or ``"squared_hinge"``
+    (one stage). ``optimizer``: ``"newton"`` or ``"lbfgs"`` (full batch) or ``"adam"`` (mini-batches).
+    """
+
+    def __init__(self, n_features: int, *, C: float = 1.0, n_pairs: int, loss: str = "hinge",
+                 optimizer: str = "newton", smoothing: Sequence[float] = DEFAULT_SMOOTHING, lr: float = 0.2,
+                 max_iter: int = 100, epochs_per_stage: int = 1, tolerance_grad: float = 1e-10,
+                 tolerance_change: float = 1e-14, init: np.ndarray | None = None):
+        super().__init__()
+        if loss not in ("hinge", "squared_hinge"):
+            raise ValueError(f"loss must be 'hinge' or 'squared_hinge', got {loss!r}")
+        if optimizer not in ("newton", "lbfgs", "adam"):
+            raise ValueError(f"optimizer must be 'newton', 'lbfgs' or 'adam', got {optimizer!r}")
+        if C <= 0:
+            raise ValueError(f"C must be > 0, got {C}")
+        self.save_hyperparameters(ignore=["init"])
+        self.automatic_optimization = False
+        w0 = torch.zeros(n_features, dtype=torch.float64) if init is None else torch.as_tensor(
+            np.asarray(init, dtype=np.float64))
+        self.w = torch.nn.Parameter(w0.clone())
+        self.stages = list(smoothing) if loss == "hinge" else [0.0]
+        self._stage = -1
+        self.history: list[dict] = []
+
+    # ---- model ------------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.w.dtype) @ self.w
+
+    def objective(self, diffs: torch.Tensor, smoothing: float, *, batch_fraction: float = 1.0) -> torch.Tensor:
+        """``(0.5 ||w||^2 * batch_fraction + C * sum_batch l(w . d)) / (C * P)``; its full-batch minimiser is the SVM's."""
+        hp = self.hparams
+        margins = diffs @ self.w
+        if hp.loss == "hinge":
+            losses = smoothed_hinge(margins, smoothing)
+        else:
+            losses = torch.clamp(1.0 - margins, min=0.0) ** 2
+        reg = 0.5 * (self.w @ self.w) * batch_fraction
+        return (reg + hp.C * losses.sum()) / (hp.C * hp.n_pairs)
+
+    def objective_derivatives(self, diffs: torch.Tensor, smoothing: float, with_hessian: bool = True):
+        """Analytic ``(f, g, H)`` of :meth:`objective` (full batch), for the Newton optimiser."""
+        hp = self.hparams
+        scale = 1.0 / (hp.C * hp.n_pairs)
+        w = self.w.detach()
+        loss, dl, d2l = _loss_derivatives(diffs @ w, smoothing if hp.loss == "hinge" else 0.0, hp.loss)
+        f = (0.5 * (w @ w) + hp.C * loss.sum()) * scale
+        if not with_hessian:
+            return f, None, None
+        g = w * scale + (diffs.T @ dl) / hp.n_pairs
+        # H only steers the step; the gradient (float64, exact) fixes the minimiser. So H is formed in
+        # float32 and without the pairs far from the margin, where the smoothed hinge is flat or
+        # linear (l'' ~ 0): the same optimum, at a fraction of the cost of the [P, d] x [d, P] product.
+        d32 = self._float32(diffs)
+        curved = d2l > d2l.max() * 1e-12
+        h32 = d2l.to(torch.float32)
+        if bool(curved.all()):
+            H = d32.T @ (d32 * h32[:, None])
+        else:
+            dc = d32[curved]
+            H = dc.T @ (dc * h32[curved][:, None])
+        H = H.to(w.dtype) / hp.n_pairs + torch.eye(len(w), dtype=w.dtype) * scale
+        return f, g, H
+
+    def _float32(self, diffs: torch.Tensor) -> torch.Tensor:
+        """A float32 copy of the pair matrix, made once per tensor (for the Hessian)."""
+        cached = getattr(self, "_d32", None)
+        if cached is None or cached[0] is not diffs:
+            self._d32 = (diffs, diffs.to(torch.float32))
+        return self._d32[1]
+
+    def exact_objective(self, diffs: torch.Tensor) -> float:
+        """The unscaled, unsmoothed primal objective at the current ``w``."""
+        with torch.no_grad():
+            margins = diffs.to(self.w.dtype) @ self.w
+            slack = torch.clamp(1.0 - margins, min=0.0)
+            slack = slack if self.hparams.loss == "hinge" else slack ** 2
+            return float(0.5 * (self.w @ self.w) + self.hparams.C * slack.sum())
+
+    def current_smoothing(self) -> float:
+        stage = min(self.current_epoch // max(1, self.hparams.epochs_per_stage), len(self.stages) - 1)
+        return self.stages[stage]
+
+    # ---- training ---------------------------------------------------------------------
+    def training_step(self, batch, batch_idx):
+        diffs = batch[0] if isinstance(batch, (list, tuple)) else batch
+        diffs = diffs.to(self.w.dtype)
+        opt = self.optimizers()
+        s = self.current_smoothing()
+        if self.hparams.optimizer == "newton":
+            newton = opt.optimizer
+            newton.reset()
+            # Intermediate smoothing levels only provide a warm start: a loose tolerance is enough.
+            last = self.current_epoch >= len(self.stages) - 1
+            tol = self.hparams.tolerance_grad if last else max(self.hparams.tolerance_grad, 1e-7)
+            value = None
+            for _ in range(self.hparams.max_iter):
+                value = newton.step(lambda hess: self.objective_derivatives(diffs, s, hess), tol=tol)
+                if newton.state[self.w].get("converged"):
+                    break
+        elif self.hparams.optimizer == "lbfgs":
+            stage = self.current_epoch
+            if stage != self._stage:  # new smoothing level: curvature pairs of the old one no longer apply
+                opt.optimizer.state.clear()
+                self._stage = stage
+
+            def closure():
+                opt.zero_grad()
+                value = self.objective(diffs, s)
+                self.manual_backward(value)
+                return value
+
+            value = opt.step(closure=closure)
+        else:
+            frac = diffs.shape[0] / self.hparams.n_pairs
+            opt.zero_grad()
+            value = self.objective(diffs, s, batch_fraction=frac)
+            self.manual_backward(value)
+            opt.step()
+        self.history.append({"epoch": self.current_epoch, "smoothing": s, "objective": float(value)})
+        return None
+
+    def on_train_epoch_end(self):
+        sched = self.lr_schedulers()
+        if sched is not None:
+            sched.step()
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        if hp.optimizer == "newton":
+            return DampedNewton([self.w], tol=hp.tolerance_grad)
+        if hp.optimizer == "lbfgs":
+            return torch.optim.LBFGS([self.w], lr=1.0, max_iter=hp.max_iter, history_size=20,
+                                     tolerance_grad=hp.tolerance_grad, tolerance_change=hp.tolerance_change,
+                                     line_search_fn="strong_wolfe")
+        opt = torch.optim.Adam([self.w], lr=hp.lr)
+        total = max(1, len(self.stages) * hp.epochs_per_stage)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total, eta_min=hp.lr * 1e-3)
+        return {"optimizer": opt, "lr_scheduler": sched}
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.w.detach().cpu().numpy().copy()
+
+
+def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", optimizer: str = "newton",
+                     smoothing: Sequence[float] = DEFAULT_SMOOTHING, max_iter: int | None = None, batch_size: int = 8192,
+                     epochs_per_stage: int | None = None, lr: float = 0.2, seed: int = 0,
+                     init: np.ndarray | None = None, return_module: bool = False, num_threads: int | None = 1,
+                     **trainer_kwargs):
+    """Fit ``w`` of the SVM-rank objective on pair differences ``[P, d]`` with a Lightning ``Trainer``.
+
+    Newton / L-BFGS: full batch, one epoch per smoothing stage (``max_iter`` iterations at most per
+    stage; default 100 / 500). Adam: mini-batches of ``batch_size`` pairs, ``epochs_per_stage`` epochs
+    per stage (default 30), learning rate ``lr`` with cosine decay to ``lr / 1000``. Returns the weight vector (and the module
+    when ``return_module``). With no pairs the minimiser is ``w = 0``.
+
+    ``num_threads`` (default 1) sets torch's intra-op threads during the fit and restores them after:
+    the problem is a thin ``[P, 2k]`` matrix, where thread hand-offs cost more than they save (on a
+    busy 2-core machine, 30x more). ``None`` keeps the current setting.
+    """
+    diffs = np.asarray(diffs, dtype=np.float64)
+    if diffs.ndim != 2:
+        raise ValueError(f"diffs must be [n_pairs, n_features], got shape {diffs.shape}")
+    n_pairs, d = diffs.shape
+    if n_pairs == 0:
+        w = np.zeros(d)
+        return (w, None) if return_module else w
+    if max_iter is None:
+        max_iter = 500 if optimizer == "lbfgs" else 100
+    if optimizer in ("newton", "lbfgs"):
+        epochs_per_stage = 1
+    elif epochs_per_stage is None:
+        epochs_per_stage = 30
+    module = PairwiseSVMRank(d, C=C, n_pairs=n_pairs, loss=loss, optimizer=optimizer, smoothing=smoothing,
+                             lr=lr, max_iter=max_iter, epochs_per_stage=epochs_per_stage, init=init)
+    tensor = torch.from_numpy(diffs)
+    if optimizer in ("newton", "lbfgs"):
+        loader = DataLoader(_FullBatch(tensor), batch_size=None, shuffle=False)
+    else:
+        gen = torch.Generator().manual_seed(seed)
+        ds = TensorDataset(tensor)
+        sampler = BatchSampler(RandomSampler(ds, generator=gen), batch_size=min(batch_size, n_pairs),
+                               drop_last=False)
+        loader = DataLoader(ds, sampler=sampler, batch_size=None)
+    opts = dict(max_epochs=len(module.stages) * epochs_per_stage, accelerator="cpu", devices=1, logger=False,
+                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                num_sanity_val_steps=0)  # not deterministic=True: it flips a process-wide torch flag for good
+    opts.update(trainer_kwargs)
+    # No logger / callbacks / progress bar asked for: barebones mode skips the per-step bookkeeping.
+    opts.setdefault("barebones", not (opts.get("logger") or opts.get("callbacks") or opts.get("enable_progress_bar")))
+    old_threads = torch.get_num_threads()
+    try:
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        with torch.random.fork_rng(), quiet_lightning():
+            torch.manual_seed(seed)
+            trainer = pl.Trainer(**opts)
+            trainer.fit(module, train_dataloaders=loader)
+    finally:
+        torch.set_num_threads(old_threads)
+    w = module.weights
+    return (w, module) if return_module else w
+
+
+def pairwise_accuracy(w: np.ndarray, diffs: np.ndarray) -> float:
+    """Share of pairs ordered correctly (``w . d > 0``); ties count half."""
+    if len(diffs) == 0:
+        return math.nan
+    m = np.asarray(diffs) @ np.asarray(w)
+    return float(((m > 0) + 0.5 * (m == 0)).mean())

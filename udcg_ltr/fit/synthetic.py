@@ -1,0 +1,103 @@
+"""A seeded generative model of utilities and end-to-end outcomes, for benches and tests.
+
+Queries get a candidate pool whose passages are relevant with probability ``p_relevant`` (at least
+one relevant per query unless ``allow_no_relevant``). Single-passage annotations follow the
+utility schema (Eq. 2): a relevant passage has ``P(NO-RESPONSE) ~ Beta(1.5, 4)`` (the LLM usually
+answers from it), a non-relevant one ``Beta(a_q, 2)`` with a per-query ``a_q`` (some queries have
+strong distractors). Contexts are drawn with :func:`udcg_ltr.fit.sampling.sample_contexts`, and the
+outcome of a context is an ordinal logit of a hidden score with known positional weights::
+
+    z = sum_i a_i u_i+ + sum_i b_i u_i-  (+ query effect + logistic noise / temperature)
+    wrong if z < t1, abstained if t1 <= z < t2, correct if z >= t2 (and the context holds a relevant passage)
+
+``a`` is U-shaped over positions (lost in the middle: the ends weigh more) and ``b`` decreases, so
+that a learned UDCG_theta can recover the shape and UDCG must correlate positively with outcomes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from udcg_ltr.data.contexts import ContextRun
+from udcg_ltr.data.schema import Passage, QueryRecord
+from udcg_ltr.fit.pairs import build_context_table
+from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
+
+SYNTHETIC_LLM = "synthetic-llm"
+SPLITS = ("train", "val", "test")
+
+
+def true_weights(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hidden positional weights: ``alpha`` U-shaped, ``beta`` decreasing with position (both > 0)."""
+    x = np.linspace(-1.0, 1.0, k) if k > 1 else np.zeros(1)
+    alpha = (1.2 + 1.0 * x ** 2) * 2.0 / k
+    beta = np.linspace(1.4, 0.6, k) * 1.2 / k
+    return alpha, beta
+
+
+def synthetic_records(n_queries: int, *, pool_size: int = 12, p_relevant: float = 0.25, seed: int = 0,
+                      llm: str = SYNTHETIC_LLM, split_fractions=(0.6, 0.2, 0.2),
+                      allow_no_relevant: bool = False) -> list[QueryRecord]:
+    """Seeded query records with P(NO-RESPONSE), ``answer_alone`` and ``answer_logprob`` annotations."""
+    rng = np.random.default_rng(seed)
+    cuts = np.cumsum(split_fractions)[:-1] * n_queries
+    records = []
+    for q in range(n_queries):
+        rel = rng.random(pool_size) < p_relevant
+        if not allow_no_relevant and not rel.any():
+            rel[rng.integers(pool_size)] = True
+        a_q = rng.uniform(1.0, 4.0)
+        pnr = np.where(rel, rng.beta(1.5, 4.0, pool_size), rng.beta(a_q, 2.0, pool_size))
+        answer = f"answer {q}"
+        passages = []
+        for i in range(pool_size):
+            answers_from_it = rng.random() > pnr[i]
+            alone = (answer if rel[i] else f"distractor {q}-{i}") if answers_from_it else "NO-RESPONSE"
+            logprob = float(np.log(np.clip((1 - pnr[i]) * (0.9 if rel[i] else 0.05), 1e-6, 1)))
+            passages.append(Passage(
+                pid=f"q{q}-p{i}", title=f"T{q}", text=f"passage {i} of query {q}" + (f" says {answer}" if rel[i] else ""),
+                rank=i + 1, score=float(pool_size - i), relevance=int(rel[i]),
+                annotations={llm: {"p_no_response": float(pnr[i]), "answer_alone": alone,
+                                   "answer_logprob": logprob}}))
+        split = SPLITS[int(np.searchsorted(cuts, q, side="right"))]
+        records.append(QueryRecord(qid=f"q{q}", question=f"question {q}?", answers=[answer], passages=passages,
+                                   split=split))
+    return records
+
+
+def synthetic_outcomes(utility: np.ndarray, mask: np.ndarray, has_relevant: np.ndarray, qids: np.ndarray, *,
+                       alpha: np.ndarray, beta: np.ndarray, seed: int = 0, temperature: float = 0.35,
+                       query_sd: float = 0.3, thresholds=(-0.25, 0.25)) -> np.ndarray:
+    """Outcome strings (correct / abstained / wrong) from the ordinal logit model of the module docstring."""
+    rng = np.random.default_rng(seed)
+    u = np.where(mask, utility, 0.0)
+    k = u.shape[1]
+    z = (alpha[:k] * np.maximum(u, 0.0) + beta[:k] * np.minimum(u, 0.0)).sum(axis=1)
+    uq, inv = np.unique(qids, return_inverse=True)
+    z = z + rng.normal(0.0, query_sd, len(uq))[inv.ravel()]
+    z = z + temperature * rng.logistic(size=len(z))
+    out = np.where(z >= thresholds[1], "correct", np.where(z >= thresholds[0], "abstained", "wrong"))
+    return np.where((out == "correct") & ~has_relevant, "wrong", out)
+
+
+def synthetic_study_data(n_queries: int = 60, *, n_contexts: int = 10, k: int = 5, pool_size: int = 12,
+                         p_relevant: float = 0.25, seed: int = 0, llm: str = SYNTHETIC_LLM,
+                         alpha: np.ndarray | None = None, beta: np.ndarray | None = None, **outcome_kwargs
+                         ) -> tuple[list[QueryRecord], list[ContextRun]]:
+    """Records plus graded runs (balanced contexts of ``k`` passages) drawn from the generative model."""
+    records = synthetic_records(n_queries, pool_size=pool_size, p_relevant=p_relevant, seed=seed, llm=llm)
+    contexts = sample_contexts(records, ContextSamplingConfig(n_contexts=n_contexts, k=k, top_n=pool_size,
+                                                              seed=seed))
+    table = build_context_table(records, contexts, llm, k=k)
+    a0, b0 = true_weights(k)
+    outcomes = synthetic_outcomes(table.utility, table.mask, table.relevant.any(axis=1), table.qids,
+                                  alpha=a0 if alpha is None else alpha, beta=b0 if beta is None else beta,
+                                  seed=seed + 1, **outcome_kwargs)
+    by_qid = {r.qid: r for r in records}
+    runs = []
+    for c, o in zip(contexts, outcomes):
+        rec = by_qid[c.qid]
+        answer = {"correct": rec.answers[0], "abstained": "NO-RESPONSE", "wrong": "something else"}[str(o)]
+        runs.append(ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), answer=answer, llm=llm,
+                               outcome=str(o)))
+    return records, runs

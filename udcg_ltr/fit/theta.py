@@ -1,0 +1,137 @@
+"""Fitting UDCG_theta (Eq. 3): features, pairs, the SVM-rank fit, and the weight set, per context size.
+
+``fit_udcg_theta(table, variant=..., C=...)`` takes a :class:`~udcg_ltr.fit.pairs.ContextTable` of
+graded contexts (one context size ``k``), builds the Eq. 3 features of the variant, every
+within-query pair of contexts with different outcomes, fits the linear SVM-rank model
+(:func:`udcg_ltr.fit.svmrank.fit_pairwise_svm`, a LightningModule) and returns
+:class:`~udcg_ltr.fit.weights.UDCGThetaWeights` with the fit's provenance in ``meta``.
+``fit_udcg_theta_per_k`` does it for every context size present (one weight set per ``k``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.pairs import (
+    FEATURE_VARIANTS,
+    ContextTable,
+    build_context_table,
+    build_pairs,
+    table_features,
+)
+from udcg_ltr.fit.svmrank import fit_pairwise_svm, pairwise_accuracy
+from udcg_ltr.fit.weights import UDCGThetaWeights
+
+
+@dataclass(frozen=True)
+class ThetaFitConfig:
+    """Hyper-parameters of the UDCG_theta fit (Hydra group ``fit.theta`` mirrors these fields)."""
+
+    C: float = 1.0
+    loss: str = "hinge"
+    optimizer: str = "newton"
+    variants: tuple[str, ...] = FEATURE_VARIANTS
+
+    def __post_init__(self):
+        object.__setattr__(self, "variants", _check_variants(self.variants))
+        if self.C <= 0:
+            raise ValueError(f"C must be > 0, got {self.C}")
+
+
+def fit_udcg_theta(table: ContextTable, *, variant: str = "full", C: float = 1.0, loss: str = "hinge",
+                   optimizer: str = "newton", meta: dict | None = None, **fit_kwargs) -> UDCGThetaWeights:
+    """Fit UDCG_theta weights for the contexts of ``table`` (all of size ``<= table.k``) with the SVM-rank objective.
+
+    Pairs: within each query, contexts with different outcome scores (correct 2 > abstained 1 > wrong 0);
+    ungraded contexts (NaN outcome) take part in none. ``meta`` is merged into the weights' meta.
+    """
+    X = table_features(table, variant)
+    pairs = build_pairs(X, table.qids, table.outcome)
+    w = fit_pairwise_svm(pairs.diffs, C=C, loss=loss, optimizer=optimizer, **fit_kwargs)
+    info = {
+        "variant": variant, "C": C, "loss": loss, "optimizer": optimizer, "llm": table.llm,
+        "n_contexts": int(len(table)), "n_queries": int(len(set(table.qids.tolist()))),
+        "n_pairs": int(len(pairs)), "n_queries_with_pairs": int(pairs.n_queries),
+        "train_pairwise_accuracy": pairwise_accuracy(w, pairs.diffs),
+    }
+    return UDCGThetaWeights.from_vector(w, table.k, variant=variant, meta={**info, **(meta or {})})
+
+
+def fit_udcg_theta_records(records: Sequence[QueryRecord], runs: Sequence, llm: str, *, k: int | None = None,
+                           variant: str = "full", C: float = 1.0, relevance_threshold: int = 1,
+                           **kwargs) -> UDCGThetaWeights:
+    """Convenience: :func:`build_context_table` + :func:`fit_udcg_theta` from records and graded runs."""
+    table = build_context_table(records, runs, llm, k=k, relevance_threshold=relevance_threshold)
+    return fit_udcg_theta(table, variant=variant, C=C, **kwargs)
+
+
+def fit_udcg_theta_per_k(records: Sequence[QueryRecord], runs: Sequence, llm: str, *,
+                         variants: Sequence[str] = ("full",), C: float = 1.0, relevance_threshold: int = 1,
+                         **kwargs) -> dict[int, dict[str, UDCGThetaWeights]]:
+    """One weight set per context size ``k`` present in ``runs`` (and per variant): ``{k: {variant: weights}}``."""
+    by_k: dict[int, list] = {}
+    for run in runs:
+        by_k.setdefault(len(run.pids), []).append(run)
+    out: dict[int, dict[str, UDCGThetaWeights]] = {}
+    for k in sorted(by_k):
+        table = build_context_table(records, by_k[k], llm, k=k, relevance_threshold=relevance_threshold)
+        out[k] = {v: fit_udcg_theta(table, variant=v, C=C, **kwargs) for v in variants}
+    return out
+
+
+DEFAULT_C_GRID: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+def select_C(table: ContextTable, *, variant: str = "full", grid: Sequence[float] = DEFAULT_C_GRID, n_folds: int = 5,
+             seed: int = 0, **fit_kwargs) -> tuple[float, list[dict]]:
+    """Choose C by query-grouped K-fold cross-validation on ``table`` (use the fit split only).
+
+    Each fold's weights are fitted on the other folds' queries and scored by the mean per-query
+    Spearman correlation of UDCG_theta with the outcomes on the held-out queries (NA queries left out).
+    Returns the best C (ties: the smaller C, i.e. more regularisation) and one row per grid point.
+    """
+    import numpy as np
+
+    from udcg_ltr.analysis.correlation import per_query_correlations
+
+    queries = np.array(sorted(set(table.qids.tolist())), dtype=object)
+    rng = np.random.default_rng(seed)
+    fold_of = dict(zip(queries.tolist(), rng.permutation(len(queries)) % max(2, min(n_folds, len(queries)))))
+    folds = np.array([fold_of[q] for q in table.qids.tolist()])
+    rows = []
+    for C in sorted(set(float(c) for c in grid)):
+        held = []
+        for f in np.unique(folds):
+            train, test = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
+            w = fit_udcg_theta(table.subset(train), variant=variant, C=C, **fit_kwargs)
+            t = table.subset(test)
+            corr = per_query_correlations(t.qids, w.score(t.utility, t.mask, relevant=t.relevant), t.outcome).spearman
+            held.extend(corr[~np.isnan(corr)].tolist())
+        rows.append({"C": C, "cv_mean_spearman": float(np.mean(held)) if held else float("nan"),
+                     "n_heldout_queries": len(held)})
+    scores = np.array([r["cv_mean_spearman"] for r in rows])
+    best = rows[int(np.nanargmax(scores))]["C"] if np.isfinite(scores).any() else 1.0
+    return best, rows
+
+
+def weights_rows(weights: Sequence[UDCGThetaWeights]) -> list[dict]:
+    """Long-format rows (one per position) for tables / W&B: name, k, position, alpha, beta."""
+    rows = []
+    for w in weights:
+        for i in range(w.k):
+            rows.append({"name": w.name, "variant": w.variant, "k": w.k, "position": i + 1,
+                         "alpha": float(w.alpha[i]), "beta": float(w.beta[i])})
+    return rows
+
+
+def _check_variants(variants):
+    bad = [v for v in variants if v not in FEATURE_VARIANTS]
+    if bad:
+        raise ValueError(f"unknown variants {bad} (use {FEATURE_VARIANTS})")
+    return tuple(variants)
+
+
+__all__ = ["DEFAULT_C_GRID", "ThetaFitConfig", "fit_udcg_theta", "fit_udcg_theta_per_k", "fit_udcg_theta_records",
+           "select_C", "weights_rows"]

@@ -1,0 +1,190 @@
+"""UDCG_theta weight sets: the learned positional weights of Eq. 3, saved, reloaded and plotted.
+
+``UDCG_theta(q, C) = sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` for a context of ``k``
+passages in prompt order. One :class:`UDCGThetaWeights` holds ``alpha``, ``beta`` (length ``k``) and
+``meta`` (feature variant, C, the fit split and its size, pair counts, ...). The ``variant`` tells
+how a context's utilities become features (see :mod:`udcg_ltr.fit.pairs`): ``full`` uses
+``u+``/``u-``; ``relevance_only`` has ``beta = 0``; ``binary`` replaces ``u+`` by the binary relevance.
+
+Files are JSON (``{"format": "udcg_ltr.udcg_theta/1", "weights": [...]}``), written atomically
+(:func:`udcg_ltr.io.atomic_write_json`), so a crash never leaves a half-written weight file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr.io import atomic_write_json, open_text
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_equivalent_weights, udcg_theta
+
+FORMAT = "udcg_ltr.udcg_theta/1"
+
+
+@dataclass
+class UDCGThetaWeights:
+    """Positional weights of UDCG_theta (Eq. 3) for contexts of ``k`` passages."""
+
+    k: int
+    alpha: np.ndarray
+    beta: np.ndarray
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.alpha = np.asarray(self.alpha, dtype=np.float64).ravel()
+        self.beta = np.asarray(self.beta, dtype=np.float64).ravel()
+        if self.alpha.shape != (self.k,) or self.beta.shape != (self.k,):
+            raise ValueError(f"alpha and beta must have length k={self.k}, got {self.alpha.shape}, {self.beta.shape}")
+        variant = self.meta.get("variant", "full")
+        if variant not in ("full", "relevance_only", "binary"):
+            raise ValueError(f"unknown variant {variant!r}")
+
+    @property
+    def variant(self) -> str:
+        return self.meta.get("variant", "full")
+
+    @property
+    def name(self) -> str:
+        return self.meta.get("name") or {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)",
+                                         "binary": "UDCG_theta (binary)"}[self.variant]
+
+    @property
+    def vector(self) -> np.ndarray:
+        """``w = [alpha, beta]``: the linear model over ``[u+, u-]`` features."""
+        return np.concatenate([self.alpha, self.beta])
+
+    # ---- scoring ------------------------------------------------------------------------
+    def _inputs(self, utilities, mask, relevant):
+        u = np.asarray(utilities, dtype=np.float64)
+        if self.variant != "binary":
+            return u
+        # Binary ablation: a relevant passage contributes alpha_i * 1, an irrelevant one beta_i * u-.
+        rel = (u > 0) if relevant is None else np.asarray(relevant, dtype=bool)
+        return np.where(rel, 1.0, np.minimum(u, 0.0))
+
+    def score(self, utilities, mask=None, *, relevant=None, k: int | None = None) -> np.ndarray:
+        """UDCG_theta (Eq. 3) of each context, ``[n]``: ``utilities`` ``[n, <=k]`` in prompt order (Eq. 2).
+
+        ``relevant`` (binary variant only) gives the relevance labels; default ``u > 0``.
+        """
+        return udcg_theta(self._inputs(utilities, mask, relevant), self.alpha, self.beta, mask, k=k)
+
+    def logit(self, utilities, mask=None, *, relevant=None) -> np.ndarray:
+        """``sum alpha_i u_i+ + sum beta_i u_i-`` (the argument of the sigmoid; same order as :meth:`score`)."""
+        u = self._inputs(utilities, mask, relevant)
+        u = np.where(np.ones(u.shape, bool) if mask is None else np.asarray(mask, bool), u, 0.0)
+        n = u.shape[-1]
+        return (self.alpha[:n] * np.maximum(u, 0.0) + self.beta[:n] * np.minimum(u, 0.0)).sum(axis=-1)
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def from_vector(cls, w: np.ndarray, k: int, *, variant: str = "full", meta: dict | None = None) -> UDCGThetaWeights:
+        """From the SVM weight vector over the variant's features (``[2k]``, or ``[k]`` for ``relevance_only``)."""
+        w = np.asarray(w, dtype=np.float64).ravel()
+        if variant == "relevance_only":
+            if w.shape != (k,):
+                raise ValueError(f"relevance_only expects {k} weights, got {w.shape}")
+            alpha, beta = w, np.zeros(k)
+        else:
+            if w.shape != (2 * k,):
+                raise ValueError(f"expected {2 * k} weights, got {w.shape}")
+            alpha, beta = w[:k], w[k:]
+        return cls(k=k, alpha=alpha, beta=beta, meta={**(meta or {}), "variant": variant})
+
+    @classmethod
+    def udcg_equivalent(cls, k: int, gamma: float = DEFAULT_GAMMA) -> UDCGThetaWeights:
+        """The weights that make Eq. 3 equal Eq. 4 (``alpha_i = 1/k``, ``beta_i = gamma/k``)."""
+        a, b = udcg_equivalent_weights(k, gamma)
+        return cls(k=k, alpha=a, beta=b, meta={"variant": "full", "name": f"UDCG (gamma={gamma:.3g})", "gamma": gamma})
+
+    # ---- (de)serialisation ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"k": self.k, "alpha": self.alpha.tolist(), "beta": self.beta.tolist(), "meta": _jsonable(self.meta)}
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any]) -> UDCGThetaWeights:
+        for key in ("k", "alpha", "beta"):
+            if key not in obj:
+                raise ValueError(f"weight entry lacks {key!r}")
+        return cls(k=int(obj["k"]), alpha=np.asarray(obj["alpha"], dtype=np.float64),
+                   beta=np.asarray(obj["beta"], dtype=np.float64), meta=dict(obj.get("meta", {})))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        return save_weights(path, [self])
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, k: int | None = None, variant: str | None = None) -> UDCGThetaWeights:
+        return load_weight(path, k=k, variant=variant)
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def save_weights(path: str | os.PathLike, weights: UDCGThetaWeights | Iterable[UDCGThetaWeights]) -> Path:
+    """Write one or several weight sets to a JSON file, atomically."""
+    items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
+    path = Path(path)
+    atomic_write_json(path, {"format": FORMAT, "weights": [w.to_dict() for w in items]})
+    return path
+
+
+def load_weights(path: str | os.PathLike) -> list[UDCGThetaWeights]:
+    with open_text(path) as f:
+        obj = json.load(f)
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a UDCG_theta weight file (format {obj.get('format') if isinstance(obj, dict) else None!r})")
+    return [UDCGThetaWeights.from_dict(w) for w in obj["weights"]]
+
+
+def load_weight(path: str | os.PathLike, *, k: int | None = None, variant: str | None = None) -> UDCGThetaWeights:
+    """The single weight set of ``path`` matching ``k`` / ``variant`` (error when none or several match)."""
+    found = [w for w in load_weights(path) if (k is None or w.k == k) and (variant is None or w.variant == variant)]
+    if len(found) != 1:
+        raise KeyError(f"{path}: {len(found)} weight sets match k={k}, variant={variant}")
+    return found[0]
+
+
+def plot_weights(weights: Sequence[UDCGThetaWeights] | UDCGThetaWeights, path: str | os.PathLike, *,
+                 title: str | None = None, reference: UDCGThetaWeights | None = None, normalize: bool = False) -> Path:
+    """PNG of ``alpha_i`` and ``beta_i`` by prompt position (1-based), one line per weight set.
+
+    ``reference`` (e.g. :meth:`UDCGThetaWeights.udcg_equivalent`) is drawn dashed. ``normalize``
+    divides each set by its ``sum(alpha)``: UDCG_theta's ranking is invariant to a positive scale.
+    """
+    from udcg_ltr.analysis.report import new_figure, save_figure
+
+    items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
+    fig, axes = new_figure(ncols=2, figsize=(10, 4))
+    sets = [(w, "-o") for w in items] + ([(reference, "--")] if reference is not None else [])
+    for w, style in sets:
+        scale = 1.0 / w.alpha.sum() if normalize and w.alpha.sum() != 0 else 1.0
+        pos = np.arange(1, w.k + 1)
+        axes[0].plot(pos, w.alpha * scale, style, label=w.name)
+        axes[1].plot(pos, w.beta * scale, style, label=w.name)
+    for ax, sym, what in ((axes[0], "alpha", "useful (u+)"), (axes[1], "beta", "harmful (u-)")):
+        ax.set_xlabel("position in the prompt")
+        ax.set_ylabel(f"{sym}_i" + (" / sum(alpha)" if normalize else ""))
+        ax.set_title(f"{sym}: weight of {what} passages")
+        ax.axhline(0.0, color="grey", lw=0.5)
+        ax.grid(alpha=0.3)
+        if items:
+            ax.set_xticks(np.arange(1, max(w.k for w in items) + 1))
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
