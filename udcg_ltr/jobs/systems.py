@@ -1,0 +1,144 @@
+"""Evaluating *systems* that each pick one context per query (retriever top-k, reranker top-k, a dynamic-k
+selector, an oracle ...): the metric table of every system's contexts and, with an LLM, end to end.
+
+A system's output is a list of passage-id lists, one per query, in prompt order. Everything here
+works on those lists, so any ranking or selection method plugs in the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr.data.padded import pad_records
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.metrics.erag import erag_labels
+from udcg_ltr.metrics.table import metric_table
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+
+
+@dataclass(frozen=True)
+class SystemContext:
+    """One query's context chosen by a system (duck-compatible with ContextRun for the end-to-end runner)."""
+
+    qid: str
+    context_id: int
+    pids: tuple[str, ...]
+
+
+@dataclass
+class SystemResult:
+    name: str
+    per_query: dict[str, np.ndarray]
+    outcomes: list[str] | None = None
+    context_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def summary(self) -> dict[str, float]:
+        out = {name: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+               for name, v in self.per_query.items()}
+        out["mean_k"] = float(self.context_sizes.mean()) if len(self.context_sizes) else float("nan")
+        if self.outcomes is not None:
+            n = max(len(self.outcomes), 1)
+            for o in ("correct", "abstained", "wrong"):
+                out[f"{o}_rate"] = sum(x == o for x in self.outcomes) / n
+        return out
+
+
+def top_k_by(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], k: int | np.ndarray) -> list[list[str]]:
+    """Each query's top-``k`` passage ids by descending score (ties: input order); ``k`` may vary per query."""
+    ks = np.broadcast_to(np.asarray(k), (len(records),))
+    out = []
+    for rec, s, kq in zip(records, scores, ks):
+        order = np.argsort(-np.asarray(s, dtype=np.float64), kind="stable")[: int(kq)]
+        out.append([rec.passages[i].pid for i in order])
+    return out
+
+
+def retrieval_scores(records: Sequence[QueryRecord]) -> list[np.ndarray]:
+    """Scores that reproduce the retriever's order: minus the rank when ranks exist, else the score."""
+    out = []
+    for rec in records:
+        if all(p.rank is not None for p in rec.passages):
+            out.append(-np.array([p.rank for p in rec.passages], dtype=np.float64))
+        else:
+            out.append(np.array([p.score if p.score is not None else -np.inf for p in rec.passages]))
+    return out
+
+
+def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], *, llm: str | None, k: int,
+                    gamma: float = DEFAULT_GAMMA, alpha=None, beta=None, relevance_threshold: int = 1,
+                    erag_scorer: str | None = "contains") -> dict[str, np.ndarray]:
+    """The metric table of each query's context (columns in prompt order), relevance judged on the whole pool.
+
+    UDCG_theta uses the first ``len(context)`` positional weights when ``alpha``/``beta`` are given.
+    eRAG labels grade each passage's single-passage answer (``answer_alone``) with ``erag_scorer``
+    (default ``contains``, the rule the end-to-end grading uses).
+    """
+    sub = [QueryRecord(qid=r.qid, question=r.question, answers=r.answers, split=r.split,
+                       passages=[r.passage(pid) for pid in ctx]) for r, ctx in zip(records, contexts)]
+    width = max(k, max((len(c) for c in contexts), default=0), 1)
+    slates = pad_records(sub, llm=llm, width=width, relevance_threshold=relevance_threshold, order="given")
+    pool_relevant = np.array([sum(p.is_relevant(relevance_threshold) for p in r.passages) for r in records], float)
+    erag = None
+    if llm is not None and erag_scorer:
+        answers = [[r.passage(pid).annotations.get(llm, {}).get("answer_alone") for pid in ctx]
+                   for r, ctx in zip(records, contexts)]
+        if any(a is not None for row in answers for a in row):
+            erag = erag_labels(answers, [r.answers for r in records], erag_scorer, width=slates.shape[1])
+    scores = np.where(slates.mask, slates.retrieval_score, 0.0)
+    return metric_table(slates, k=k, gamma=gamma, alpha=alpha, beta=beta, n_relevant=pool_relevant,
+                        erag_labels=erag, erag_mask=None if erag is None else slates.mask & np.isfinite(erag),
+                        utilities=slates.utility if llm is not None else None,
+                        scores=scores if np.isfinite(scores).all() else None)
+
+
+def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *,
+                     llm: str | None, k: int, gamma: float = DEFAULT_GAMMA, theta: Any = None, scorer: Any = None,
+                     relevance_threshold: int = 1, match_rule: str = "contains") -> list[SystemResult]:
+    """Metric table (and, given an LLM ``scorer``, correct / abstained / wrong) for every system's contexts.
+
+    ``theta`` is a :class:`udcg_ltr.fit.weights.UDCGThetaWeights` (its alpha/beta feed UDCG_theta).
+    ``scorer`` answers each context through the annotation cache (a CachedScorer), so systems that
+    pick the same context for a query cost one LLM call.
+    """
+    alpha = None if theta is None else np.asarray(theta.alpha)
+    beta = None if theta is None else np.asarray(theta.beta)
+    results = []
+    for name, contexts in systems.items():
+        contexts = [list(c) for c in contexts]
+        per_query = context_metrics(records, contexts, llm=llm, k=k, gamma=gamma, alpha=alpha, beta=beta,
+                                    relevance_threshold=relevance_threshold)
+        outcomes = None
+        if scorer is not None:
+            outcomes = _end_to_end(records, contexts, scorer, match_rule=match_rule,
+                                   relevance_threshold=relevance_threshold)
+        results.append(SystemResult(name=name, per_query=per_query, outcomes=outcomes,
+                                    context_sizes=np.array([len(c) for c in contexts], dtype=float)))
+    return results
+
+
+def _end_to_end(records, contexts, scorer, *, match_rule: str, relevance_threshold: int) -> list[str]:
+    """Outcome per query. An empty context (a selector's k = 0) costs no LLM call: with no passage the
+    instruction makes the LLM abstain, so the outcome is ``abstained`` by construction."""
+    from udcg_ltr.analysis.end_to_end import run_contexts
+
+    asked = [i for i, c in enumerate(contexts) if c]
+    runs = run_contexts([records[i] for i in asked], [SystemContext(records[i].qid, 0, tuple(contexts[i])) for i in asked],
+                        scorer, rule=match_rule, relevance_threshold=relevance_threshold, progress=True)
+    outcomes = ["abstained"] * len(records)
+    for i, run in zip(asked, runs):
+        outcomes[i] = run.outcome
+    return outcomes
+
+
+def results_rows(results: Sequence[SystemResult], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One row per system (``system`` + its mean metrics), ready for :func:`udcg_ltr.analysis.report.write_table`."""
+    rows = []
+    for r in results:
+        summary = r.summary()
+        keys = columns if columns else list(summary)
+        rows.append({"system": r.name, **{k: summary.get(k, float("nan")) for k in keys}})
+    return rows

@@ -1,0 +1,307 @@
+"""The body of ``train.py``: run the configured stages in order and return the job's metrics.
+
+Stages (``model.stages``):
+
+* ``annotate``: P(NO-RESPONSE) (and single-passage answers) of the configured LLM for every passage,
+  through the persistent annotation cache; skipped when the dataset already carries them;
+* ``udcg_theta``: end-to-end answers on sampled contexts of the fit splits, then the UDCG_theta
+  weights (pairwise hinge, Eq. 3) for the context size ``k``;
+* ``cross_encoder``: a cross-encoder reranker trained with ``loss`` on the train split, validated
+  on UDCG@k, and the scores it gives every passage;
+* ``dynamic_k``: a dynamic-k selector fitted on held-out (val) scores;
+* ``evaluate``: every system's contexts on the test split (retriever top-k, reranker top-k,
+  reranker + selector, utility oracle) scored with the metric table and, with an LLM, end to end.
+
+Artefacts land in the run folder (weights, reranker, selector, tables, PNGs) and in the W&B run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from udcg_ltr.data.jsonl import write_records
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.jobs.common import (
+    finished_result,
+    load_records,
+    mark_finished,
+    open_logger,
+    output_dir,
+    prepare_environment,
+    select_split,
+)
+from udcg_ltr.tracking import RunLogger
+
+log = logging.getLogger("udcg_ltr.train")
+
+STAGES = ("annotate", "udcg_theta", "cross_encoder", "dynamic_k", "evaluate")
+
+
+@dataclass
+class PipelineState:
+    """What the stages hand to each other."""
+
+    cfg: DictConfig
+    run_dir: Path
+    logger: RunLogger
+    records: list[QueryRecord]
+    llm_name: str | None
+    metrics: dict[str, float] = field(default_factory=dict)
+    scorer: Any = None
+    theta: Any = None
+    reranker_path: str | None = None
+    scores: dict[str, np.ndarray] = field(default_factory=dict)  # qid -> reranker score per passage
+    selector: Any = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def split(self, name) -> list[QueryRecord]:
+        return select_split(self.records, name)
+
+    def record_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
+        clean = {f"{prefix}{k}": float(v) for k, v in metrics.items()
+                 if isinstance(v, (int, float, np.floating, np.integer)) and not isinstance(v, bool)}
+        self.metrics.update(clean)
+        self.logger.log_metrics(clean)
+
+
+# ---- LLM access ----------------------------------------------------------------------------------
+def llm_scorer(state: PipelineState):
+    """The configured LLM behind the annotation cache, loaded on first use (and only if needed)."""
+    if state.scorer is None:
+        from hydra.utils import instantiate
+
+        from udcg_ltr.annotate.annotator import CachedScorer
+        from udcg_ltr.annotate.cache import AnnotationCache
+
+        t0 = time.perf_counter()
+        scorer = instantiate(state.cfg.llm, _convert_="all")
+        cache = AnnotationCache(Path(state.cfg.annotate.cache_dir))
+        state.scorer = CachedScorer(scorer, cache)
+        log.info("LLM %s ready in %.1fs (cache %s)", scorer.name, time.perf_counter() - t0, cache.root)
+    return state.scorer
+
+
+def has_annotations(records: list[QueryRecord], llm: str) -> bool:
+    return all("p_no_response" in p.annotations.get(llm, {}) for r in records for p in r.passages)
+
+
+# ---- stages --------------------------------------------------------------------------------------
+def stage_annotate(state: PipelineState) -> None:
+    cfg = state.cfg
+    if has_annotations(state.records, state.llm_name):
+        log.info("annotate: every passage already has %s annotations (dataset %s): no LLM work",
+                 state.llm_name, cfg.dataset.name)
+        return
+    from udcg_ltr.annotate.annotator import annotate_records
+
+    fields = ["p_no_response"] + (["answer_alone", "erag_em"] if cfg.annotate.answers else [])
+    stats = annotate_records(state.records, llm_scorer(state), fields=fields, progress=True)
+    summary = stats.to_dict() if hasattr(stats, "to_dict") else {}
+    log.info("annotate: %s", summary)
+    flat = {f"annotate/{task}_{kind}": n for task, counts in summary.get("tasks", {}).items()
+            for kind, n in counts.items()} if isinstance(summary.get("tasks"), dict) else {}
+    state.record_metrics({"annotate/passages": sum(len(r.passages) for r in state.records), **flat})
+    write_records(state.run_dir / "annotated.jsonl.gz", state.records)
+
+
+def stage_udcg_theta(state: PipelineState) -> None:
+    from udcg_ltr.analysis.end_to_end import load_shared_runs, run_contexts, run_summary
+    from udcg_ltr.fit.pairs import build_context_table
+    from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
+    from udcg_ltr.fit.theta import fit_udcg_theta
+    from udcg_ltr.fit.weights import plot_weights
+
+    cfg, mcfg = state.cfg, state.cfg.model.udcg_theta
+    fit_records = state.split(list(mcfg.fit_splits))
+    if not fit_records:
+        raise ValueError(f"udcg_theta: no records in splits {list(mcfg.fit_splits)}")
+    if cfg.dataset.get("contexts_path"):  # ready-made end-to-end runs (the shared annotated SQuAD set)
+        fit_qids = {r.qid for r in fit_records}
+        runs = [r for r in load_shared_runs(state.records, path=cfg.dataset.contexts_path) if r.qid in fit_qids]
+    else:
+        sampling = ContextSamplingConfig(n_contexts=int(mcfg.n_contexts), k=int(cfg.k), top_n=int(mcfg.top_n),
+                                         seed=int(cfg.seed))
+        contexts = sample_contexts(fit_records, sampling)
+        runs = run_contexts(fit_records, contexts, llm_scorer(state), rule=cfg.evaluation.match_rule,
+                            relevance_threshold=int(cfg.dataset.relevance_threshold))
+    summary = run_summary(runs)
+    log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
+    table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k),
+                                relevance_threshold=int(cfg.dataset.relevance_threshold))
+    weights = fit_udcg_theta(table, variant=str(mcfg.variant), C=float(mcfg.C))
+    path = weights.save(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json")
+    png = plot_weights([weights], state.run_dir / "udcg_theta" / f"weights_k{weights.k}.png")
+    state.logger.log_image("udcg_theta/weights", png)
+    state.theta = weights
+    state.record_metrics({"n_pairs": weights.meta.get("n_pairs", 0),
+                          "train_pairwise_accuracy": weights.meta.get("train_pairwise_accuracy", float("nan")),
+                          **{f"outcome_{k}": v for k, v in summary.items()}}, prefix="udcg_theta/")
+    log.info("udcg_theta: weights saved to %s", path)
+
+
+def stage_cross_encoder(state: PipelineState) -> None:
+    from udcg_ltr.models.reranker import Reranker
+    from udcg_ltr.models.training import fit_reranker
+
+    cfg, mcfg = state.cfg, state.cfg.model.cross_encoder
+    train, val = state.split(mcfg.train_split), state.split(mcfg.val_split)
+    loss = cfg.model.get("loss", cfg.get("loss"))
+    loss = OmegaConf.to_container(loss, resolve=True) if isinstance(loss, DictConfig) else loss
+    loss_name, loss_kwargs = (loss, {}) if isinstance(loss, str) else (loss.pop("name"), loss)
+    trainer = cfg.trainer
+    extra = {key: trainer[key] for key in ("limit_train_batches", "limit_val_batches", "num_nodes")
+             if trainer.get(key) is not None}
+    path, metrics = fit_reranker(
+        train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
+        k=int(cfg.k), gamma=float(cfg.gamma), epochs=int(trainer.max_epochs), batch_size=int(mcfg.batch_size),
+        lr=float(mcfg.lr), weight_decay=float(mcfg.weight_decay), warmup=float(mcfg.warmup),
+        max_length=int(mcfg.max_length), relevance_threshold=int(cfg.dataset.relevance_threshold),
+        seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"), precision=trainer.precision,
+        accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
+        logger=state.logger.lightning(), gradient_clip_val=trainer.gradient_clip_val,
+        early_stopping_patience=mcfg.early_stopping_patience, deterministic=bool(trainer.deterministic),
+        num_threads=trainer.get("num_threads"), **extra)
+    state.reranker_path = path
+    state.record_metrics(metrics, prefix="cross_encoder/")
+    reranker = Reranker.from_pretrained(path, batch_size=int(mcfg.eval_batch_size), max_length=int(mcfg.max_length))
+    scored = state.split(list(cfg.evaluation.splits) + [mcfg.val_split])
+    for rec, s in zip(scored, reranker.score_records(scored, progress=True)):
+        state.scores[rec.qid] = np.asarray(s, dtype=np.float64)
+    log.info("cross_encoder: saved to %s", path)
+
+
+def _ranking_scores(state: PipelineState, records: list[QueryRecord]) -> list[np.ndarray]:
+    """Reranker scores when a reranker ran, else the retriever's order."""
+    from udcg_ltr.jobs.systems import retrieval_scores
+
+    if all(r.qid in state.scores for r in records):
+        return [state.scores[r.qid] for r in records]
+    return retrieval_scores(records)
+
+
+def stage_dynamic_k(state: PipelineState) -> None:
+    from udcg_ltr.data.padded import pad_records
+    from udcg_ltr.select.training import fit_selector
+
+    cfg, mcfg = state.cfg, state.cfg.model.dynamic_k
+    # Held-out scores only: the reranker is over-confident on its own training queries.
+    fit_records = state.split(mcfg.fit_split)
+    if not fit_records:
+        raise ValueError(f"dynamic_k: no records in split {mcfg.fit_split!r}")
+    width = max(len(r.passages) for r in state.records)
+    slates = pad_records(fit_records, llm=state.llm_name, width=width,
+                         relevance_threshold=int(cfg.dataset.relevance_threshold))
+    hparams = OmegaConf.to_container(mcfg.hparams, resolve=True) if mcfg.get("hparams") else {}
+    selector, metrics = fit_selector(str(mcfg.selector), _ranking_scores(state, fit_records), slates,
+                                     gamma=float(cfg.gamma), fit_on="train",
+                                     output_dir=str(state.run_dir / "dynamic_k"), **hparams)
+    state.selector = selector
+    state.record_metrics(metrics, prefix="dynamic_k/")
+
+
+def stage_evaluate(state: PipelineState) -> None:
+    from udcg_ltr.analysis.report import write_table
+    from udcg_ltr.data.padded import pad_records
+    from udcg_ltr.jobs.plots import plot_outcomes, plot_systems
+    from udcg_ltr.jobs.systems import evaluate_systems, results_rows, retrieval_scores, top_k_by
+
+    cfg = state.cfg
+    k = int(cfg.k)
+    records = state.split(list(cfg.evaluation.splits))
+    if not records:
+        raise ValueError(f"evaluate: no records in splits {list(cfg.evaluation.splits)}")
+    threshold = int(cfg.dataset.relevance_threshold)
+    systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
+    if all(r.qid in state.scores for r in records):
+        rerank = [state.scores[r.qid] for r in records]
+        systems[f"reranker@{k}"] = top_k_by(records, rerank, k)
+    ranking = _ranking_scores(state, records)
+    ks = None
+    if state.selector is not None:
+        width = max(len(r.passages) for r in state.records)
+        slates = pad_records(records, llm=state.llm_name, width=width, relevance_threshold=threshold)
+        from udcg_ltr.select.training import rank_split
+
+        ranked = rank_split(ranking, slates)
+        ks = np.minimum(state.selector.select(ranked), int(cfg.model.dynamic_k.get("max_k", k)))
+        base = "reranker" if f"reranker@{k}" in systems else "retriever"
+        systems[f"{base}+{state.selector.kind}"] = top_k_by(records, ranking, ks)
+    if state.llm_name is not None and has_annotations(records, state.llm_name):
+        utility = [np.array([p.utility(state.llm_name, threshold) for p in r.passages]) for r in records]
+        systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
+    scorer = None
+    if cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and state.llm_name is not None:
+        scorer = llm_scorer(state)
+    results = evaluate_systems(records, systems, llm=state.llm_name, k=k, gamma=float(cfg.gamma), theta=state.theta,
+                               scorer=scorer, relevance_threshold=threshold,
+                               match_rule=str(cfg.evaluation.match_rule))
+    rows = results_rows(results)
+    paths = write_table(state.run_dir / "results", rows,
+                        title=f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, "
+                              f"LLM {state.llm_name}, k = {k}")
+    columns = list(rows[0])
+    state.logger.log_table("results", [[row[c] for c in columns] for row in rows], columns)
+    plots = [plot_systems(results, k, state.run_dir / "plots" / "systems.png")]
+    if scorer is not None:
+        plots.append(plot_outcomes(results, state.run_dir / "plots" / "outcomes.png"))
+    if ks is not None:
+        from udcg_ltr.select.evaluation import plot_k_histograms
+
+        plots.append(plot_k_histograms({state.selector.kind: ks}, state.run_dir / "plots" / "chosen_k.png"))
+    for p in plots:
+        state.logger.log_image(f"plots/{Path(p).stem}", p)
+    for res in results:
+        state.record_metrics(res.summary(), prefix=f"test/{res.name}/")
+    main = next(r for r in reversed(results) if not r.name.startswith("oracle"))
+    main_summary = main.summary()
+    state.record_metrics({f"udcg@{k}": main_summary.get(f"UDCG@{k}", float("nan")),
+                          f"ndcg@{k}": main_summary.get(f"nDCG@{k}", float("nan"))}, prefix="test/")
+    state.metrics["test/main_system"] = main.name  # type: ignore[assignment]
+    print("\n" + paths["md"].read_text(encoding="utf-8"))
+
+
+STAGE_FUNCS = {"annotate": stage_annotate, "udcg_theta": stage_udcg_theta, "cross_encoder": stage_cross_encoder,
+               "dynamic_k": stage_dynamic_k, "evaluate": stage_evaluate}
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Run ``cfg.model.stages`` and return the metrics (skipping a job that already finished)."""
+    run_dir = output_dir(cfg)
+    done = finished_result(run_dir)
+    if done is not None and not cfg.get("force", False):
+        log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
+        return done["metrics"]
+    prepare_environment(cfg)
+    unknown = [s for s in cfg.model.stages if s not in STAGE_FUNCS]
+    if unknown:
+        raise ValueError(f"unknown stages {unknown}; known: {list(STAGE_FUNCS)}")
+    logger = open_logger(cfg, run_dir, job_type="train")
+    try:
+        t0 = time.perf_counter()
+        records = load_records(cfg)
+        llm_name = cfg.llm.get("name") if cfg.get("llm") else None
+        state = PipelineState(cfg=cfg, run_dir=run_dir, logger=logger, records=records, llm_name=llm_name)
+        log.info("dataset %s: %d queries, %d passages; stages %s", cfg.dataset.name, len(records),
+                 sum(len(r.passages) for r in records), list(cfg.model.stages))
+        for stage in cfg.model.stages:
+            s0 = time.perf_counter()
+            log.info("== stage %s ==", stage)
+            STAGE_FUNCS[stage](state)
+            state.timings[stage] = time.perf_counter() - s0
+            log.info("== stage %s done in %.1fs ==", stage, state.timings[stage])
+        state.record_metrics({f"time/{k}_s": v for k, v in state.timings.items()})
+        state.record_metrics({"time/total_s": time.perf_counter() - t0})
+        metrics = {k: v for k, v in state.metrics.items()}
+        logger.summary(metrics)
+        mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True))
+        log.info("results in %s", run_dir)
+        return metrics
+    finally:
+        logger.finish()
