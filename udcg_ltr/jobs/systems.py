@@ -142,3 +142,37 @@ def results_rows(results: Sequence[SystemResult], columns: Sequence[str] | None 
         keys = columns if columns else list(summary)
         rows.append({"system": r.name, **{k: summary.get(k, float("nan")) for k in keys}})
     return rows
+
+
+def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *, run_dir,
+                   logger=None, title: str = "", llm: str | None, k: int, gamma: float = DEFAULT_GAMMA,
+                   theta: Any = None, scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
+                   chosen_k: Mapping[str, np.ndarray] | None = None, prefix: str = "test/") -> tuple[list[SystemResult], dict[str, float]]:
+    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots
+    (metrics per system, outcomes per system, chosen-k histograms) and their logging. Returns the
+    results and flat metrics ``{prefix}{system}/{metric}``."""
+    from pathlib import Path
+
+    from udcg_ltr.analysis.report import write_table
+    from udcg_ltr.jobs.plots import plot_outcomes, plot_systems
+
+    run_dir = Path(run_dir)
+    results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
+                               relevance_threshold=relevance_threshold, match_rule=match_rule)
+    rows = results_rows(results)
+    paths = write_table(run_dir / "results", rows, title=title)
+    plots = [plot_systems(results, k, run_dir / "plots" / "systems.png")]
+    if scorer is not None:
+        plots.append(plot_outcomes(results, run_dir / "plots" / "outcomes.png"))
+    if chosen_k:
+        from udcg_ltr.select.evaluation import plot_k_histograms
+
+        plots.append(plot_k_histograms(dict(chosen_k), run_dir / "plots" / "chosen_k.png"))
+    if logger is not None:
+        columns = list(rows[0])
+        logger.log_table("results", [[row[c] for c in columns] for row in rows], columns)
+        for p in plots:
+            logger.log_image(f"plots/{Path(p).stem}", p)
+    metrics = {f"{prefix}{res.name}/{name}": value for res in results for name, value in res.summary().items()}
+    print("\n" + paths["md"].read_text(encoding="utf-8"))
+    return results, metrics

@@ -37,6 +37,7 @@ from udcg_ltr.jobs.common import (
     prepare_environment,
     select_split,
 )
+from udcg_ltr.jobs.llm import LLMAccess, has_annotations
 from udcg_ltr.tracking import RunLogger
 
 log = logging.getLogger("udcg_ltr.train")
@@ -54,7 +55,7 @@ class PipelineState:
     records: list[QueryRecord]
     llm_name: str | None
     metrics: dict[str, float] = field(default_factory=dict)
-    scorer: Any = None
+    llm: Any = None  # LLMAccess
     theta: Any = None
     reranker_path: str | None = None
     scores: dict[str, np.ndarray] = field(default_factory=dict)  # qid -> reranker score per passage
@@ -71,44 +72,13 @@ class PipelineState:
         self.logger.log_metrics(clean)
 
 
-# ---- LLM access ----------------------------------------------------------------------------------
-def llm_scorer(state: PipelineState):
-    """The configured LLM behind the annotation cache, loaded on first use (and only if needed)."""
-    if state.scorer is None:
-        from hydra.utils import instantiate
-
-        from udcg_ltr.annotate.annotator import CachedScorer
-        from udcg_ltr.annotate.cache import AnnotationCache
-
-        t0 = time.perf_counter()
-        scorer = instantiate(state.cfg.llm, _convert_="all")
-        cache = AnnotationCache(Path(state.cfg.annotate.cache_dir))
-        state.scorer = CachedScorer(scorer, cache)
-        log.info("LLM %s ready in %.1fs (cache %s)", scorer.name, time.perf_counter() - t0, cache.root)
-    return state.scorer
-
-
-def has_annotations(records: list[QueryRecord], llm: str) -> bool:
-    return all("p_no_response" in p.annotations.get(llm, {}) for r in records for p in r.passages)
-
-
 # ---- stages --------------------------------------------------------------------------------------
 def stage_annotate(state: PipelineState) -> None:
-    cfg = state.cfg
-    if has_annotations(state.records, state.llm_name):
-        log.info("annotate: every passage already has %s annotations (dataset %s): no LLM work",
-                 state.llm_name, cfg.dataset.name)
-        return
-    from udcg_ltr.annotate.annotator import annotate_records
-
-    fields = ["p_no_response"] + (["answer_alone", "erag_em"] if cfg.annotate.answers else [])
-    stats = annotate_records(state.records, llm_scorer(state), fields=fields, progress=True)
-    summary = stats.to_dict() if hasattr(stats, "to_dict") else {}
-    log.info("annotate: %s", summary)
-    flat = {f"annotate/{task}_{kind}": n for task, counts in summary.get("tasks", {}).items()
-            for kind, n in counts.items()} if isinstance(summary.get("tasks"), dict) else {}
-    state.record_metrics({"annotate/passages": sum(len(r.passages) for r in state.records), **flat})
-    write_records(state.run_dir / "annotated.jsonl.gz", state.records)
+    summary = state.llm.ensure_annotations(state.records, answers=bool(state.cfg.annotate.answers))
+    counts = {f"annotate/{task}_{kind}": n for task, c in summary.get("by_task", {}).items() for kind, n in c.items()}
+    state.record_metrics({"annotate/passages": sum(len(r.passages) for r in state.records), **counts})
+    if summary:
+        write_records(state.run_dir / "annotated.jsonl.gz", state.records)
 
 
 def stage_udcg_theta(state: PipelineState) -> None:
@@ -129,7 +99,7 @@ def stage_udcg_theta(state: PipelineState) -> None:
         sampling = ContextSamplingConfig(n_contexts=int(mcfg.n_contexts), k=int(cfg.k), top_n=int(mcfg.top_n),
                                          seed=int(cfg.seed))
         contexts = sample_contexts(fit_records, sampling)
-        runs = run_contexts(fit_records, contexts, llm_scorer(state), rule=cfg.evaluation.match_rule,
+        runs = run_contexts(fit_records, contexts, state.llm.scorer, rule=cfg.evaluation.match_rule,
                             relevance_threshold=int(cfg.dataset.relevance_threshold))
     summary = run_summary(runs)
     log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
@@ -207,10 +177,9 @@ def stage_dynamic_k(state: PipelineState) -> None:
 
 
 def stage_evaluate(state: PipelineState) -> None:
-    from udcg_ltr.analysis.report import write_table
     from udcg_ltr.data.padded import pad_records
-    from udcg_ltr.jobs.plots import plot_outcomes, plot_systems
-    from udcg_ltr.jobs.systems import evaluate_systems, results_rows, retrieval_scores, top_k_by
+    from udcg_ltr.jobs.systems import report_systems, retrieval_scores, top_k_by
+    from udcg_ltr.select.training import rank_split
 
     cfg = state.cfg
     k = int(cfg.k)
@@ -220,51 +189,30 @@ def stage_evaluate(state: PipelineState) -> None:
     threshold = int(cfg.dataset.relevance_threshold)
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
     if all(r.qid in state.scores for r in records):
-        rerank = [state.scores[r.qid] for r in records]
-        systems[f"reranker@{k}"] = top_k_by(records, rerank, k)
-    ranking = _ranking_scores(state, records)
-    ks = None
+        systems[f"reranker@{k}"] = top_k_by(records, [state.scores[r.qid] for r in records], k)
+    chosen_k = {}
     if state.selector is not None:
+        ranking = _ranking_scores(state, records)
         width = max(len(r.passages) for r in state.records)
         slates = pad_records(records, llm=state.llm_name, width=width, relevance_threshold=threshold)
-        from udcg_ltr.select.training import rank_split
-
-        ranked = rank_split(ranking, slates)
-        ks = np.minimum(state.selector.select(ranked), int(cfg.model.dynamic_k.get("max_k", k)))
-        base = "reranker" if f"reranker@{k}" in systems else "retriever"
-        systems[f"{base}+{state.selector.kind}"] = top_k_by(records, ranking, ks)
-    if state.llm_name is not None and has_annotations(records, state.llm_name):
+        ks = np.minimum(state.selector.select(rank_split(ranking, slates)), int(cfg.model.dynamic_k.max_k))
+        name = f"{'reranker' if f'reranker@{k}' in systems else 'retriever'}+{state.selector.kind}"
+        systems[name] = top_k_by(records, ranking, ks)
+        chosen_k[name] = ks
+    if has_annotations(records, state.llm_name):
         utility = [np.array([p.utility(state.llm_name, threshold) for p in r.passages]) for r in records]
         systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
-    scorer = None
-    if cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and state.llm_name is not None:
-        scorer = llm_scorer(state)
-    results = evaluate_systems(records, systems, llm=state.llm_name, k=k, gamma=float(cfg.gamma), theta=state.theta,
-                               scorer=scorer, relevance_threshold=threshold,
-                               match_rule=str(cfg.evaluation.match_rule))
-    rows = results_rows(results)
-    paths = write_table(state.run_dir / "results", rows,
-                        title=f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, "
-                              f"LLM {state.llm_name}, k = {k}")
-    columns = list(rows[0])
-    state.logger.log_table("results", [[row[c] for c in columns] for row in rows], columns)
-    plots = [plot_systems(results, k, state.run_dir / "plots" / "systems.png")]
-    if scorer is not None:
-        plots.append(plot_outcomes(results, state.run_dir / "plots" / "outcomes.png"))
-    if ks is not None:
-        from udcg_ltr.select.evaluation import plot_k_histograms
-
-        plots.append(plot_k_histograms({state.selector.kind: ks}, state.run_dir / "plots" / "chosen_k.png"))
-    for p in plots:
-        state.logger.log_image(f"plots/{Path(p).stem}", p)
-    for res in results:
-        state.record_metrics(res.summary(), prefix=f"test/{res.name}/")
-    main = next(r for r in reversed(results) if not r.name.startswith("oracle"))
-    main_summary = main.summary()
-    state.record_metrics({f"udcg@{k}": main_summary.get(f"UDCG@{k}", float("nan")),
-                          f"ndcg@{k}": main_summary.get(f"nDCG@{k}", float("nan"))}, prefix="test/")
-    state.metrics["test/main_system"] = main.name  # type: ignore[assignment]
-    print("\n" + paths["md"].read_text(encoding="utf-8"))
+    use_llm = cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and state.llm_name is not None
+    title = (f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, "
+             f"LLM {state.llm_name}, k = {k}")
+    results, metrics = report_systems(
+        records, systems, run_dir=state.run_dir, logger=state.logger, title=title, llm=state.llm_name, k=k,
+        gamma=float(cfg.gamma), theta=state.theta, scorer=state.llm.scorer if use_llm else None,
+        relevance_threshold=threshold, match_rule=str(cfg.evaluation.match_rule), chosen_k=chosen_k)
+    state.record_metrics(metrics)
+    main = next(r for r in reversed(results) if not r.name.startswith("oracle")).summary()
+    state.record_metrics({f"udcg@{k}": main.get(f"UDCG@{k}", float("nan")),
+                          f"ndcg@{k}": main.get(f"nDCG@{k}", float("nan"))}, prefix="test/")
 
 
 STAGE_FUNCS = {"annotate": stage_annotate, "udcg_theta": stage_udcg_theta, "cross_encoder": stage_cross_encoder,
@@ -287,7 +235,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         t0 = time.perf_counter()
         records = load_records(cfg)
         llm_name = cfg.llm.get("name") if cfg.get("llm") else None
-        state = PipelineState(cfg=cfg, run_dir=run_dir, logger=logger, records=records, llm_name=llm_name)
+        state = PipelineState(cfg=cfg, run_dir=run_dir, logger=logger, records=records, llm_name=llm_name,
+                              llm=LLMAccess(cfg.get("llm"), cfg.annotate.cache_dir))
         log.info("dataset %s: %d queries, %d passages; stages %s", cfg.dataset.name, len(records),
                  sum(len(r.passages) for r in records), list(cfg.model.stages))
         for stage in cfg.model.stages:
