@@ -1,0 +1,135 @@
+"""``python -m udcg_ltr.annotate``: annotate a dataset's passages with an LLM (Hydra entry point).
+
+Reads the records (``dataset=<config with a _target_ reader>`` or ``input=path.jsonl``), optionally
+relabels relevance, fills ``Passage.annotations[<llm name>]`` through the persistent cache and writes
+the annotated JSONL (``output=``) plus ``<output>.meta.json`` (LLM, prompt and its version, fields,
+counts). The last stdout line is a JSON summary, e.g.
+``{"passages": 40, "computed": 12, "cached": 28, ...}``. Killing a run loses no finished batch:
+rerunning the same command recomputes only what is missing. See ``conf/annotate.yaml``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("WANDB_MODE", "offline")):
+    os.environ.setdefault(_var, _value)
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from udcg_ltr.paths import PROJECT_ROOT, cache_dir  # noqa: E402
+
+log = logging.getLogger("udcg_ltr.annotate")
+
+#: Datasets the CLI can read by name when no config file defines them.
+BUILTIN_DATASETS = {"annotated_squad": "udcg_ltr.data.readers.annotated.read_annotated_squad"}
+
+
+def load_records(cfg: DictConfig) -> tuple[list, str]:
+    """The records to annotate and a description of their source."""
+    from hydra.utils import get_method, instantiate
+
+    from udcg_ltr.data.jsonl import read_records
+
+    dataset = cfg.get("dataset")
+    if dataset is not None:
+        if isinstance(dataset, str):
+            if dataset not in BUILTIN_DATASETS:
+                raise ValueError(f"unknown dataset {dataset!r}: give a config with a _target_ reader")
+            return list(get_method(BUILTIN_DATASETS[dataset])()), dataset
+        for node in (dataset, dataset.get("reader")):
+            if node is not None and not isinstance(node, str) and "_target_" in node:
+                records = instantiate(node, _convert_="all")
+                return list(records), str(dataset.get("name") or node["_target_"])
+        name = dataset.get("name")
+        if name in BUILTIN_DATASETS:
+            return list(get_method(BUILTIN_DATASETS[name])()), name
+        raise ValueError("dataset config needs a _target_ (or reader._target_) pointing to a reader function "
+                         "returning QueryRecords")
+    if cfg.get("input"):
+        return read_records(cfg.input), str(cfg.input)
+    raise ValueError("nothing to annotate: pass input=path.jsonl or dataset=<name>")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Annotate as ``cfg`` says; returns the summary (also written next to the output)."""
+    from udcg_ltr.annotate.annotator import annotate_records
+    from udcg_ltr.annotate.baselines import MonteCarloConfig
+    from udcg_ltr.annotate.cache import AnnotationCache
+    from udcg_ltr.annotate.judge import RELEVANCE_JUDGE, RelevanceJudge
+    from udcg_ltr.annotate.llms import load_llm
+    from udcg_ltr.annotate.relevance import label_relevance
+    from udcg_ltr.data.jsonl import write_records
+    from udcg_ltr.io import atomic_write_json
+
+    records, source = load_records(cfg)
+    if cfg.get("limit") is not None:
+        records = records[: int(cfg.limit)]
+    if cfg.get("max_passages") is not None:
+        for r in records:
+            r.passages = r.passages[: int(cfg.max_passages)]
+    overrides = {"progress": bool(cfg.get("progress", True))}
+    if cfg.get("num_threads"):
+        overrides["num_threads"] = int(cfg.num_threads)
+    scorer = load_llm(cfg.llm, **overrides)
+    log.info("annotating %d questions / %d passages from %s with %r", len(records),
+             sum(len(r.passages) for r in records), source, scorer)
+
+    cache = None
+    if cfg.cache.enabled:
+        root = Path(cfg.cache.dir) if cfg.cache.get("dir") else cache_dir() / "annotations" / _safe(scorer.name)
+        cache = AnnotationCache(root, fsync=bool(cfg.cache.get("fsync", True)))
+        log.info("annotation cache %s: %d entries", root, len(cache))
+
+    rel_cfg = cfg.get("relevance") or {}
+    method = rel_cfg.get("method", "dataset")
+    judge = None
+    if method == "llm":
+        judge_cfg = dataclasses.replace(RELEVANCE_JUDGE, max_new_tokens=int(rel_cfg.get("max_new_tokens", 128)))
+        judge = RelevanceJudge(scorer, judge_cfg, cache=cache)
+    rel_stats = label_relevance(records, method, judge=judge, fallback=rel_cfg.get("fallback"),
+                                progress=overrides["progress"])
+
+    mc_cfg = cfg.get("mc") or {}
+    mc = MonteCarloConfig(n=int(mc_cfg.get("n", 10)), temperature=float(mc_cfg.get("temperature", 1.0)),
+                          seed=int(mc_cfg.get("seed", 0)))
+    try:
+        stats = annotate_records(records, scorer, cache, fields=list(cfg.fields), mc=mc,
+                                 progress=overrides["progress"])
+    finally:
+        if cache is not None:
+            cache.close()
+
+    output = Path(cfg.output)
+    write_records(output, records)
+    summary = {"output": str(output), "source": source, "questions": len(records), **stats.to_dict(),
+               "relevance": rel_stats.to_dict(), "cache": (cache.stats() if cache is not None else None),
+               "cache_dir": str(cache.root) if cache is not None else None}
+    meta = {"llm": scorer.describe(), "fields": list(cfg.fields), "summary": summary,
+            "config": OmegaConf.to_container(cfg, resolve=True)}
+    atomic_write_json(output.with_name(output.name + ".meta.json"), meta)
+    return summary
+
+
+@hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="annotate", version_base="1.3")
+def main(cfg: DictConfig) -> dict[str, Any]:
+    summary = run(cfg)
+    print(json.dumps({k: summary[k] for k in ("passages", "computed", "cached", "seconds", "output")}))
+    sys.stdout.flush()
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""Annotating query records with an LLM, through the persistent cache.
+
+:class:`CachedScorer` wraps an :class:`~udcg_ltr.annotate.scorer.LLMScorer` (or anything with its
+methods) and an :class:`~udcg_ltr.annotate.cache.AnnotationCache`: cached prompts cost nothing,
+missing ones are scored in batches and each batch is appended (fsynced) to the cache before the
+next starts, so a killed run resumes where it stopped and nothing is scored twice.
+
+:func:`annotate_records` fills ``Passage.annotations[scorer.name]`` for every passage of every
+record (the passage alone with the question, as the UDCG paper's utility needs) with the fields
+asked for:
+
+========================  =============================================================
+``p_no_response``         P(first token of NO-RESPONSE) at the first answer position (Eq. 2)
+``answer_alone``          the greedy answer (max ``max_new_tokens``)
+``erag_em/f1/contains``   eRAG labels of ``answer_alone`` against the record's answers
+``answer_logprob``        ANSWER_PROB: teacher-forced log-likelihood of the best gold answer
+``p_no_response_mc``      black-box Monte Carlo P(NO-RESPONSE) (``n`` samples at ``T``)
+========================  =============================================================
+
+plus ``n_prompt_tokens`` and ``prompt_version`` (the hash of the prompt configuration used).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from udcg_ltr.annotate.baselines import ERAG_FIELDS, MonteCarloConfig, abstention_rate, erag_labels
+from udcg_ltr.annotate.cache import AnnotationCache, cache_key
+from udcg_ltr.annotate.scorer import PromptItem, ScoreResult
+from udcg_ltr.data.schema import QueryRecord
+
+log = logging.getLogger(__name__)
+
+#: Every field :func:`annotate_records` knows how to fill.
+KNOWN_FIELDS = ("p_no_response", "answer_alone", *ERAG_FIELDS, "erag", "answer_logprob", "p_no_response_mc")
+
+
+@dataclass
+class AnnotationStats:
+    """How much work an annotation run did: LLM computations vs cache hits, per task."""
+
+    passages: int = 0
+    computed: int = 0
+    cached: int = 0
+    by_task: dict[str, dict[str, int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, task: str, computed: int, cached: int) -> None:
+        slot = self.by_task.setdefault(task, {"computed": 0, "cached": 0})
+        slot["computed"] += computed
+        slot["cached"] += cached
+        self.computed += computed
+        self.cached += cached
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class CachedScorer:
+    """An LLM scorer whose results go through an :class:`AnnotationCache` (``cache=None``: no cache).
+
+    ``counters`` counts, per task, prompts computed by the LLM and prompts served by the cache.
+    """
+
+    def __init__(self, scorer, cache: AnnotationCache | None = None):
+        self.scorer = scorer
+        self.cache = cache
+        self.counters: dict[str, dict[str, int]] = {}
+
+    @property
+    def name(self) -> str:
+        return self.scorer.name
+
+    @property
+    def prompt_version(self) -> str:
+        return self.scorer.prompt_version
+
+    def _precision(self) -> str:
+        dtype = str(getattr(self.scorer, "dtype", "float32")).replace("torch.", "")
+        quantize = getattr(self.scorer, "quantize", None)
+        if not quantize:
+            return dtype
+        tail = getattr(self.scorer, "exact_tail", None)
+        return f"{dtype}+{quantize}" + (f"+tail{tail}" if tail is not None and "bf16" in str(quantize) else "")
+
+    def key(self, task: str, item: PromptItem, params: dict[str, Any] | None = None) -> str:
+        return cache_key(self.name, self.prompt_version, task, item.question, item.passages,
+                         {"precision": self._precision(), **(params or {})})
+
+    def _count(self, task: str, computed: int, cached: int) -> None:
+        slot = self.counters.setdefault(task, {"computed": 0, "cached": 0})
+        slot["computed"] += computed
+        slot["cached"] += cached
+
+    def _meta(self, task: str, item: PromptItem) -> dict[str, Any]:
+        return {"llm": self.name, "prompt_version": self.prompt_version, "task": task,
+                "question": item.question[:200], "n_passages": len(item.passages)}
+
+    def _lookup(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        if self.cache is None:
+            return [None] * len(keys)
+        return [self.cache.get(k) for k in keys]
+
+    # ---- P(NO-RESPONSE) and greedy answers ------------------------------------------------
+    def score(self, items: Sequence[PromptItem], *, generate: bool = False,
+              progress: bool | None = None) -> list[ScoreResult]:
+        """Like ``LLMScorer.score``; cached entries are reused (an entry without an answer, or with
+        one generated under another ``max_new_tokens``, is recomputed when ``generate``)."""
+        items = list(items)
+        max_new = int(getattr(self.scorer, "max_new_tokens", 0))
+        keys = [self.key("score", it) for it in items]
+        found = self._lookup(keys)
+        results: list[ScoreResult | None] = [None] * len(items)
+        todo = []
+        first: dict[str, int] = {}  # a prompt repeated within the call is computed once
+        for i, entry in enumerate(found):
+            usable = entry is not None and "p_no_response" in entry and (
+                not generate or ("answer" in entry and entry.get("max_new_tokens") == max_new))
+            if usable:
+                results[i] = ScoreResult(float(entry["p_no_response"]), entry.get("answer"),
+                                         int(entry.get("n_prompt_tokens", 0)))
+            elif keys[i] not in first:
+                first[keys[i]] = i
+                todo.append(i)
+
+        def persist(batch: list[int], batch_results: list[ScoreResult]) -> None:
+            rows = []
+            for j, r in zip(batch, batch_results):
+                i = todo[j]
+                results[i] = r
+                fields: dict[str, Any] = {"p_no_response": r.p_no_response, "n_prompt_tokens": r.n_prompt_tokens}
+                if r.answer is not None:
+                    fields.update(answer=r.answer, max_new_tokens=max_new)
+                rows.append((keys[i], fields, self._meta("score", items[i])))
+            if self.cache is not None:
+                self.cache.put_many(rows)
+
+        if todo:
+            self.scorer.score([items[i] for i in todo], generate=generate, progress=progress, on_batch=persist)
+        for i, r in enumerate(results):
+            if r is None:
+                results[i] = results[first[keys[i]]]
+        self._count("score", len(todo), len(items) - len(todo))
+        return results  # type: ignore[return-value]
+
+    # ---- ANSWER_PROB -----------------------------------------------------------------------
+    def answer_logprob(self, items: Sequence[PromptItem], golds: Sequence[Sequence[str]], *,
+                       progress: bool | None = None) -> list[float | None]:
+        """Max over each item's gold answers of the teacher-forced answer log-likelihood
+        (``None`` for an item without gold answers)."""
+        items = list(items)
+        keys = [self.key("answer_logprob", it, {"answers": sorted(set(g))}) for it, g in zip(items, golds)]
+        found = self._lookup(keys)
+        out: list[float | None] = [None] * len(items)
+        pairs: list[tuple[int, str]] = []
+        for i, (entry, g) in enumerate(zip(found, golds)):
+            if entry is not None and "answer_logprob" in entry:
+                out[i] = entry["answer_logprob"]
+            elif g:
+                pairs.extend((i, a) for a in sorted(set(g)))
+        todo = sorted({i for i, _ in pairs})
+        chunk = max(1, 8 * int(getattr(self.scorer, "batch_size", 8)))
+        for start in range(0, len(todo), chunk):
+            # One call per chunk, so length bucketing and the prefix cache work across its pairs;
+            # each chunk is persisted before the next starts (resumable).
+            part = set(todo[start:start + chunk])
+            sub = [(i, a) for i, a in pairs if i in part]
+            values = self.scorer.answer_logprobs([items[i] for i, _ in sub], [a for _, a in sub],
+                                                 progress=progress)
+            best: dict[int, float] = {}
+            for (i, _), v in zip(sub, values):
+                best[i] = max(best.get(i, float("-inf")), v)
+            rows = []
+            for i in sorted(part):
+                out[i] = best[i]
+                rows.append((keys[i], {"answer_logprob": best[i]}, self._meta("answer_logprob", items[i])))
+            if self.cache is not None:
+                self.cache.put_many(rows)
+        self._count("answer_logprob", len(todo), sum(1 for v in found if v is not None and "answer_logprob" in v))
+        return out
+
+    # ---- Monte Carlo P(NO-RESPONSE) ---------------------------------------------------------
+    def p_no_response_mc(self, items: Sequence[PromptItem], config: MonteCarloConfig | None = None, *,
+                         progress: bool | None = None) -> list[float]:
+        """Share of abstentions among ``config.n`` sampled answers, per item (cached per item)."""
+        config = config or MonteCarloConfig()
+        items = list(items)
+        params = {"n": config.n, "temperature": config.temperature, "seed": config.seed,
+                  "max_new_tokens": config.max_new_tokens or getattr(self.scorer, "max_new_tokens", None)}
+        keys = [self.key("mc", it, params) for it in items]
+        found = self._lookup(keys)
+        out: list[float] = [float("nan")] * len(items)
+        todo = [i for i, e in enumerate(found) if e is None or "p_no_response_mc" not in e]
+        for i, e in enumerate(found):
+            if e is not None and "p_no_response_mc" in e:
+                out[i] = float(e["p_no_response_mc"])
+        abstention = getattr(getattr(self.scorer, "prompt", None), "abstention", "NO-RESPONSE")
+        bar = _bar(len(todo), f"{self.name} Monte Carlo", progress)
+        try:
+            for i in todo:
+                # A per-prompt seed (from the key) keeps draws independent of order and batching.
+                seed = (int(keys[i][:8], 16) ^ int(config.seed)) & 0x7FFFFFFF
+                answers = self.scorer.sample_answers(items[i], config.n, config.temperature, seed=seed,
+                                                     max_new_tokens=config.max_new_tokens)
+                out[i] = abstention_rate(answers, abstention_string=abstention)
+                if self.cache is not None:
+                    self.cache.put(keys[i], {"p_no_response_mc": out[i], "mc_n": config.n, "mc_answers": answers},
+                                   self._meta("mc", items[i]))
+                bar.update(1)
+        finally:
+            bar.close()
+        self._count("mc", len(todo), len(items) - len(todo))
+        return out
+
+
+def passage_items(records: Iterable[QueryRecord]) -> tuple[list[tuple[int, int]], list[PromptItem]]:
+    """One single-passage prompt per (record, passage): ``(positions, items)``."""
+    where, items = [], []
+    for r_i, record in enumerate(records):
+        for p_i, p in enumerate(record.passages):
+            where.append((r_i, p_i))
+            items.append(PromptItem(record.question, [(p.title, p.text)]))
+    return where, items
+
+
+def _normalise_fields(fields: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for f in fields:
+        f = str(f)
+        expanded = list(ERAG_FIELDS) if f == "erag" else [f]
+        for g in expanded:
+            if g not in KNOWN_FIELDS:
+                raise ValueError(f"unknown annotation field {g!r} (known: {', '.join(KNOWN_FIELDS)})")
+            if g not in out:
+                out.append(g)
+    if "p_no_response" not in out:
+        out.insert(0, "p_no_response")
+    return out
+
+
+def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCache | None = None, *,
+                     fields: Iterable[str] = ("p_no_response", "answer_alone"),
+                     mc: MonteCarloConfig | None = None, progress: bool | None = None) -> AnnotationStats:
+    """Fill ``Passage.annotations[scorer.name]`` for every passage of ``records`` (in place).
+
+    ``scorer`` is an :class:`LLMScorer` (wrapped with ``cache``) or a :class:`CachedScorer`.
+    ``p_no_response`` is always computed; the eRAG fields imply (and store) ``answer_alone``. Returns
+    how many prompts the LLM computed and how many came from the cache, per task.
+    """
+    t0 = time.perf_counter()
+    cached_scorer = scorer if isinstance(scorer, CachedScorer) else CachedScorer(scorer, cache)
+    wanted = _normalise_fields(fields)
+    generate = "answer_alone" in wanted or any(f in wanted for f in ERAG_FIELDS)
+    where, items = passage_items(records)
+    stats = AnnotationStats(passages=len(items))
+    name, version = cached_scorer.name, cached_scorer.prompt_version
+
+    def before(task: str) -> dict[str, int]:
+        return dict(cached_scorer.counters.get(task, {"computed": 0, "cached": 0}))
+
+    def record_task(task: str, start: dict[str, int]) -> None:
+        now = cached_scorer.counters.get(task, {"computed": 0, "cached": 0})
+        stats.add(task, now["computed"] - start["computed"], now["cached"] - start["cached"])
+
+    start = before("score")
+    results = cached_scorer.score(items, generate=generate, progress=progress)
+    record_task("score", start)
+    for (r_i, p_i), res in zip(where, results):
+        record = records[r_i]
+        ann = record.passages[p_i].annotations.setdefault(name, {})
+        ann["p_no_response"] = res.p_no_response
+        ann["n_prompt_tokens"] = res.n_prompt_tokens
+        ann["prompt_version"] = version
+        if generate and res.answer is not None:
+            ann["answer_alone"] = res.answer  # kept with the eRAG labels too: they are derived from it
+            if any(f in wanted for f in ERAG_FIELDS):
+                labels = erag_labels(res.answer, record.answers)
+                ann.update({k: v for k, v in labels.items() if k in wanted})
+
+    if "answer_logprob" in wanted:
+        start = before("answer_logprob")
+        golds = [records[r_i].answers for r_i, _ in where]
+        values = cached_scorer.answer_logprob(items, golds, progress=progress)
+        record_task("answer_logprob", start)
+        missing = 0
+        for (r_i, p_i), v in zip(where, values):
+            if v is None:
+                missing += 1
+                continue
+            records[r_i].passages[p_i].annotations[name]["answer_logprob"] = v
+        if missing:
+            log.warning("answer_logprob: %d passages belong to questions without gold answers (left out)", missing)
+
+    if "p_no_response_mc" in wanted:
+        start = before("mc")
+        values = cached_scorer.p_no_response_mc(items, mc or MonteCarloConfig(), progress=progress)
+        record_task("mc", start)
+        for (r_i, p_i), v in zip(where, values):
+            records[r_i].passages[p_i].annotations[name]["p_no_response_mc"] = v
+
+    stats.seconds = round(time.perf_counter() - t0, 3)
+    log.info("annotated %d passages with %s: %d computed, %d from the cache (%.1fs)", stats.passages, name,
+             stats.computed, stats.cached, stats.seconds)
+    return stats
+
+
+def _bar(total: int, desc: str, progress: bool | None):
+    from udcg_ltr.annotate.scorer import _progress
+    return _progress(total, desc, True if progress is None else progress)

