@@ -65,8 +65,8 @@ def test_input_jsonl_is_read(tmp_path):
     write_records(path, _records(2, 2))
     records, source = load_records(_compose([f"input={path}"]))
     assert [r.qid for r in records] == ["q0", "q1"] and source == str(path)
-    # The same through the package's fallback dataset config (hydra.searchpath pkg://udcg_ltr.annotate.conf).
-    records, source = load_records(_compose(["dataset=jsonl", f"input={path}"]))
+    # The same through the generic JSONL dataset config (conf/dataset/jsonl.yaml).
+    records, source = load_records(_compose(["dataset=jsonl", f"dataset.reader.path={path}"]))
     assert [r.qid for r in records] == ["q0", "q1"] and source == "jsonl"
     with pytest.raises(ValueError, match="nothing to annotate"):
         load_records(_compose([]))
@@ -185,3 +185,15 @@ def test_run_in_process_with_llm_relevance_judge(tmp_path):
     # The judge's replies are cached too: a second run asks the LLM nothing.
     again = run(cfg)
     assert again["computed"] == 0 and again["cache"]["written"] == 0
+
+
+def test_shards_partition_the_questions(tmp_path):
+    """shard.index / shard.count: every question in exactly one shard (sharded annotation jobs)."""
+    from udcg_ltr.annotate.__main__ import select_shard
+
+    records = _records(7, 1)
+    shards = [select_shard(records, index=i, count=3) for i in range(3)]
+    assert sorted(r.qid for s in shards for r in s) == sorted(r.qid for r in records)
+    assert all(len(s) in (2, 3) for s in shards)
+    with pytest.raises(ValueError, match="shard.index"):
+        select_shard(records, index=3, count=3)

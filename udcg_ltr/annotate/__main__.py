@@ -14,7 +14,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("W
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from udcg_ltr.paths import PROJECT_ROOT, cache_dir  # noqa: E402
+from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
 
 log = logging.getLogger("udcg_ltr.annotate")
 
@@ -59,15 +58,19 @@ def load_records(cfg: DictConfig) -> tuple[list, str]:
     raise ValueError("nothing to annotate: pass input=path.jsonl or dataset=<name>")
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+def select_shard(records: list, *, index: int, count: int) -> list:
+    """The questions of shard ``index`` of ``count``: every ``count``-th one from ``index`` (a strided split
+    gives every shard the same mix of short and long pools)."""
+    if count < 1 or not 0 <= index < count:
+        raise ValueError(f"shard.index must be in [0, shard.count), got index={index} count={count}")
+    return records[index::count]
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Annotate as ``cfg`` says; returns the summary (also written next to the output)."""
     from udcg_ltr.annotate.annotator import annotate_records
     from udcg_ltr.annotate.baselines import MonteCarloConfig
-    from udcg_ltr.annotate.cache import AnnotationCache
+    from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
     from udcg_ltr.annotate.judge import RELEVANCE_JUDGE, RelevanceJudge
     from udcg_ltr.annotate.llms import load_llm
     from udcg_ltr.annotate.relevance import label_relevance
@@ -77,6 +80,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     records, source = load_records(cfg)
     if cfg.get("limit") is not None:
         records = records[: int(cfg.limit)]
+    shard = cfg.get("shard") or {}
+    index, count = int(shard.get("index", 0)), int(shard.get("count", 1))
+    records = select_shard(records, index=index, count=count)
+    if count > 1:
+        source = f"{source} (shard {index + 1}/{count})"
     if cfg.get("max_passages") is not None:
         for r in records:
             r.passages = r.passages[: int(cfg.max_passages)]
@@ -89,7 +97,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     cache = None
     if cfg.cache.enabled:
-        root = Path(cfg.cache.dir) if cfg.cache.get("dir") else cache_dir() / "annotations" / _safe(scorer.name)
+        root = Path(cfg.cache.dir) if cfg.cache.get("dir") else default_cache_root(scorer.name)
         cache = AnnotationCache(root, fsync=bool(cfg.cache.get("fsync", True)))
         log.info("annotation cache %s: %d entries", root, len(cache))
 

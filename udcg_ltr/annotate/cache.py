@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,6 +45,17 @@ log = logging.getLogger(__name__)
 
 SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".jsonl"
+
+
+def default_cache_root(llm_name: str) -> Path:
+    """The default cache folder of an LLM: ``<cache_dir()>/annotations/<name with / and spaces made safe>``.
+
+    The annotation CLI, train.py and evaluate.py all default to it, so annotations made by one are
+    reused by the others.
+    """
+    from udcg_ltr.paths import cache_dir
+
+    return cache_dir() / "annotations" / re.sub(r"[^A-Za-z0-9._-]+", "_", llm_name)
 
 
 def passages_digest(passages: Sequence[tuple[str, str]]) -> str:

@@ -24,9 +24,9 @@ class LLMAccess:
     the model.
     """
 
-    def __init__(self, llm_cfg: Any, cache_dir: str | Path):
+    def __init__(self, llm_cfg: Any, cache_dir: str | Path | None = None):
         self.llm_cfg = llm_cfg
-        self.cache_dir = Path(cache_dir)
+        self.cache_dir = Path(cache_dir) if cache_dir else None
         self.name: str | None = llm_cfg.get("name") if llm_cfg is not None else None
         self._scorer = None
 
@@ -38,10 +38,11 @@ class LLMAccess:
             from hydra.utils import instantiate
 
             from udcg_ltr.annotate.annotator import CachedScorer
-            from udcg_ltr.annotate.cache import AnnotationCache
+            from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
 
             t0 = time.perf_counter()
             scorer = instantiate(self.llm_cfg, _convert_="all")
+            self.cache_dir = self.cache_dir or default_cache_root(scorer.name)
             self._scorer = CachedScorer(scorer, AnnotationCache(self.cache_dir))
             log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0,
                      self.cache_dir)
