@@ -17,6 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+# mkstemp creates files readable by their owner only; published files get the usual umask-based mode.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
+
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
@@ -46,6 +51,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
             raw.flush()
             os.fsync(raw.fileno())
             raw.close()
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
