@@ -1,0 +1,367 @@
+"""Dynamic-k selectors on the shared annotated SQuAD set: how many passages should the LLM read?
+
+For two rankings of each question's MiniLM top-10 pool -- the **retriever**'s order and the order of
+the **reranker** (the MiniLM cross-encoder trained on the train split with the direct UDCG objective on
+``ANNOTATED_LLM`` utilities, the recipe of ``bench/reranker_squad.py``) -- every selector of
+:mod:`udcg_ltr.select` picks a per-question ``k in 0..10`` (the kept set is the top-k prefix; k = 0
+means no passage and scores UDCG 0.5), and we report the mean UDCG (Eq. 4) of the kept set on the
+**test** split:
+
+* ``best_fixed``: the fixed k with the best val UDCG (``best_fixed_on_test``: the best fixed k on test,
+  for reference only);
+* ``score_threshold``, ``relative_threshold`` (normalisation and fraction searched on val),
+  ``cumulative_utility`` (the dynamic-k rule of :mod:`udcg_ltr.metrics.distractor` on labels-free
+  pseudo-utilities, knobs searched on val);
+* ``gate`` and ``kclassifier``: learned selectors (Lightning), a small grid of configurations each
+  (objective, architecture, with or without the retriever's score as extra features; 3-seed ensembles),
+  trained on **held-out** scores of the train split and selected on val UDCG; ``learned`` is the one of
+  all learned configurations with the best val UDCG;
+* ``oracle``: the per-question best k from the gold utilities (upper bound).
+
+Held-out scores: a reranker scores its own training questions over-confidently, so the train split is
+*cross-fitted*: ``--folds`` rerankers (same recipe) are each trained on the other folds (folds grouped
+by article, best epoch on val) and score their held-out fold; val and test are scored by the full
+reranker. The retriever is not trained on these questions, so its train scores are used as they are.
+Reranker weights are cached under ``udcg_ltr.paths.cache_dir()/models/squad_reranker_udcg`` (and
+``..._cv{f}of{F}`` for the folds) with their recipe; a recipe change retrains them.
+
+With ``--e2e`` the demo LLM also answers every test question with the kept passages of ``best_fixed``,
+``relative_threshold``, ``learned`` and ``oracle`` (correct / abstained / wrong, mean context length in
+passages and tokens; k = 0 is not sent and counts as abstained).
+
+Also printed: the dynamic-k / distractor analysis (best k, distractor rate, harm, assessment;
+:func:`udcg_ltr.select.dynamic_k_report`) of both rankings on test, as Markdown (and CSV in
+``--out-dir``), and k histograms (PNG).
+
+Last line: ``udcg_test: best_fixed=A relative_threshold=B learned=C oracle=D`` (reranker ranking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+
+from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
+
+SPLITS = ("train", "val", "test")
+
+#: Used when bench/reranker_squad.py is absent; otherwise its argparse defaults win (read from its source).
+FALLBACK_RECIPE = {"epochs": 3, "batch_size": 8, "lr": 5e-5, "udcg_lr": None, "warmup": 0.1, "max_length": 256,
+                   "tau": 1.0, "tau_end": None, "objective": "udcg", "listnet_weight": 0.0, "listnet_tau": 0.1,
+                   "seeds": "0"}
+
+
+# ---- the reranker ------------------------------------------------------------------------------------
+def reranker_recipe() -> dict:
+    """The defaults of ``bench/reranker_squad.py``'s arguments, read from its source (no import side effects)."""
+    path = ROOT / "bench" / "reranker_squad.py"
+    recipe = dict(FALLBACK_RECIPE)
+    if not path.is_file():
+        return recipe
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument" and node.args
+                and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).startswith("--")):
+            name = node.args[0].value[2:].replace("-", "_")
+            for kw in node.keywords:
+                if kw.arg == "default":
+                    try:
+                        recipe[name] = ast.literal_eval(kw.value)
+                    except ValueError:
+                        pass
+    return recipe
+
+
+def fit_kwargs(recipe: dict) -> dict:
+    """``fit_reranker`` keyword arguments of the direct-UDCG system (as ``system_specs`` in reranker_squad.py)."""
+    k = 5
+    direct = {"k": k, "tau": recipe["tau"], "objective": recipe["objective"]}
+    if recipe.get("tau_end"):
+        direct["tau_end"] = recipe["tau_end"]
+    if recipe.get("listnet_weight", 0) > 0:
+        loss = {"loss": "combined", "loss_kwargs": {"terms": [
+            {"name": "udcg", **direct},
+            {"name": "listnet", "weight": recipe["listnet_weight"], "tau": recipe["listnet_tau"]}]}}
+    else:
+        loss = {"loss": "udcg", "loss_kwargs": direct}
+    seed = int(str(recipe.get("seeds", "0")).split(",")[0])
+    return {**loss, "k": k, "epochs": int(recipe["epochs"]), "batch_size": int(recipe["batch_size"]),
+            "lr": float(recipe.get("udcg_lr") or recipe["lr"]), "warmup": float(recipe["warmup"]),
+            "max_length": int(recipe["max_length"]), "seed": seed, "early_stopping_patience": None}
+
+
+def cached_reranker(name: str, train, val, kwargs: dict, *, threads: int, retrain: bool, progress: bool) -> Path:
+    """Train once (``fit_reranker``) and keep the exported model under the cache, keyed by its recipe."""
+    from udcg_ltr.data.readers.annotated import ANNOTATED_LLM
+    from udcg_ltr.models import fit_reranker
+    from udcg_ltr.paths import cache_dir
+
+    key = {"fit": kwargs, "train_qids": sorted(r.qid for r in train), "val_qids": sorted(r.qid for r in val)}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    target = cache_dir() / "models" / name
+    stamp = target / "udcg_ltr_bench_recipe.json"
+    if not retrain and stamp.is_file() and json.loads(stamp.read_text()).get("digest") == digest:
+        print(f"reranker {name}: cached ({target})", flush=True)
+        return target
+    print(f"reranker {name}: training on {len(train)} questions ({kwargs['epochs']} epochs)...", flush=True)
+    t0 = time.perf_counter()
+    work = cache_dir() / "models" / f".{name}.work"
+    if work.exists():
+        shutil.rmtree(work)
+    path, metrics = fit_reranker(train, val, llm=ANNOTATED_LLM, output_dir=work, num_threads=threads,
+                                 enable_progress_bar=progress, **kwargs)
+    atomic_write_json(Path(path) / "udcg_ltr_bench_recipe.json",
+                      {"digest": digest, "recipe": key["fit"], "fit_metrics": metrics,
+                       "minutes": (time.perf_counter() - t0) / 60})
+    old = target.parent / f".{name}.old"
+    if target.exists():
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(target, old)
+    os.replace(path, target)  # the whole exported directory, swapped in one rename
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"reranker {name}: done in {(time.perf_counter() - t0) / 60:.1f} min, best val "
+          f"{metrics.get('best_val/udcg@5', float('nan')):.4f}", flush=True)
+    return target
+
+
+def score_with(model_dir: Path, records, threads: int) -> list[np.ndarray]:
+    """The model's scores of ``records`` (cached next to the weights, keyed by question ids)."""
+    import torch
+
+    from udcg_ltr.models import Reranker
+
+    cache = model_dir / "udcg_ltr_bench_scores.json"
+    stored = json.loads(cache.read_text()) if cache.is_file() else {}
+    missing = [r for r in records if r.qid not in stored]
+    if missing:
+        torch.set_num_threads(threads)
+        rr = Reranker.from_pretrained(model_dir, batch_size=64)
+        for r, s in zip(missing, rr.score_records(missing, progress=False)):
+            stored[r.qid] = [float(x) for x in s]
+        atomic_write_json(cache, stored, indent=None)
+    return [np.asarray(stored[r.qid]) for r in records]
+
+
+def reranker_scores(split: dict, args) -> dict[str, list[np.ndarray]]:
+    """Cross-fitted train scores and full-model val/test scores."""
+    from udcg_ltr.select import group_kfold
+
+    kwargs = fit_kwargs(reranker_recipe())
+    suffix = ""
+    if args.smoke:  # a plumbing check: two optimiser steps, separate cache entries
+        kwargs.update(epochs=1, max_steps=2, limit_val_batches=1)
+        suffix = "_smoke"
+    print(f"reranker recipe: {json.dumps(kwargs)}", flush=True)
+    full = cached_reranker(f"squad_reranker_udcg{suffix}", split["train"], split["val"], kwargs, threads=args.threads,
+                           retrain=args.retrain, progress=args.progress)
+    out = {s: score_with(full, split[s], args.threads) for s in ("val", "test")}
+    train = split["train"]
+    folds = group_kfold([r.extra.get("article", r.qid) for r in train], args.folds, seed=0)
+    train_scores: list[np.ndarray | None] = [None] * len(train)
+    for f, held in enumerate(folds):
+        held_set = set(held.tolist())
+        fit_on = [r for i, r in enumerate(train) if i not in held_set]
+        model = cached_reranker(f"squad_reranker_udcg{suffix}_cv{f}of{args.folds}", fit_on, split["val"], kwargs,
+                                threads=args.threads, retrain=args.retrain, progress=args.progress)
+        for i, s in zip(held, score_with(model, [train[i] for i in held], args.threads)):
+            train_scores[i] = s
+    out["train"] = train_scores
+    return out
+
+
+# ---- selectors -------------------------------------------------------------------------------------
+def learned_candidates(extra: list[str], quick: bool) -> list[tuple[str, dict]]:
+    """The grid searched on val (kept small: 60 val questions cannot tell many configurations apart)."""
+    base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3, "n_seeds": 1 if quick else 3}
+    extras = [[]] + ([extra] if extra else [])
+    cands = []
+    for ex in extras:
+        for objective in ("soft_mask", "expected"):
+            for hidden in ((0,) if quick else (0, 16)):
+                cands.append(("gate", {**base, "lr": 0.1, "objective": objective, "hidden": hidden,
+                                       "extra_features": ex}))
+        for arch, objective in (("cumulative", "expected"), ("cumulative", "cross_entropy"),
+                                ("linear", "expected"), ("linear", "cross_entropy")):
+            if quick and arch == "linear":
+                continue
+            cands.append(("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective,
+                                          "extra_features": ex}))
+    return cands
+
+
+#: Selectors answered end to end by the LLM with ``--e2e``.
+E2E_SELECTORS = ("best_fixed", "relative_threshold", "learned", "oracle")
+E2E_COLUMNS = ("correct_rate", "abstained_rate", "wrong_rate", "mean_passages", "mean_prompt_tokens",
+               "mean_context_tokens")
+
+
+def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out: Path,
+                scorer=None) -> tuple[list[dict], dict]:
+    """Fit every selector for one ranking, evaluate on test; returns (table rows, headline numbers)."""
+    from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+    from udcg_ltr.select import (
+        FixedK,
+        OracleK,
+        evaluate_selectors,
+        fit_best_selector,
+        fit_selector,
+        prefix_udcg,
+    )
+    from udcg_ltr.select.training import rank_split
+
+    tr, va, te = ((scores[s], slates[s]) for s in SPLITS)
+    selectors, fits = {}, {}
+    for kind, hp in (("fixed_k", {}), ("score_threshold", {}), ("relative_threshold", {"normalize": None}),
+                     ("cumulative_utility", {})):
+        sel, m = fit_selector(kind, *tr, *va, fit_on="val", **hp)
+        selectors["best_fixed" if kind == "fixed_k" else kind] = sel
+        fits[kind] = {"config": sel.get_config(), **m}
+    test_ranked = rank_split(*te)
+    test_curve = prefix_udcg(test_ranked.utility, test_ranked.mask, gamma=DEFAULT_GAMMA).mean(axis=0)
+    selectors["best_fixed_on_test"] = FixedK(int(np.argmax(test_curve)))
+    extra = ["retrieval_score"] if name == "reranker" else []
+    cands = learned_candidates(extra, args.quick)
+    best_by_kind, all_rows = {}, []
+    for kind in ("gate", "kclassifier"):
+        sel, rows = fit_best_selector([c for c in cands if c[0] == kind], *tr, *va, progress=args.progress,
+                                      seed=args.seed)
+        best_by_kind[kind] = (sel, max(r["val/udcg"] for r in rows))
+        all_rows += rows
+    for kind, (sel, _) in best_by_kind.items():
+        selectors[kind] = sel
+    learned_kind = max(best_by_kind, key=lambda k: best_by_kind[k][1])  # first on ties: the gate
+    selectors["learned"] = best_by_kind[learned_kind][0]
+    fits["learned_grid"] = [{k: (v if not isinstance(v, float) else round(v, 5)) for k, v in r.items()}
+                            for r in all_rows]
+    fits["learned_choice"] = {"kind": learned_kind, "config": selectors["learned"].get_config()}
+    selectors["oracle"] = OracleK()
+    val_rows = evaluate_selectors(selectors, *va, split="val")
+    rows = evaluate_selectors(selectors, *te, split="test", plot_path=out / f"k_hist_{name}_test.png",
+                              title=f"chosen k on test, {name} ranking")
+    for row, vrow in zip(rows, val_rows):
+        row["ranking"] = name
+        row["val_udcg"] = vrow["udcg"]
+    if scorer is not None:
+        t0 = time.perf_counter()
+        e2e = evaluate_selectors({n: selectors[n] for n in E2E_SELECTORS}, *te, records=records["test"],
+                                 scorer=scorer, split="test")
+        by_name = {r["selector"]: r for r in e2e}
+        for row in rows:
+            if row["selector"] in by_name:
+                row.update({c: by_name[row["selector"]][c] for c in E2E_COLUMNS})
+        print(f"{name}: end to end with the LLM in {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
+    fits["test_fixed_curve"] = [round(float(v), 5) for v in test_curve]
+    return rows, fits
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--folds", type=int, default=2, help="cross-fitting folds of the train split (reranker)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the learned selectors")
+    ap.add_argument("--rankings", default="retriever,reranker")
+    ap.add_argument("--retrain", action="store_true", help="retrain the cached rerankers")
+    ap.add_argument("--quick", action="store_true", help="a smaller grid of learned selectors (development)")
+    ap.add_argument("--out-dir", default="outputs/bench/dynamic_k_squad")
+    ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--e2e", action="store_true",
+                    help=f"answer the test questions with the demo LLM for {', '.join(E2E_SELECTORS)}")
+    ap.add_argument("--smoke", action="store_true",
+                    help="plumbing check: 40/12/12 questions, rerankers trained for 2 steps (numbers meaningless)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from udcg_ltr.data.padded import pad_records
+    from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad
+    from udcg_ltr.select import dynamic_k_report, format_rows_markdown, write_rows_csv
+    from udcg_ltr.select.base import pad_scores
+
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    records = read_annotated_squad()
+    split = {s: [r for r in records if r.split == s] for s in SPLITS}
+    if args.smoke:
+        split = {s: v[:40 if s == "train" else 12] for s, v in split.items()}
+        args.quick = True
+    print("questions: " + " ".join(f"{s}={len(v)}" for s, v in split.items()), flush=True)
+    slates = {s: pad_records(v, llm=ANNOTATED_LLM, order="given") for s, v in split.items()}
+
+    rankings = [r for r in args.rankings.split(",") if r]
+    scores: dict[str, dict[str, np.ndarray]] = {}
+    if "retriever" in rankings:
+        scores["retriever"] = {s: slates[s].retrieval_score for s in SPLITS}
+    if "reranker" in rankings:
+        rs = reranker_scores(split, args)
+        scores["reranker"] = {s: pad_scores(rs[s], width=slates[s].mask.shape[1])[0] for s in SPLITS}
+
+    scorer = None
+    if args.e2e:
+        from udcg_ltr.annotate.demo_llm import ensure_demo_llm
+        from udcg_ltr.annotate.scorer import LLMScorer
+
+        scorer = LLMScorer(str(ensure_demo_llm()), name=ANNOTATED_LLM, batch_size=8, num_threads=args.threads,
+                           progress=args.progress)
+    all_rows, fits = [], {}
+    for name in rankings:
+        t1 = time.perf_counter()
+        rows, fit_info = run_ranking(name, scores[name], slates, split, args, out, scorer=scorer)
+        all_rows += rows
+        fits[name] = fit_info
+        print(f"\n{name} ranking: selectors fitted in {(time.perf_counter() - t1) / 60:.1f} min; "
+              f"learned = {fit_info['learned_choice']['kind']}", flush=True)
+        cols = ["selector", "val_udcg", "udcg", "udcg_se", "mean_k", "k0_rate", "k_hist"]
+        print(format_rows_markdown(rows, cols), flush=True)
+        if scorer is not None:
+            e2e_rows = [r for r in rows if "correct_rate" in r]
+            print("\nend to end (test, demo LLM):\n" + format_rows_markdown(e2e_rows, ["selector", "udcg", *E2E_COLUMNS]))
+
+    report = dynamic_k_report({name: (scores[name]["test"], slates["test"]) for name in rankings})
+    report_md = format_rows_markdown(report, ["ranking", "utilities", "n", "best_k_mean", "best_k_median",
+                                              "best_k_hist", "udcg_at_best_k", "distractor_rate", "harm",
+                                              "harm_share", "safe", "risky", "dangerous"])
+    print("\ndynamic-k analysis (test split, whole top-10; udcg_ltr.metrics.distractor):")
+    print(report_md)
+    write_rows_csv(report, out / "dynamic_k_report.csv")
+    write_rows_csv(all_rows, out / "selectors_test.csv")
+    atomic_write_text(out / "report.md", "# Dynamic-k selectors, annotated SQuAD (test)\n\n"
+                      + "\n\n".join(f"## {n}\n\n" + format_rows_markdown([r for r in all_rows if r['ranking'] == n])
+                                    for n in rankings)
+                      + "\n\n## Dynamic-k analysis\n\n" + report_md + "\n")
+    atomic_write_json(out / "results.json", {"args": vars(args), "rows": all_rows, "fits": fits,
+                                             "dynamic_k_report": report,
+                                             "minutes": (time.perf_counter() - t0) / 60})
+    print(f"\noutputs in {out} ({(time.perf_counter() - t0) / 60:.1f} min)")
+    head = "reranker" if "reranker" in rankings else rankings[0]
+    u = {r["selector"]: r["udcg"] for r in all_rows if r["ranking"] == head}
+    for name in rankings:
+        v = {r["selector"]: r["udcg"] for r in all_rows if r["ranking"] == name}
+        print(f"udcg_test_{name}: " + " ".join(f"{k}={v[k]:.4f}" for k in v))
+    print(f"udcg_test: best_fixed={u['best_fixed']:.4f} relative_threshold={u['relative_threshold']:.4f} "
+          f"learned={u['learned']:.4f} oracle={u['oracle']:.4f}")
+    return {"rows": all_rows, "fits": fits}
+
+
+if __name__ == "__main__":
+    main()

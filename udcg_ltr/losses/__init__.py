@@ -1,0 +1,126 @@
+"""Ranking losses on signed, continuous targets, one module per family, behind a registry.
+
+Every loss is called ``loss(scores [Q, n], targets [Q, n], mask [Q, n])`` (see
+:mod:`udcg_ltr.losses.base`) and says which target it wants in ``loss.target`` (``"utility"``, the
+signed Eq. 2 utility of one LLM, or ``"relevance"``, binary labels).
+
+=================  ==========================================  =======================
+name               class                                        family
+=================  ==========================================  =======================
+``mse``            :class:`~.pointwise.MSELoss`                 pointwise, utility
+``bce``            :class:`~.pointwise.BCELoss`                 pointwise, relevance
+``ranknet``        :class:`~.pairwise.RankNetLoss`              pairwise, utility
+``hinge``          :class:`~.pairwise.PairwiseHingeLoss`        pairwise, utility
+``listnet``        :class:`~.listwise.ListNetLoss`              listwise, utility
+``listmle``        :class:`~.listwise.ListMLELoss`              listwise, utility
+``lambda_udcg``    :class:`~.listwise.LambdaUDCGLoss`           LambdaLoss, UDCG deltas
+``udcg``           :class:`~.direct.DirectUDCGLoss`             direct UDCG@k / UDCG_theta
+``combined``       :class:`CombinedLoss`                        weighted sum of the above
+=================  ==========================================  =======================
+
+``get_loss("udcg", k=5, tau=0.5)``; ``get_loss("combined", terms=[{"name": "udcg", "weight": 1.0,
+"tau": 0.5}, {"name": "listnet", "weight": 0.1}])`` (or the shorthand ``get_loss("udcg+listnet",
+weights=[1.0, 0.1], udcg={...}, listnet={...})``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from udcg_ltr.losses.base import RankingLoss
+from udcg_ltr.losses.direct import DirectUDCGLoss, hard_udcg_at_k, neuralsort, soft_topk_weights
+from udcg_ltr.losses.listwise import LambdaUDCGLoss, ListMLELoss, ListNetLoss, udcg_swap_deltas
+from udcg_ltr.losses.pairwise import PairwiseHingeLoss, RankNetLoss
+from udcg_ltr.losses.pointwise import BCELoss, MSELoss
+
+
+class CombinedLoss(RankingLoss):
+    """``L = sum_m weight_m L_m`` over losses that all read the same target.
+
+    Utilities feed every term (a relevance loss such as BCE binarises them by sign, Eq. 2:
+    ``sign(u) = R``); the combination reads relevance only when every term does. Temperature
+    annealing is forwarded to the terms that support it.
+    """
+
+    def __init__(self, terms: Sequence[tuple[float, RankingLoss]]):
+        super().__init__()
+        if not terms:
+            raise ValueError("CombinedLoss needs at least one term")
+        self.weights = [float(w) for w, _ in terms]
+        self.terms = torch.nn.ModuleList([loss for _, loss in terms])
+        self.target = "relevance" if all(t.target == "relevance" for t in self.terms) else "utility"
+
+    def compute(self, scores, targets, mask):
+        return sum(w * term.compute(scores, targets, mask) for w, term in zip(self.weights, self.terms))
+
+    def anneal(self, progress: float) -> None:
+        for term in self.terms:
+            if hasattr(term, "anneal"):
+                term.anneal(progress)
+
+
+LOSSES: dict[str, type[RankingLoss]] = {
+    "mse": MSELoss,
+    "bce": BCELoss,
+    "ranknet": RankNetLoss,
+    "hinge": PairwiseHingeLoss,
+    "listnet": ListNetLoss,
+    "listmle": ListMLELoss,
+    "lambda_udcg": LambdaUDCGLoss,
+    "udcg": DirectUDCGLoss,
+}
+ALIASES = {"lambdaloss": "lambda_udcg", "direct_udcg": "udcg", "udcg_direct": "udcg", "pointwise_mse": "mse",
+           "binary_cross_entropy": "bce"}
+
+
+def _canonical(name: str) -> str:
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in LOSSES and key != "combined":
+        raise KeyError(f"unknown loss {name!r}; known: {sorted(LOSSES) + ['combined']}")
+    return key
+
+
+def get_loss(name: str, **kwargs: Any) -> RankingLoss:
+    """Build a loss by registry name (see the module docstring); ``kwargs`` go to its constructor."""
+    if "+" in name:
+        names = [n for n in name.split("+") if n]
+        weights = kwargs.pop("weights", [1.0] * len(names))
+        if len(weights) != len(names):
+            raise ValueError(f"{len(names)} losses but {len(weights)} weights")
+        shared = {k: v for k, v in kwargs.items() if k not in names}
+        terms = []
+        for n, w in zip(names, weights):
+            own = dict(kwargs.get(n, {}) or {})
+            terms.append({"name": n, "weight": w, **_shared_for(n, shared), **own})
+        return get_loss("combined", terms=terms)
+    key = _canonical(name)
+    if key == "combined":
+        terms = kwargs.pop("terms", None)
+        if not terms or kwargs:
+            raise ValueError("get_loss('combined', terms=[{'name': ..., 'weight': ..., **kwargs}, ...])")
+        built = []
+        for term in terms:
+            term = dict(term) if isinstance(term, Mapping) else dict(term.items())
+            weight = float(term.pop("weight", 1.0))
+            built.append((weight, get_loss(term.pop("name"), **term)))
+        return CombinedLoss(built)
+    return LOSSES[key](**kwargs)
+
+
+def _shared_for(name: str, shared: Mapping[str, Any]) -> dict[str, Any]:
+    """Pass shorthand-level keyword arguments (e.g. ``k``, ``gamma``) to the terms that accept them."""
+    import inspect
+
+    params = inspect.signature(LOSSES[_canonical(name)].__init__).parameters
+    return {k: v for k, v in shared.items() if k in params}
+
+
+__all__ = [
+    "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
+    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "hard_udcg_at_k",
+    "neuralsort", "soft_topk_weights", "udcg_swap_deltas",
+]

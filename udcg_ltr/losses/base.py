@@ -1,0 +1,81 @@
+"""What every ranking loss of :mod:`udcg_ltr.losses` shares: the call signature and masking.
+
+A loss is an :class:`torch.nn.Module` called as ``loss(scores, targets, mask)``:
+
+* ``scores``  ``[Q, n]`` float: the model's logits for the ``n`` slots of each query's slate;
+* ``targets`` ``[Q, n]`` float: signed continuous utilities in ``[-1, 1]`` (UDCG paper Eq. 2,
+  ``u = R * (1 - P(NO-RESPONSE))``) or binary relevance, as the loss's :attr:`RankingLoss.target`
+  says;
+* ``mask``    ``[Q, n]`` bool: real candidates (``True``) vs padding of shorter slates (``False``);
+  ``None`` means every slot is real.
+
+Padding never enters a sum, a softmax or a pair: nothing here clamps signed targets or fills
+padding with values that mean something (a 0 utility is "neutral passage", not "absent"). Every
+loss returns a scalar: the mean over queries for which it is defined (a query with no valid pair
+adds nothing to a pairwise loss); a batch where it is defined nowhere gives a zero that still
+carries the graph, so ``backward`` never fails.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+#: Finite stand-in for minus infinity in masked score tensors: exp() of it is exactly 0 in float32
+#: and, unlike -inf, it never produces ``0 * inf = NaN`` in a gradient.
+NEG_LARGE = -1e9
+
+
+class RankingLoss(nn.Module):
+    """Base class. Subclasses implement :meth:`compute` on prepared float tensors."""
+
+    #: Which target the data module should feed: ``"utility"`` (signed, Eq. 2) or ``"relevance"`` (0/1).
+    target: str = "utility"
+
+    def forward(self, scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        scores, targets, mask = prepare(scores, targets, mask)
+        return self.compute(scores, targets, mask)
+
+    def compute(self, scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        fields = {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "training"
+                  and isinstance(v, (int, float, str, bool, type(None)))}
+        return ", ".join(f"{k}={v!r}" for k, v in fields.items())
+
+
+def prepare(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Check shapes; return float32 scores and targets (zeros at padding) and a bool mask.
+
+    Losses are computed in float32 even under bf16 autocast: softmaxes and pair sums over a slate
+    lose too much in 8 mantissa bits.
+    """
+    if scores.dim() == 1:
+        scores, targets = scores[None], targets[None]
+        mask = mask[None] if mask is not None else None
+    if scores.dim() != 2 or targets.shape != scores.shape:
+        raise ValueError(f"expected scores and targets of one [Q, n] shape, got {tuple(scores.shape)} "
+                         f"and {tuple(targets.shape)}")
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    elif mask.shape != scores.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} differs from scores shape {tuple(scores.shape)}")
+    mask = mask.to(torch.bool)
+    scores = scores.float()
+    targets = torch.where(mask, targets.float(), torch.zeros((), dtype=torch.float32, device=targets.device))
+    return scores, targets, mask
+
+
+def masked_mean_over_queries(per_query: torch.Tensor, defined: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+    """Mean of ``per_query[defined]``; a graph-carrying zero (``0 * anchor.sum()``) when nothing is defined."""
+    if bool(defined.any()):
+        return per_query[defined].mean()
+    return anchor.sum() * 0.0
+
+
+def pair_mask(targets: torch.Tensor, mask: torch.Tensor, *, min_gap: float = 0.0) -> torch.Tensor:
+    """``[Q, n, n]`` bool: real pairs ``(i, j)`` with ``t_i > t_j + min_gap`` (i should rank above j)."""
+    both = mask[:, :, None] & mask[:, None, :]
+    return both & (targets[:, :, None] - targets[:, None, :] > min_gap)

@@ -1,0 +1,195 @@
+"""Direct, differentiable UDCG@k: relax "the top k passages by score" and maximise UDCG of that set.
+
+UDCG@k of a ranking is Eq. 4 on its top-k set ``T``: ``sigmoid((1/k) sum_{i in T} u_i+ +
+(gamma/k) sum_{i in T} u_i-)``. Membership of ``T`` is piecewise constant in the scores, so it is
+replaced by a smooth inclusion weight ``w_i in [0, 1]`` with ``sum_i w_i = k`` (or close), and the
+weighted UDCG (``udcg_torch`` with a soft mask, :mod:`udcg_ltr.metrics.torch_ops`) is maximised.
+Two relaxations, both with a temperature ``tau`` (the hard top-k is the ``tau -> 0`` limit):
+
+* ``relaxation="neuralsort"`` (Grover et al., ICLR 2019, Eq. 8): the relaxed permutation matrix
+  ``P_hat[r, :] = softmax(((n + 1 - 2r) s - A_s 1) / tau)``, ``A_s[j, l] = |s_j - s_l|``, whose
+  row ``r`` is a soft one-hot of the passage at rank ``r``, made doubly stochastic by Sinkhorn
+  scaling (``sinkhorn_iters``, as in NeuralNDCG) so that ``w = sum_{r <= k} P_hat[r, :]`` lies in
+  [0, 1] and sums to k.
+  With padding, ``n`` is the number of real slots and sums run over real slots only. The rows
+  also give soft *positions*, so UDCG_theta (Eq. 3, positional ``alpha_r``, ``beta_r``) is
+  available: ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
+* ``relaxation="sigmoid"``: ``w_i = sigmoid((s_i - theta_k) / tau)`` with the threshold
+  ``theta_k`` halfway between the k-th and (k+1)-th largest real score (held constant in the
+  backward pass, so the gradient moves scores across the boundary rather than the boundary).
+
+When a slate has at most ``k`` real passages, every real passage is in the context (``w = mask``).
+
+``objective`` chooses what is maximised per query: ``"udcg"`` (loss ``-UDCG``), ``"log_udcg"``
+(loss ``-log UDCG = softplus(-z)``, steeper on bad contexts) or ``"logit"`` (loss ``-z``).
+``tau_end`` anneals the temperature geometrically, ``tau_t = tau * (tau_end / tau) ** progress``,
+driven by :meth:`DirectUDCGLoss.anneal` (the Lightning module calls it with the training progress).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from udcg_ltr.losses.base import NEG_LARGE, RankingLoss, masked_mean_over_queries
+from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, udcg_logit_torch
+
+
+def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: float = 1.0,
+               rows: int | None = None, sinkhorn_iters: int = 0, sinkhorn_tol: float = 1e-6) -> torch.Tensor:
+    """NeuralSort relaxed sort (Grover et al. 2019, Eq. 8) over the real slots: ``[Q, rows, n]``.
+
+    Row ``r`` (0-based) is a distribution over slots for "the passage at rank r + 1" (descending
+    score). Padding slots get probability 0; rows past a query's number of real slots are zero.
+    ``sinkhorn_iters > 0`` makes the (real part of the) matrix doubly stochastic by Sinkhorn
+    scaling (as NeuralNDCG, Pobrotyn & Bialobrzeski 2021, does), so that columns -- a passage's
+    total mass over ranks -- also sum to 1; this needs all rows and is applied before cutting.
+    """
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    q, n = scores.shape
+    rows = n if rows is None else min(rows, n)
+    built = n if sinkhorn_iters > 0 else rows
+    m = mask.sum(-1, keepdim=True).to(scores.dtype)  # [Q, 1] real slots per query
+    s = torch.where(mask, scores, torch.zeros_like(scores))
+    pair = mask[:, :, None] & mask[:, None, :]
+    b = torch.where(pair, (s[:, :, None] - s[:, None, :]).abs(), torch.zeros((), dtype=s.dtype)).sum(-1)  # A_s 1
+    r = torch.arange(1, built + 1, device=scores.device, dtype=scores.dtype)  # 1-based ranks
+    coef = (m + 1.0 - 2.0 * r[None, :])  # [Q, rows]
+    logits = (coef[:, :, None] * s[:, None, :] - b[:, None, :]) / tau
+    logits = torch.where(mask[:, None, :], logits, torch.full_like(logits, NEG_LARGE))
+    p = torch.softmax(logits, dim=-1)
+    row_ok = (r[None, :] <= m)  # [Q, rows]
+    p = p * (row_ok[:, :, None] & mask[:, None, :])
+    if sinkhorn_iters > 0:
+        p = sinkhorn(p, row_ok, mask, iters=sinkhorn_iters, tol=sinkhorn_tol)
+    return p[:, :rows]
+
+
+def sinkhorn(p: torch.Tensor, row_ok: torch.Tensor, col_ok: torch.Tensor, *, iters: int = 50,
+             tol: float = 1e-6) -> torch.Tensor:
+    """Alternate column and row normalisation of the real ``m x m`` block of each ``[n, n]`` matrix.
+
+    Rows are normalised last, so every real row is exactly a distribution (the soft top-k mass is
+    exactly k) and columns sum to 1 within ``tol`` once converged.
+    """
+    eps = 1e-12
+    valid = (row_ok[:, :, None] & col_ok[:, None, :]).to(p.dtype)
+    p = p * valid
+    for _ in range(iters):
+        p = p / p.sum(-2, keepdim=True).clamp(min=eps) * valid
+        p = p / p.sum(-1, keepdim=True).clamp(min=eps) * valid
+        col_err = (p.sum(-2) - col_ok.to(p.dtype)).abs().max()
+        if float(col_err) < tol:
+            break
+    return p
+
+
+def soft_topk_weights(scores: torch.Tensor, mask: torch.Tensor | None, k: int, *, tau: float = 1.0,
+                      relaxation: str = "neuralsort", sinkhorn_iters: int = 50) -> torch.Tensor:
+    """Smooth top-k inclusion weights ``[Q, n]`` in [0, 1] (see the module docstring)."""
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    if relaxation == "neuralsort":
+        # Doubly stochastic (Sinkhorn): each passage's mass over the first k ranks is in [0, 1]
+        # and the masses add up to k, so the soft context has exactly k passages' worth.
+        w = neuralsort(scores, mask, tau=tau, rows=k, sinkhorn_iters=sinkhorn_iters).sum(1)
+        return torch.where(mask, w, torch.zeros_like(w))
+    if relaxation == "sigmoid":
+        key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+        top = torch.sort(key.detach(), dim=-1, descending=True).values
+        n = scores.shape[1]
+        if n <= k:
+            return mask.to(scores.dtype)
+        kth, next_ = top[:, k - 1], top[:, k]
+        full = mask.sum(-1) <= k  # every real passage fits in the context
+        thr = torch.where(full, torch.zeros_like(kth), 0.5 * (kth + next_))
+        w = torch.sigmoid((scores - thr[:, None]) / tau)
+        w = torch.where(full[:, None], torch.ones_like(w), w)
+        return torch.where(mask, w, torch.zeros_like(w))
+    raise ValueError(f"unknown relaxation {relaxation!r} (use 'neuralsort' or 'sigmoid')")
+
+
+def hard_udcg_at_k(scores: torch.Tensor, utilities: torch.Tensor, mask: torch.Tensor | None, k: int,
+                   gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
+    """Exact UDCG@k (Eq. 4) of the top k by score, per query (ties: earlier column first)."""
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    pos = torch.empty_like(order)
+    pos.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
+    top = (pos < k) & mask
+    return torch.sigmoid(udcg_logit_torch(utilities, top, gamma=gamma))
+
+
+class DirectUDCGLoss(RankingLoss):
+    """Loss ``-UDCG@k`` (or ``-log UDCG@k``, ``-logit``) of a smooth top-k selection.
+
+    Parameters: ``k`` context size; ``tau`` temperature (score units); ``relaxation``
+    (``"neuralsort"`` or ``"sigmoid"``); ``gamma`` of Eq. 4; ``objective``; ``tau_end`` for
+    annealing; ``alpha``/``beta`` (length ``k``) switch to UDCG_theta (Eq. 3, NeuralSort only);
+    ``sinkhorn_iters`` (0 = plain NeuralSort rows, whose column sums may exceed 1).
+    """
+
+    target = "utility"
+
+    def __init__(self, k: int = 5, tau: float = 1.0, relaxation: str = "neuralsort",
+                 gamma: float = DEFAULT_GAMMA, objective: str = "udcg", tau_end: float | None = None,
+                 alpha: Sequence[float] | None = None, beta: Sequence[float] | None = None,
+                 sinkhorn_iters: int = 50):
+        super().__init__()
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if tau <= 0 or (tau_end is not None and tau_end <= 0):
+            raise ValueError("temperatures must be > 0")
+        if relaxation not in ("neuralsort", "sigmoid"):
+            raise ValueError(f"unknown relaxation {relaxation!r} (use 'neuralsort' or 'sigmoid')")
+        if objective not in ("udcg", "log_udcg", "logit"):
+            raise ValueError(f"objective must be 'udcg', 'log_udcg' or 'logit', got {objective!r}")
+        if (alpha is None) != (beta is None):
+            raise ValueError("give both alpha and beta (UDCG_theta) or neither (UDCG)")
+        if alpha is not None:
+            if relaxation != "neuralsort":
+                raise ValueError("UDCG_theta needs soft positions: use relaxation='neuralsort'")
+            if len(alpha) < k or len(beta) < k:
+                raise ValueError(f"UDCG_theta needs >= k={k} positional weights")
+            self.register_buffer("alpha", torch.tensor(list(alpha)[:k], dtype=torch.float32), persistent=False)
+            self.register_buffer("beta", torch.tensor(list(beta)[:k], dtype=torch.float32), persistent=False)
+        else:
+            self.alpha = self.beta = None
+        self.k, self.tau0, self.tau, self.relaxation = k, tau, tau, relaxation
+        self.gamma, self.objective, self.tau_end = gamma, objective, tau_end
+        self.sinkhorn_iters = sinkhorn_iters
+
+    def anneal(self, progress: float) -> float:
+        """Set the temperature for training progress in [0, 1]; returns it."""
+        if self.tau_end is not None:
+            p = min(max(float(progress), 0.0), 1.0)
+            self.tau = self.tau0 * math.exp(p * math.log(self.tau_end / self.tau0))
+        return self.tau
+
+    def soft_logit(self, scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The relaxed UDCG (or UDCG_theta) logit ``z`` per query."""
+        if self.alpha is None:
+            w = soft_topk_weights(scores, mask, self.k, tau=self.tau, relaxation=self.relaxation,
+                                  sinkhorn_iters=self.sinkhorn_iters)
+            return udcg_logit_torch(targets, w, gamma=self.gamma)
+        p = neuralsort(scores, mask, tau=self.tau, rows=self.k, sinkhorn_iters=self.sinkhorn_iters)  # [Q, r, n]
+        u_pos = torch.clamp(targets, min=0.0)
+        u_neg = torch.clamp(targets, max=0.0)
+        r = p.shape[1]
+        return ((p @ u_pos[:, :, None]).squeeze(-1) * self.alpha[:r]
+                + (p @ u_neg[:, :, None]).squeeze(-1) * self.beta[:r]).sum(-1)
+
+    def compute(self, scores, targets, mask):
+        z = self.soft_logit(scores, targets, mask)
+        if self.objective == "udcg":
+            per_query = -torch.sigmoid(z)
+        elif self.objective == "log_udcg":
+            per_query = torch.nn.functional.softplus(-z)
+        else:
+            per_query = -z
+        return masked_mean_over_queries(per_query, mask.any(-1), scores)

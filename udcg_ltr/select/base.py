@@ -1,0 +1,263 @@
+"""What every dynamic-k selector shares: ranked inputs, UDCG of every prefix, the :class:`Selector` API.
+
+A selector decides, per query ``q``, how many passages ``k_q`` in ``0..K`` of the reranker's
+ranking the LLM reads. The kept set is always the **prefix** ``top-k_q`` of the ranking (passages
+stay in the reranker's order, so a selector never reorders, it only cuts). ``k_q = 0`` means "give
+no passage": the LLM then abstains, and the empty context scores ``UDCG = sigmoid(0) = 0.5`` by
+the metric convention of :mod:`udcg_ltr.metrics.udcg`.
+
+UDCG of the kept set is Eq. 4 of the UDCG paper on the top-k set::
+
+    UDCG(q, top-k) = sigmoid( (1/k) sum_{i<=k} u_i+  +  (gamma/k) sum_{i<=k} u_i- ),   k >= 1
+    UDCG(q, {})    = sigmoid(0) = 0.5
+
+with ``u_i`` the signed utility of the passage at rank ``i`` (Eq. 2). :func:`prefix_udcg` computes
+this for every ``k = 0..K`` at once from cumulative sums (``[Q, K + 1]``): it is the exact
+per-candidate reward that the k-classifier's expected-UDCG objective and the oracle use.
+
+Inputs are padded ``[n_queries, width]`` arrays with a boolean mask, columns in any order;
+:func:`rank_slates` sorts each row by descending score (ties: the earlier column first, as
+:func:`udcg_ltr.metrics.rank_by_scores`) and carries the aligned utilities and extra per-passage
+arrays (e.g. the first-stage retriever's score) along. After ranking, real entries form a prefix
+of each row and ``n_q = mask.sum(1)`` bounds ``k_q``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from udcg_ltr import metrics as M
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, sigmoid
+
+
+@dataclass
+class RankedSlates:
+    """Rows sorted by descending score: ``scores``/``mask``/``utility``/``extra`` share that column order.
+
+    ``scores`` holds finite values everywhere (padding gets the row's lowest real score, so that
+    features never see ``-inf``; the mask marks it). ``utility`` (Eq. 2, 0 on padding) is None at
+    inference. ``order`` is the column permutation applied to the caller's arrays.
+    """
+
+    scores: np.ndarray
+    mask: np.ndarray
+    utility: np.ndarray | None = None
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    order: np.ndarray | None = None
+    qids: list[str] | None = None
+
+    @property
+    def n_real(self) -> np.ndarray:
+        return self.mask.sum(axis=1).astype(np.int64)
+
+    @property
+    def width(self) -> int:
+        return int(self.mask.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.mask.shape[0])
+
+    def subset(self, rows) -> RankedSlates:
+        """The rows ``rows`` (an index array or boolean mask), e.g. one cross-validation fold."""
+        rows = np.asarray(rows)
+        pick = (lambda a: None if a is None else a[rows])  # noqa: E731
+        qids = None if self.qids is None else list(np.asarray(self.qids, dtype=object)[rows])
+        return RankedSlates(scores=self.scores[rows], mask=self.mask[rows], utility=pick(self.utility),
+                            extra={k: v[rows] for k, v in self.extra.items()}, order=pick(self.order), qids=qids)
+
+
+def pad_scores(scores, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-record score arrays (a list of 1-D arrays) -> padded ``[Q, width]`` float array and mask."""
+    rows = [np.asarray(s, dtype=np.float64).reshape(-1) for s in scores]
+    w = width if width is not None else max((len(r) for r in rows), default=0)
+    out = np.zeros((len(rows), w))
+    mask = np.zeros((len(rows), w), dtype=bool)
+    for i, r in enumerate(rows):
+        n = min(len(r), w)
+        out[i, :n] = r[:n]
+        mask[i, :n] = True
+    return out, mask
+
+
+def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: Mapping[str, Any] | None = None,
+                extra_fields: tuple[str, ...] = (), qids=None) -> RankedSlates:
+    """Sort every row by descending ``scores`` and carry the aligned arrays along.
+
+    ``scores``: ``[Q, W]`` aligned with the columns of ``slates`` (a
+    :class:`~udcg_ltr.data.padded.PaddedSlates`, optional) or a list of per-row arrays. ``mask``
+    and ``utility`` default to the slates' fields (``utility`` only when ``p_no_response`` is
+    annotated on every real passage). ``extra_fields`` names further slates fields to carry (e.g.
+    ``"retrieval_score"``); ``extra`` adds explicit ``[Q, W]`` arrays.
+    """
+    if isinstance(scores, (list, tuple)) and scores and np.ndim(scores[0]) == 1 and mask is None and slates is None:
+        scores, mask = pad_scores(scores)
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2:
+        raise ValueError(f"scores must be [n_queries, width], got shape {s.shape}")
+    if mask is None:
+        mask = getattr(slates, "mask", None)
+    m = np.ones(s.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    if m.shape != s.shape:
+        raise ValueError(f"mask shape {m.shape} differs from scores shape {s.shape}")
+    if utility is None and slates is not None:
+        pnr = getattr(slates, "p_no_response", None)
+        if pnr is not None and m.any() and np.isfinite(np.where(m, pnr, 0.0)).all():
+            utility = slates.utility
+    if np.isnan(np.where(m, s, 0.0)).any():
+        raise ValueError("scores of real passages must not be NaN")
+    s = np.where(m, s, -np.inf)
+    order = M.rank_by_scores(s, m)
+    rs = np.take_along_axis(s, order, axis=1)
+    rm = np.take_along_axis(m, order, axis=1)
+    low = np.where(rm, rs, np.inf).min(axis=1, initial=np.inf)
+    low = np.where(np.isfinite(low), low, 0.0)
+    rs = np.where(rm, rs, low[:, None])
+    if not np.isfinite(rs).all():
+        raise ValueError("scores of real passages must be finite")
+    ru = None
+    if utility is not None:
+        u = np.asarray(utility, dtype=np.float64)
+        if u.shape != s.shape:
+            raise ValueError(f"utility shape {u.shape} differs from scores shape {s.shape}")
+        ru = np.where(rm, np.take_along_axis(np.where(m, u, 0.0), order, axis=1), 0.0)
+    ex: dict[str, np.ndarray] = {}
+    for name in extra_fields:
+        value = getattr(slates, name, None)
+        if value is None:
+            raise ValueError(f"slates have no field {name!r}")
+        ex[name] = value
+    ex.update(dict(extra or {}))
+    ranked_extra = {}
+    for name, value in ex.items():
+        v = np.asarray(value, dtype=np.float64)
+        if v.shape != s.shape:
+            raise ValueError(f"extra {name!r} shape {v.shape} differs from scores shape {s.shape}")
+        v = np.take_along_axis(np.where(m, v, 0.0), order, axis=1)
+        v = np.where(rm & np.isfinite(v), v, 0.0)
+        ranked_extra[name] = v
+    if qids is None and slates is not None:
+        qids = getattr(slates, "qids", None)
+    return RankedSlates(scores=rs, mask=rm, utility=ru, extra=ranked_extra, order=order,
+                        qids=None if qids is None else list(qids))
+
+
+def prefix_udcg_logit(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """Eq. 4's logit of every prefix, ``[Q, W + 1]``: column ``k`` is ``(sum_{i<=k} u+ + gamma sum_{i<=k} u-) / k``.
+
+    Column 0 (the empty context) is 0. Rows must be ranked with real entries first
+    (:func:`rank_slates`); for ``k`` past a row's ``n_q`` real passages the value stays that of
+    the whole row (padding adds nothing), so every column is defined.
+    """
+    u = np.where(mask, np.asarray(utility, dtype=np.float64), 0.0)
+    pos = np.cumsum(np.where(u > 0, u, 0.0), axis=1)
+    neg = np.cumsum(np.where(u < 0, u, 0.0), axis=1)
+    count = np.cumsum(mask, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(count > 0, (pos + gamma * neg) / np.maximum(count, 1), 0.0)
+    return np.concatenate([np.zeros((u.shape[0], 1)), z], axis=1)
+
+
+def prefix_udcg(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """UDCG (Eq. 4) of the top-k set for every ``k = 0..W``: ``[Q, W + 1]``, column 0 = 0.5 (empty context)."""
+    return sigmoid(prefix_udcg_logit(utility, mask, gamma=gamma))
+
+
+def valid_k(mask: np.ndarray, max_k: int | None = None) -> np.ndarray:
+    """``[Q, K + 1]`` boolean: which ``k`` a row can take (``k <= n_q`` and ``k <= max_k``)."""
+    w = mask.shape[1] if max_k is None else min(int(max_k), mask.shape[1])
+    n = mask.sum(axis=1)
+    return np.arange(w + 1)[None, :] <= np.minimum(n, w)[:, None]
+
+
+def kept_mask(mask: np.ndarray, k) -> np.ndarray:
+    """Boolean ``[Q, W]``: the first ``k_q`` real entries of each ranked row."""
+    k = np.asarray(k, dtype=np.int64).reshape(-1)
+    if k.shape[0] != mask.shape[0]:
+        raise ValueError(f"{mask.shape[0]} rows but {k.shape[0]} k values")
+    return mask & (np.cumsum(mask, axis=1) <= k[:, None])
+
+
+def udcg_of_kept(utility: np.ndarray, mask: np.ndarray, k, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """UDCG (Eq. 4) of each row's kept set top-``k_q`` (0.5 for ``k_q = 0``), via :func:`udcg_ltr.metrics.udcg`."""
+    return M.udcg(utility, kept_mask(mask, k), gamma=gamma)
+
+
+def oracle_k(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA,
+             max_k: int | None = None) -> np.ndarray:
+    """The ``k`` maximising each row's UDCG of the top-k set (smallest such ``k``: fewer passages cost less)."""
+    table = prefix_udcg(utility, mask, gamma=gamma)
+    ok = valid_k(mask, max_k)
+    table = np.where(ok, table[:, :ok.shape[1]], -np.inf)
+    return table.argmax(axis=1).astype(np.int64)
+
+
+def mean_udcg_per_k(utility: np.ndarray, mask: np.ndarray, ks: np.ndarray, *,
+                    gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """Mean UDCG for many candidate selections at once: ``ks`` is ``[n_candidates, Q]`` -> ``[n_candidates]``."""
+    table = prefix_udcg(utility, mask, gamma=gamma)
+    ks = np.clip(np.asarray(ks, dtype=np.int64), 0, table.shape[1] - 1)
+    return np.take_along_axis(table, ks.T, axis=1).mean(axis=0)
+
+
+class Selector:
+    """A dynamic-k selector: ``select(ranked) -> k`` per query (int64, ``0 <= k_q <= n_q``).
+
+    Subclasses set ``kind`` (the registry name), implement :meth:`select` and :meth:`get_config`,
+    and, when they learn something from data, :meth:`fit` (baselines: a grid search maximising
+    mean UDCG of the kept set; learned selectors: see :mod:`udcg_ltr.select.training`).
+    Learned selectors also return tensors from :meth:`get_state` (saved as safetensors).
+    """
+
+    kind: ClassVar[str] = "selector"
+    #: True when :meth:`select` reads the gold utilities (the oracle): never for a deployable selector.
+    needs_labels: ClassVar[bool] = False
+
+    def select(self, ranked: RankedSlates) -> np.ndarray:
+        raise NotImplementedError
+
+    def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> Selector:
+        return self
+
+    def get_config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def set_state(self, state: Mapping[str, np.ndarray]) -> None:
+        if state:
+            raise ValueError(f"{self.kind} selector has no weights, got {sorted(state)}")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Selector:
+        return cls(**dict(config))
+
+    # ---- conveniences --------------------------------------------------------------------
+    def select_scores(self, scores, mask=None, *, utility=None, extra: Mapping[str, Any] | None = None) -> np.ndarray:
+        """Rank padded ``scores`` (any column order) and select: ``k`` per query."""
+        return self.select(rank_slates(scores, mask=mask, utility=utility, extra=extra))
+
+    def _clip(self, k: np.ndarray, ranked: RankedSlates) -> np.ndarray:
+        return np.clip(np.asarray(k, dtype=np.int64), 0, ranked.n_real)
+
+    def __repr__(self) -> str:
+        cfg = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({cfg})"
+
+
+def ranked_top_k(ranked: RankedSlates, k) -> list[np.ndarray]:
+    """Column indices (in the caller's original column order) of each row's kept passages, rank order."""
+    k = np.asarray(k, dtype=np.int64)
+    if ranked.order is None:
+        return [np.arange(int(kq)) for kq in k]
+    return [ranked.order[i, :int(kq)] for i, kq in enumerate(k)]
+
+
+__all__ = [
+    "RankedSlates", "Selector", "kept_mask", "mean_udcg_per_k", "oracle_k", "pad_scores", "prefix_udcg",
+    "prefix_udcg_logit", "rank_slates", "ranked_top_k", "udcg_of_kept", "valid_k",
+]

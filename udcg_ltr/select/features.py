@@ -1,0 +1,170 @@
+"""Labels-free list features of a ranked candidate list, the inputs of the learned selectors.
+
+For a row ranked by descending score ``s_1 >= s_2 >= ... >= s_n`` (``n`` real passages of a
+padded width ``W``), the per-passage features of the passage at rank ``i`` are:
+
+=================  ========================================================================
+``score``          ``s_i`` (the raw reranker score: a logit, a cosine ...)
+``gap_top``        ``s_i - s_1`` (<= 0)
+``rank``           ``(i - 1) / (W - 1)``, the normalised position
+``inv_rank``       ``1 / i``
+``diff_prev``      ``s_{i-1} - s_i`` (0 at rank 1): the drop from the neighbour above
+``diff_next``      ``s_i - s_{i+1}`` (0 at rank n): the drop to the neighbour below
+``minmax``         ``(s_i - s_n) / (s_1 - s_n)`` in [0, 1] (1 when the row is constant)
+``softmax``        ``exp((s_i - s_1) / T) / sum_j exp((s_j - s_1) / T)`` over the real passages
+``cum_softmax``    ``sum_{j <= i} softmax_j``, the probability mass kept by the top-i prefix
+``sigmoid``        ``sigmoid(s_i / T)`` (a calibrated-ish probability for logits)
+``zscore``         ``(s_i - mean) / std`` over the row's real passages (0 when std = 0)
+``top_margin``     ``s_1 - s_2``, a row-level feature repeated on every passage
+``n_real``         ``n / W``, row-level
+=================  ========================================================================
+
+Extra per-passage arrays carried by :class:`~udcg_ltr.select.base.RankedSlates` (for example the
+first-stage retriever's score, still available at inference) add ``{name}``, ``{name}_gap_top``
+(``v_i - max_j v_j``) and ``{name}_minmax``. Padding gets 0 everywhere. ``T`` is the
+``temperature`` (score units).
+
+:class:`FeatureScaler` standardises each feature over the real passages of the training rows
+(mean 0, std 1; stored with the selector). :func:`query_features` flattens the first ``K``
+positions into one vector per query for the k-classifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from udcg_ltr.metrics.udcg import sigmoid
+from udcg_ltr.select.base import RankedSlates
+
+PASSAGE_FEATURES = ("score", "gap_top", "rank", "inv_rank", "diff_prev", "diff_next", "minmax", "softmax",
+                    "cum_softmax", "sigmoid", "zscore", "top_margin", "n_real")
+DEFAULT_FEATURES = PASSAGE_FEATURES
+EXTRA_FEATURES = ("", "_gap_top", "_minmax")
+
+
+def feature_names(features: Sequence[str] = DEFAULT_FEATURES, extra_features: Sequence[str] = ()) -> list[str]:
+    """Column names of :func:`passage_features` (per-passage features, then each extra array's three)."""
+    unknown = [f for f in features if f not in PASSAGE_FEATURES]
+    if unknown:
+        raise ValueError(f"unknown features {unknown} (choose from {PASSAGE_FEATURES})")
+    return list(features) + [f"{name}{suffix}" for name in extra_features for suffix in EXTRA_FEATURES]
+
+
+def _tiny(scale: np.ndarray) -> np.ndarray:
+    """Spreads below this are rounding noise of the scores' magnitude: treated as a constant row."""
+    return 1e-9 * np.maximum(np.abs(scale), 1.0)
+
+
+def _row_minmax(v: np.ndarray, m: np.ndarray) -> np.ndarray:
+    hi = np.where(m, v, -np.inf).max(axis=1, initial=-np.inf)[:, None]
+    lo = np.where(m, v, np.inf).min(axis=1, initial=np.inf)[:, None]
+    spread = hi - lo
+    ok = spread > _tiny(np.where(np.isfinite(hi), hi, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(ok, (v - lo) / np.where(ok, spread, 1.0), 1.0)
+    return np.where(m, out, 0.0)
+
+
+def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEATURES, *,
+                     extra_features: Sequence[str] = (), temperature: float = 1.0) -> np.ndarray:
+    """``[Q, W, F]`` float64 features of every ranked passage (see the module table); padding is 0."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    names = feature_names(features, extra_features)
+    s, m = ranked.scores, ranked.mask
+    q, w = s.shape
+    n = m.sum(axis=1)
+    top = s[:, :1] if w else np.zeros((q, 1))
+    cols: dict[str, np.ndarray] = {}
+    idx = np.arange(w)[None, :]
+    want = set(features)
+    if "score" in want:
+        cols["score"] = s
+    if "gap_top" in want:
+        cols["gap_top"] = s - top
+    if "rank" in want:
+        cols["rank"] = np.broadcast_to(idx / max(w - 1, 1), s.shape)
+    if "inv_rank" in want:
+        cols["inv_rank"] = np.broadcast_to(1.0 / (idx + 1.0), s.shape)
+    if "diff_prev" in want:
+        cols["diff_prev"] = np.concatenate([np.zeros((q, min(w, 1))), s[:, :-1] - s[:, 1:]], axis=1)
+    if "diff_next" in want:
+        nxt = np.concatenate([s[:, 1:], s[:, -1:]], axis=1) if w else s
+        real_next = np.concatenate([m[:, 1:], np.zeros((q, min(w, 1)), bool)], axis=1)
+        cols["diff_next"] = np.where(real_next, s - nxt, 0.0)
+    if "minmax" in want:
+        cols["minmax"] = _row_minmax(s, m)
+    if want & {"softmax", "cum_softmax"}:
+        e = np.where(m, np.exp((s - top) / temperature), 0.0)
+        p = e / np.maximum(e.sum(axis=1, keepdims=True), 1e-300)
+        cols["softmax"] = p
+        cols["cum_softmax"] = np.where(m, np.cumsum(p, axis=1), 0.0)
+    if "sigmoid" in want:
+        cols["sigmoid"] = sigmoid(s / temperature)
+    if "zscore" in want:
+        cnt = np.maximum(n, 1)[:, None]
+        mean = np.where(m, s, 0.0).sum(axis=1, keepdims=True) / cnt
+        var = np.where(m, (s - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / cnt
+        std = np.sqrt(var)
+        ok = std > _tiny(mean)
+        cols["zscore"] = np.where(ok, (s - mean) / np.where(ok, std, 1.0), 0.0)
+    if "top_margin" in want:
+        margin = np.where(n >= 2, s[:, 0] - s[:, 1], 0.0) if w >= 2 else np.zeros(q)
+        cols["top_margin"] = np.broadcast_to(margin[:, None], s.shape)
+    if "n_real" in want:
+        cols["n_real"] = np.broadcast_to((n / max(w, 1))[:, None], s.shape)
+    for name in extra_features:
+        if name not in ranked.extra:
+            raise ValueError(f"extra feature {name!r} is not in the ranked slates (have {sorted(ranked.extra)})")
+        v = ranked.extra[name]
+        hi = np.where(m, v, -np.inf).max(axis=1, initial=-np.inf)[:, None]
+        cols[name] = v
+        cols[f"{name}_gap_top"] = np.where(m, v - np.where(np.isfinite(hi), hi, 0.0), 0.0)
+        cols[f"{name}_minmax"] = _row_minmax(v, m)
+    x = np.stack([np.asarray(cols[c], dtype=np.float64) for c in names], axis=-1) if names else np.zeros((q, w, 0))
+    return np.where(m[:, :, None], x, 0.0)
+
+
+class FeatureScaler:
+    """Per-feature standardisation fitted on the real passages of the training rows."""
+
+    def __init__(self, mean=None, std=None):
+        self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
+        self.std = None if std is None else np.asarray(std, dtype=np.float64)
+
+    def fit(self, x: np.ndarray, mask: np.ndarray) -> FeatureScaler:
+        real = x[mask]
+        if real.shape[0] == 0:
+            raise ValueError("no real passage to fit the feature scaler on")
+        self.mean = real.mean(axis=0)
+        std = real.std(axis=0)
+        self.std = np.where(std > 1e-12, std, 1.0)  # a constant feature stays constant (0 after centring)
+        return self
+
+    def transform(self, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if self.mean is None:
+            raise RuntimeError("FeatureScaler is not fitted")
+        if x.shape[-1] != self.mean.shape[0]:
+            raise ValueError(f"expected {self.mean.shape[0]} features, got {x.shape[-1]}")
+        return np.where(mask[:, :, None], (x - self.mean) / self.std, 0.0)
+
+
+def query_features(x: np.ndarray, mask: np.ndarray, max_k: int) -> np.ndarray:
+    """``[Q, max_k * F + max_k]``: features of ranks ``1..max_k`` side by side, then their real-slot flags.
+
+    Missing ranks (a row with fewer passages) are zeros with flag 0.
+    """
+    q, w, f = x.shape
+    k = int(max_k)
+    xs = np.zeros((q, k, f))
+    ms = np.zeros((q, k))
+    take = min(k, w)
+    xs[:, :take] = np.where(mask[:, :take, None], x[:, :take], 0.0)
+    ms[:, :take] = mask[:, :take]
+    return np.concatenate([xs.reshape(q, k * f), ms], axis=1)
+
+
+__all__ = ["DEFAULT_FEATURES", "FeatureScaler", "PASSAGE_FEATURES", "feature_names", "passage_features",
+           "query_features"]

@@ -1,0 +1,132 @@
+"""Saving and loading selectors: a directory with ``selector.json`` (+ ``selector.safetensors``).
+
+``selector.json`` holds ``{"format": "udcg_ltr.selector", "version": 1, "kind", "config",
+"metadata"}``: the registry name, the constructor arguments (so ``load`` rebuilds the object) and
+free metadata (training metrics, data description). Learned selectors add their weights and
+feature-scaling statistics as a safetensors file. Non-finite floats (a threshold of ``inf``
+meaning "keep nothing") are written as JSON ``Infinity``, which Python's json reads back.
+
+The directory is written atomically: everything goes to a temporary sibling directory, which then
+replaces the target by rename, so a crash leaves the previous selector or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr.io import atomic_write_bytes, atomic_write_json
+from udcg_ltr.select.base import Selector
+
+FORMAT = "udcg_ltr.selector"
+VERSION = 1
+CONFIG_FILE = "selector.json"
+WEIGHTS_FILE = "selector.safetensors"
+
+
+def registry() -> dict[str, type[Selector]]:
+    """Selector classes by ``kind``."""
+    from udcg_ltr.select.baselines import (
+        CumulativeUtilityRule,
+        FixedK,
+        OracleK,
+        RelativeThreshold,
+        ScoreThreshold,
+    )
+    from udcg_ltr.select.gate import GateSelector
+    from udcg_ltr.select.kclassifier import KClassifierSelector
+
+    classes = [FixedK, ScoreThreshold, RelativeThreshold, CumulativeUtilityRule, OracleK, GateSelector,
+               KClassifierSelector]
+    return {c.kind: c for c in classes}
+
+
+def make_selector(kind: str, **config: Any) -> Selector:
+    """A new selector of registry ``kind`` with constructor arguments ``config``."""
+    classes = registry()
+    if kind not in classes:
+        raise ValueError(f"unknown selector kind {kind!r} (choose from {sorted(classes)})")
+    return classes[kind](**config)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def save_selector(selector: Selector, path: str | os.PathLike, *, metadata: Mapping[str, Any] | None = None) -> str:
+    """Write ``selector`` to the directory ``path`` (atomic whole-directory swap); return the path."""
+    from safetensors.numpy import save
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = selector.get_state()
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o755)
+        doc = {"format": FORMAT, "version": VERSION, "kind": selector.kind,
+               "config": _jsonable(selector.get_config()), "metadata": _jsonable(dict(metadata or {}))}
+        if state:
+            tensors = {k: np.ascontiguousarray(np.asarray(v)) for k, v in state.items()}
+            atomic_write_bytes(tmp / WEIGHTS_FILE, save(tensors))
+            doc["weights"] = WEIGHTS_FILE
+        atomic_write_json(tmp / CONFIG_FILE, doc)
+        old = None
+        if path.exists():
+            old = path.parent / f".{path.name}.old"
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return str(path)
+
+
+def read_selector_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The parsed ``selector.json`` of a saved selector directory (checked for format and version)."""
+    path = Path(path)
+    file = path / CONFIG_FILE if path.is_dir() else path
+    with open(file, encoding="utf-8") as f:
+        doc = json.load(f)
+    if doc.get("format") != FORMAT:
+        raise ValueError(f"{file}: not a saved selector (format {doc.get('format')!r})")
+    if int(doc.get("version", 0)) > VERSION:
+        raise ValueError(f"{file}: selector format version {doc['version']} is newer than this code ({VERSION})")
+    return doc
+
+
+def load_selector(path: str | os.PathLike) -> Selector:
+    """Rebuild a selector saved by :func:`save_selector` (config, then weights when there are any)."""
+    from safetensors.numpy import load_file
+
+    path = Path(path)
+    doc = read_selector_config(path)
+    classes = registry()
+    if doc["kind"] not in classes:
+        raise ValueError(f"{path}: unknown selector kind {doc['kind']!r}")
+    selector = classes[doc["kind"]].from_config(doc["config"])
+    if doc.get("weights"):
+        selector.set_state(load_file(str(path / doc["weights"])))
+    selector.metadata = doc.get("metadata", {})
+    return selector
+
+
+__all__ = ["load_selector", "make_selector", "read_selector_config", "registry", "save_selector"]

@@ -1,0 +1,209 @@
+"""Context-size sensitivity: each metric's correlation with end-to-end accuracy for k = 1..10 (UDCG paper, Figure 2).
+
+A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.analysis.study.k_sweep_rows`):
+for every context size ``k`` the metrics score contexts of ``k`` passages, and the mean per-query
+Spearman correlation between each metric and the graded outcomes (correct 2 > abstained 1 > wrong 0)
+is computed on the ``report_split`` queries, with bootstrap 95% CIs (UDCG_theta and gamma* are
+fitted on the ``fit_splits`` queries at each ``k``). Two modes:
+
+* ``resample`` (with an LLM scorer; the paper's protocol): fresh balanced contexts of ``k`` passages
+  per query and per ``k`` (:func:`udcg_ltr.fit.sampling.sample_contexts`, ``n_contexts`` per query
+  from the top ``top_n``), answered by the LLM through the cache;
+* ``truncate`` (with ready-made runs, or a scorer): shared contexts cut to their first ``k``
+  passages; with runs only, each truncated context keeps the outcome of the full context (metric@k
+  against the full-context outcome; the table says so), with a scorer the LLM answers the truncated
+  contexts of contexts sampled at ``max(k_values)``.
+
+``mode="auto"`` picks ``resample`` with a scorer and ``truncate`` with runs. Any metric list of the
+correlation study is accepted (:data:`udcg_ltr.analysis.study.DEFAULT_METRICS`). Outputs: the wide
+table (metric x k, markdown + CSV), the long CSV with CIs and query counts, and a PNG with one line per
+metric (x = k, CI bands).
+
+Public entry: :func:`run_context_size` (parameters: :class:`ContextSizeConfig`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from udcg_ltr.analysis.end_to_end import grade_runs, run_contexts
+from udcg_ltr.analysis.report import Column, fmt_ci, write_csv, write_table
+from udcg_ltr.analysis.study import DEFAULT_METRICS, _split_of, k_sweep_rows, plot_k_sweep
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
+from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
+from udcg_ltr.studies.common import (
+    DedupScorer,
+    StudyReport,
+    cached_scorer,
+    config_from,
+    describe_selection,
+    ensure_annotations,
+    finish_report,
+    open_cache,
+    select_queries,
+    split_scorer_or_runs,
+)
+
+#: The metrics of the paper's Figure 2 (any of the correlation study's metrics may be asked for).
+FIGURE_METRICS = ("UDCG", "UDCG_theta", "nDCG", "MRR", "MAP", "Precision", "eRAG")
+
+
+@dataclass(frozen=True)
+class ContextSizeConfig:
+    """Parameters of :func:`run_context_size`.
+
+    ``k_values``: context sizes (truncate mode keeps those not above the longest run); ``metrics``:
+    names from the correlation study; ``mode``: ``auto`` / ``resample`` / ``truncate``;
+    ``n_contexts``, ``top_n``, ``positive_fraction``: the context sampling of resample mode;
+    ``fit_splits`` / ``report_split``: where UDCG_theta and gamma* are fitted and where correlations
+    are reported (``report_split=None``: every query); ``C``: the SVM-rank trade-off.
+    """
+
+    k_values: tuple[int, ...] = tuple(range(1, 11))
+    metrics: tuple[str, ...] = FIGURE_METRICS
+    mode: str = "auto"
+    n_contexts: int = 10
+    top_n: int = 25
+    positive_fraction: float = 0.5
+    fit_splits: tuple[str, ...] = ("train", "val")
+    report_split: str | None = "test"
+    C: float = 1.0
+    splits: tuple[str, ...] | None = None
+    max_queries: int | None = None
+    n_bootstrap: int = 1000
+    seed: int = 0
+    rule: str = "contains"
+    erag_rule: str = "contains"
+    relevance_threshold: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "k_values", tuple(int(k) for k in self.k_values))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+        object.__setattr__(self, "fit_splits", tuple(self.fit_splits))
+        if not self.k_values or min(self.k_values) < 1:
+            raise ValueError(f"k_values must be positive, got {self.k_values}")
+        if self.mode not in ("auto", "resample", "truncate"):
+            raise ValueError(f"mode must be auto / resample / truncate, got {self.mode!r}")
+        bad = set(self.metrics) - set(DEFAULT_METRICS)
+        if bad or not self.metrics:
+            raise ValueError(f"unknown metrics {sorted(bad)} (known: {DEFAULT_METRICS})")
+
+
+def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm, out_dir: str | os.PathLike,
+                     logger=None, cache=True, progress: bool = True, **params) -> StudyReport:
+    """Correlation with end-to-end accuracy by context size for each metric (UDCG paper, Figure 2).
+
+    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`; ``params`` are
+    :class:`ContextSizeConfig` fields. ``rows``: one per metric, ``"k=<k>"`` keys holding the mean
+    per-query Spearman.
+    """
+    cfg = config_from(params, ContextSizeConfig)
+    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    mode = cfg.mode if cfg.mode != "auto" else ("resample" if scorer is not None else "truncate")
+    if mode == "resample" and scorer is None:
+        raise ValueError("mode='resample' needs an LLM scorer (the contexts of every k must be answered)")
+    runner = cached_scorer(scorer, open_cache(cache, name)) if scorer is not None else None
+    answerer = DedupScorer.wrap(runner)  # the k sweep's contexts: each distinct prompt once per call
+    run_qids = {r.qid for r in runs} if runs is not None else None
+    selected, info = select_queries(
+        records, splits=cfg.splits, max_queries=cfg.max_queries,
+        eligible=lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs")
+    if not selected:
+        raise ValueError("no query for the context-size study")
+    fields = ["p_no_response"] + (["answer_alone"] if "eRAG" in cfg.metrics else [])
+    ann = ensure_annotations(selected, name, fields, runner, progress=progress)
+    by_qid = {r.qid: r for r in selected}
+    split_of, split_note = _split_of(by_qid, cfg.seed)
+    report_split = cfg.report_split if cfg.report_split not in (None, "all") else None
+    if report_split is not None and report_split not in set(split_of.values()):
+        raise ValueError(f"no selected query in the report split {report_split!r} (splits: {sorted(set(split_of.values()))})")
+    k_values = list(cfg.k_values)
+    sampling = ContextSamplingConfig(n_contexts=cfg.n_contexts, k=max(k_values), top_n=cfg.top_n,
+                                     positive_fraction=cfg.positive_fraction, seed=cfg.seed,
+                                     relevance_threshold=cfg.relevance_threshold)
+    base_runs: list = []
+    if mode == "truncate":
+        if runs is not None:
+            base_runs = grade_runs(by_qid, [r for r in runs if r.qid in by_qid], rule=cfg.rule,
+                                   relevance_threshold=cfg.relevance_threshold)
+            longest = max(len(r.pids) for r in base_runs)
+            dropped = [k for k in k_values if k > longest]
+            k_values = [k for k in k_values if k <= longest]
+            info["k_dropped_longer_than_runs"] = dropped
+        else:
+            base_runs = run_contexts(by_qid, sample_contexts(selected, sampling), answerer, None, llm_name=name,
+                                     rule=cfg.rule, relevance_threshold=cfg.relevance_threshold, progress=progress)
+    sweep = k_sweep_rows(by_qid, base_runs, llm=name, k_values=k_values, mode=mode,
+                         scorer=answerer if (mode == "resample" or runs is None) else None, cache=None,
+                         sampling=sampling, split_of=split_of, fit_splits=cfg.fit_splits, report_split=report_split,
+                         metrics=list(cfg.metrics), C=cfg.C, gamma_grid=DEFAULT_GAMMA_GRID,
+                         n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, relevance_threshold=cfg.relevance_threshold,
+                         erag_rule=cfg.erag_rule, rule=cfg.rule, progress=progress)
+    if not sweep:
+        raise ValueError("the k sweep produced no rows (no contexts)")
+    source = sweep[0]["outcome_source"]
+    ks = sorted({r["k"] for r in sweep})
+    names = [m for m in cfg.metrics if any(r["metric"] == m for r in sweep)]
+    rows: list[dict[str, Any]] = []
+    for m in names:
+        by_k = {r["k"]: r for r in sweep if r["metric"] == m}
+        row: dict[str, Any] = {"metric": m}
+        for k in ks:
+            row[f"k={k}"] = by_k[k]["spearman"] if k in by_k else float("nan")
+        rows.append(row)
+    queries_by_k = {k: max((r["n"] + r["n_na"] for r in sweep if r["k"] == k), default=0) for k in ks}
+    defined_by_k = {k: {r["metric"]: r["n"] for r in sweep if r["k"] == k} for k in ks}
+
+    paths: dict[str, Path] = {}
+    ci = {(r["metric"], r["k"]): fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"], 2) for r in sweep}
+    rendered = [{**row, **{f"ci{k}": ci.get((row["metric"], k), "NA") for k in ks}} for row in rows]
+    cols = [Column("metric", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks]
+    note = (f"Mean per-query Spearman between the metric and the graded outcome, {report_split or 'all'} queries "
+            f"({', '.join(f'k={k}: {queries_by_k[k]}' for k in ks)} queries; NA queries left out). Mode: {mode}; "
+            f"outcome from: {source}.")
+    t = write_table(out / "context_size", rendered, cols, title="Correlation with end-to-end accuracy by context size "
+                    "(mean per-query Spearman [95% CI])", note=note,
+                    csv_columns=["metric"] + [f"k={k}" for k in ks])
+    paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
+    n_rows = [{"metric": m, **{f"k={k}": defined_by_k[k].get(m) for k in ks}} for m in names]
+    tn = write_table(out / "context_size_queries", n_rows, [Column("metric", "Metric")]
+                     + [Column(f"k={k}", f"k={k}") for k in ks],
+                     title="Queries with a defined correlation (neither side constant)")
+    paths["queries_md"], paths["queries_csv"] = tn["md"], tn["csv"]
+    paths["sweep_csv"] = write_csv(out / "context_size_sweep.csv", sweep)
+    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names,
+                                title=f"correlation vs k ({mode}; outcome: {source}; {report_split or 'all'} queries)")
+
+    n_report = max(queries_by_k.values())
+    meta = {"study": "context_size", "llm": name, "config": asdict(cfg), "mode": mode, "outcome_source": source,
+            "k_values": ks, "n_queries": n_report, "n_selected_queries": len(selected),
+            "queries_by_k": queries_by_k, "defined_by_k": defined_by_k, "report_split": report_split or "all",
+            "fit_splits": list(cfg.fit_splits), "split_note": split_note, "selection": info, "annotations": ann,
+            "n_base_contexts": len(base_runs)}
+    scalars = {f"spearman/{r['metric']}/k={k}": r[f"k={k}"] for r in rows for k in ks}
+    scalars["n_queries"] = n_report
+    lines = [f"# Context-size sensitivity (UDCG paper, Figure 2): LLM `{name}`", "",
+             f"- Mode: {mode} (outcome from: {source}); k = {ks}.",
+             f"- Queries: {describe_selection(info, cfg.max_queries)}; correlations on the "
+             f"{report_split or 'all'} queries ({n_report} with contexts; per k: {queries_by_k}); UDCG_theta / "
+             f"gamma* fitted on {list(cfg.fit_splits)} at each k.",
+             *([f"- Note: {split_note}."] if split_note else []),
+             *([f"- Truncation: the shared contexts hold at most {max(ks)} passages; k = {info['k_dropped_longer_than_runs']}"
+                " left out."] if info.get("k_dropped_longer_than_runs") else []),
+             *(["- Truncate mode without an LLM: metric@k is compared with the outcome of the full context, so "
+                "small k measures how well the first k passages predict the full-context answer."]
+               if source == "full_context" else []),
+             "", t["md"].read_text(encoding="utf-8"), "", tn["md"].read_text(encoding="utf-8"), "",
+             f"Statistics: per-query Spearman (NA when a side is constant), mean over queries with bootstrap 95% CIs "
+             f"({cfg.n_bootstrap} resamples) in `{paths['sweep_csv'].name}`.", "", "## Files", ""]
+    lines += [f"- `{p.name}`" for p in paths.values()] + ["- `report.md`", "- `summary.json`"]
+    report = StudyReport(name="context_size", rows=rows, markdown="\n".join(lines) + "\n", paths=paths, meta=meta,
+                         tables={"table": rows, "sweep": sweep}, scalars=scalars)
+    return finish_report(report, out, logger)

@@ -1,0 +1,350 @@
+"""Positional bias: one relevant passage moved through positions 1..k (UDCG paper, Figure 1).
+
+For every query with a relevant passage and at least ``k - 1`` irrelevant ones, ``k`` contexts are
+answered by the LLM: the same ``k - 1`` irrelevant passages in the same relative order, with the
+relevant passage inserted at position ``i = 1..k`` (document ``[i]`` of the prompt). Only the
+position changes, so accuracy by position measures the LLM's positional bias ("lost in the middle":
+a U shape for many LLMs).
+
+Next to it, what classic metrics *predict* for the same lists (each list as its own judged pool,
+binary relevance): nDCG@k (``1/log2(i+1)``), MRR (``1/i``) and MAP (``1/i`` with one relevant
+passage) fall monotonically with the position by construction, Precision@k is flat (``1/k``), and
+UDCG (Eq. 4) is flat too (it has no positional discount). When a UDCG_theta fit exists for ``k``
+(a path to weights saved by :mod:`udcg_ltr.fit.weights`, or ``UDCGThetaWeights`` objects), its
+``alpha_i`` (the learned weight of a useful passage at position ``i``, Eq. 3) and its mean score
+on these lists are shown too: the LLM-oriented discount the paper learns.
+
+Statistics: accuracy by position with bootstrap 95% CIs over queries; Cochran's Q test that the
+``k`` paired accuracies are equal; primacy and recency as paired bootstrap differences (correctness
+at position 1, resp. ``k``, minus the mean correctness at positions 2..k-1, per query; a U shape
+needs both CIs above 0) with CIs and p; first-vs-last paired difference with McNemar's exact test. The figure draws accuracy with its CI
+band on the left axis and every metric curve divided by its maximum over positions on the right axis.
+
+Public entry: :func:`run_positional_bias` (parameters: :class:`PositionConfig`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from udcg_ltr.analysis.report import Column, fmt_float, fmt_p, new_figure, save_figure, write_csv, write_table
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.weights import UDCGThetaWeights, load_weights
+from udcg_ltr.metrics import average_precision, mrr, ndcg, precision, udcg
+from udcg_ltr.studies.common import (
+    OUTCOMES,
+    StudyContext,
+    StudyReport,
+    answer_contexts,
+    cached_scorer,
+    cochran_q,
+    config_from,
+    describe_selection,
+    distracting_effect,
+    ensure_annotations,
+    finish_report,
+    fmt_pct,
+    fmt_pct_ci,
+    mcnemar_exact,
+    open_cache,
+    outcome_indicators,
+    paired_difference,
+    query_rng,
+    rate_ci,
+    retrieval_order,
+    runs_csv_rows,
+    select_queries,
+    split_scorer_or_runs,
+)
+
+#: Metric curves computed on the study's lists (binary relevance; each list is its own pool).
+PREDICTED = ("nDCG", "MRR", "MAP", "Precision", "UDCG")
+
+
+@dataclass(frozen=True)
+class PositionConfig:
+    """Parameters of :func:`run_positional_bias`.
+
+    ``distractors``: which ``k - 1`` irrelevant passages surround the relevant one, in which fixed
+    order: ``"retrieval"`` (the best-ranked irrelevant passages, in retrieval order: the realistic
+    case), ``"random"`` (seeded sample, random order), ``"hard"`` / ``"weak"`` (highest / lowest
+    DE, sorted by DE descending). ``weights``: a UDCG_theta weight file (or ``UDCGThetaWeights`` /
+    a list of them); the set with ``k`` passages (variant ``full`` preferred) is used.
+    """
+
+    k: int = 5
+    relevant: str = "top_ranked"
+    distractors: str = "retrieval"
+    weights: Any = None
+    splits: tuple[str, ...] | None = None
+    max_queries: int | None = None
+    n_bootstrap: int = 1000
+    seed: int = 0
+    rule: str = "contains"
+    relevance_threshold: int = 1
+
+    def __post_init__(self):
+        if self.k < 2:
+            raise ValueError(f"k must be >= 2, got {self.k}")
+        if self.distractors not in ("retrieval", "random", "hard", "weak"):
+            raise ValueError(f"distractors must be retrieval / random / hard / weak, got {self.distractors!r}")
+        if self.relevant not in ("top_ranked", "best_utility"):
+            raise ValueError(f"relevant must be 'top_ranked' or 'best_utility', got {self.relevant!r}")
+
+
+@dataclass
+class PositionPlan:
+    qid: str
+    relevant_pid: str
+    distractors: tuple[str, ...]  # k - 1 pids in their fixed order
+
+    def context(self, position: int) -> tuple[str, ...]:
+        """The list with the relevant passage at 1-based ``position``."""
+        d = list(self.distractors)
+        return tuple(d[:position - 1] + [self.relevant_pid] + d[position - 1:])
+
+
+def plan_query(record: QueryRecord, llm: str, cfg: PositionConfig) -> PositionPlan | str:
+    order = retrieval_order(record)
+    rel = [p for p in order if p.is_relevant(cfg.relevance_threshold)]
+    if not rel:
+        return "no relevant passage"
+    irr = [p for p in order if not p.is_relevant(cfg.relevance_threshold)]
+    m = cfg.k - 1
+    if len(irr) < m:
+        return f"fewer than k-1={m} irrelevant passages"
+    r = rel[0]
+    if cfg.relevant == "best_utility":
+        r = max(rel, key=lambda p: (p.utility(llm, cfg.relevance_threshold), -rel.index(p)))
+    if cfg.distractors == "retrieval":
+        chosen = irr[:m]
+    elif cfg.distractors == "random":
+        rng = query_rng(cfg.seed, record.qid, "position")
+        chosen = [irr[i] for i in rng.choice(len(irr), size=m, replace=False)]
+    else:
+        de = np.array([distracting_effect(p, llm) for p in irr])
+        idx = np.argsort(-de if cfg.distractors == "hard" else de, kind="stable")[:m]
+        chosen = [irr[i] for i in idx[np.argsort(-de[idx], kind="stable")]]
+    return PositionPlan(record.qid, r.pid, tuple(p.pid for p in chosen))
+
+
+def select_weights(weights, k: int) -> UDCGThetaWeights | None:
+    """The UDCG_theta weights for ``k`` passages from a path, one object or a list (``full`` variant preferred)."""
+    if weights is None:
+        return None
+    if isinstance(weights, (str, os.PathLike)):
+        items = load_weights(weights)
+    elif isinstance(weights, UDCGThetaWeights):
+        items = [weights]
+    else:
+        items = list(weights)
+    fits = [w for w in items if w.k == k]
+    if not fits:
+        return None
+    full = [w for w in fits if w.variant == "full"]
+    return (full or fits)[0]
+
+
+def predicted_curves(k: int, utilities: np.ndarray | None = None, theta: UDCGThetaWeights | None = None
+                     ) -> dict[str, np.ndarray]:
+    """Metric values by position ``[k]`` for a list of ``k`` with one relevant passage at each position.
+
+    Computed with the metric library on the ``[k, k]`` relevance matrix (row ``i``: the relevant
+    passage at position ``i + 1``). ``utilities``: optional ``[n_queries, k, k]`` utilities of the
+    study's lists (UDCG and UDCG_theta are averaged over queries; without them UDCG is left out).
+    """
+    rel = np.eye(k)
+    curves = {"nDCG": ndcg(rel, k=k), "MRR": mrr(rel, k=k), "MAP": average_precision(rel, k=k),
+              "Precision": precision(rel, k=k)}
+    if utilities is not None:
+        u = utilities.reshape(-1, k)
+        curves["UDCG"] = udcg(u, k=k).reshape(-1, k).mean(axis=0)
+        if theta is not None:
+            curves["UDCG_theta"] = theta.score(u).reshape(-1, k).mean(axis=0)
+    return curves
+
+
+def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm, out_dir: str | os.PathLike,
+                        logger=None, cache=True, progress: bool = True, **params) -> StudyReport:
+    """Accuracy by position of the relevant passage vs what rank metrics predict (UDCG paper, Figure 1).
+
+    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`; ``params`` are
+    :class:`PositionConfig` fields (``weights=`` a UDCG_theta weight file or objects).
+    """
+    cfg = config_from(params, PositionConfig)
+    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    k = cfg.k
+    runner = cached_scorer(scorer, open_cache(cache, name)) if scorer is not None else None
+    ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
+    by_qid = {r.qid: r for r in records}
+    plans: dict[str, PositionPlan] = {}
+
+    def eligible(r):
+        p = plan_query(r, name, cfg)
+        if isinstance(p, str):
+            return p
+        plans[r.qid] = p
+        return None
+
+    selected, info = select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries, eligible=eligible)
+    if not selected:
+        raise ValueError(f"no eligible query for the position study (excluded: {info['excluded']})")
+    chosen = [plans[r.qid] for r in selected]
+    contexts = [StudyContext(p.qid, i * k + j, p.context(j + 1), f"position {j + 1}")
+                for i, p in enumerate(chosen) for j in range(k)]
+    graded = answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
+                             relevance_threshold=cfg.relevance_threshold, progress=progress)
+    n = len(chosen)
+    ind = {o: v.reshape(n, k) for o, v in outcome_indicators(graded).items()}
+    B, seed = cfg.n_bootstrap, cfg.seed
+
+    # utilities of every list: [n, k (position of the relevant passage), k (slot)]
+    util = np.array([[[by_qid[c.qid].passage(pid).utility(name, cfg.relevance_threshold) for pid in c.pids]
+                      for c in contexts[i * k:(i + 1) * k]] for i in range(n)])
+    theta = select_weights(cfg.weights, k)
+    curves = predicted_curves(k, util, theta)
+
+    rows: list[dict[str, Any]] = []
+    for j in range(k):
+        row: dict[str, Any] = {"position": j + 1, "queries": n}
+        for o in OUTCOMES:
+            row[o], row[f"{o}_lo"], row[f"{o}_hi"] = rate_ci(ind[o][:, j], B, seed)
+        for mname, c in curves.items():
+            row[mname] = float(c[j])
+        if theta is not None:
+            row["alpha"] = float(theta.alpha[j])
+            row["beta"] = float(theta.beta[j])
+        rows.append(row)
+
+    q = cochran_q(ind["correct"])
+    # U shape = both edges above the middle: first - middle (primacy) and last - middle (recency), per query
+    middle = ind["correct"][:, 1:k - 1].mean(axis=1) if k > 2 else None
+    primacy = paired_difference(ind["correct"][:, 0], middle, B, seed) if k > 2 else None
+    recency = paired_difference(ind["correct"][:, k - 1], middle, B, seed) if k > 2 else None
+    first_last = paired_difference(ind["correct"][:, 0], ind["correct"][:, k - 1], B, seed)
+    first_last_mcnemar = mcnemar_exact(ind["correct"][:, 0], ind["correct"][:, k - 1])
+    best, worst = int(np.argmax([r["correct"] for r in rows])), int(np.argmin([r["correct"] for r in rows]))
+
+    per_query = []
+    for i, p in enumerate(chosen):
+        row = {"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid,
+               "distractors": " ".join(p.distractors)}
+        for j in range(k):
+            row[f"outcome_pos{j + 1}"] = graded[i * k + j].outcome
+        per_query.append(row)
+
+    # ---- files ---------------------------------------------------------------------------------
+    paths: dict[str, Path] = {}
+    metric_names = list(curves)
+    md_cols = [Column("position", "Position"), Column("acc", "Accuracy % [95% CI]"), Column("abst", "Abstained %"),
+               Column("wrongs", "Wrong %")]
+    md_cols += [Column(m, m, fmt_float) for m in metric_names]
+    if theta is not None:
+        md_cols += [Column("alpha", "alpha_i", fmt_float), Column("beta", "beta_i", fmt_float)]
+    rendered = [{**r, "acc": fmt_pct_ci(r["correct"], r["correct_lo"], r["correct_hi"]),
+                 "abst": fmt_pct(r["abstained"]), "wrongs": fmt_pct(r["wrong"])} for r in rows]
+    csv_cols = ["position", "queries", *[f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi")], *metric_names]
+    if theta is not None:
+        csv_cols += ["alpha", "beta"]
+    note = (f"{n} queries, each answered with the relevant passage at every position (same k-1 irrelevant passages). "
+            f"Cochran's Q = {fmt_float(q['Q'])} (df {q['df']}), p = {fmt_p(q['p'])}.")
+    t = write_table(out / "position", rendered, md_cols, title=f"Accuracy by position of the relevant passage, k = {k}",
+                    note=note, csv_columns=csv_cols)
+    paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
+    paths["per_query_csv"] = write_csv(out / "position_per_query.csv", per_query)
+    paths["runs_csv"] = write_csv(out / "position_runs.csv", runs_csv_rows(graded))
+    paths["png"] = _plot(rows, curves, theta, out / "position.png", k=k, n=n, llm=name)
+
+    tests = {"cochran_q": q, "first_minus_middle": primacy, "last_minus_middle": recency, "first_minus_last": first_last,
+             "first_vs_last_mcnemar": first_last_mcnemar}
+    meta = {"study": "position", "llm": name, "config": {**asdict(cfg), "weights": _describe_weights(cfg.weights)},
+            "n_queries": n, "n_contexts": len(graded), "selection": info, "annotations": ann,
+            "source": "scorer" if runner else "runs", "theta": theta.to_dict() if theta is not None else None,
+            "tests": tests}
+    scalars = {f"acc_pos{r['position']}": r["correct"] for r in rows}
+    scalars.update(n_queries=n, cochran_q_p=q["p"], first_minus_last=first_last["diff"],
+                   first_minus_middle=primacy["diff"] if primacy else float("nan"),
+                   last_minus_middle=recency["diff"] if recency else float("nan"))
+    md = _markdown(cfg, name, rows, info, meta, tests, t["md"].read_text(encoding="utf-8"), paths, theta,
+                   best=best, worst=worst)
+    report = StudyReport(name="position", rows=rows, markdown=md, paths=paths, meta=meta,
+                         tables={"table": rows, "per_query": per_query}, scalars=scalars, runs=graded)
+    return finish_report(report, out, logger)
+
+
+def _describe_weights(weights) -> Any:
+    if weights is None or isinstance(weights, (str, os.PathLike)):
+        return None if weights is None else str(weights)
+    items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
+    return [f"UDCGThetaWeights(k={w.k}, variant={w.variant})" for w in items]
+
+
+def _plot(rows, curves, theta, path: Path, *, k: int, n: int, llm: str) -> Path:
+    """Accuracy (left axis, 95% CI band) and the metric curves normalised by their maximum (right axis)."""
+    fig, ax = new_figure(figsize=(7.2, 4.6))
+    x = np.arange(1, k + 1)
+    acc = np.array([100 * r["correct"] for r in rows])
+    lo = np.array([100 * r["correct_lo"] for r in rows])
+    hi = np.array([100 * r["correct_hi"] for r in rows])
+    ax.plot(x, acc, "-o", color="tab:red", lw=2, label="LLM accuracy")
+    ax.fill_between(x, lo, hi, color="tab:red", alpha=0.15, lw=0)
+    ax.set_xlabel("position of the relevant passage")
+    ax.set_ylabel(f"accuracy % (95% CI, {n} queries)", color="tab:red")
+    ax.set_xticks(x)
+    ax.grid(alpha=0.3)
+    ax2 = ax.twinx()
+    styles = {"nDCG": "-s", "MRR": "-^", "MAP": "-v", "Precision": ":", "UDCG": "--", "UDCG_theta": "-D"}
+    series = dict(curves)
+    if theta is not None:
+        series["alpha_i (UDCG_theta)"] = theta.alpha
+    for i, (m, y) in enumerate(series.items()):
+        y = np.asarray(y, dtype=np.float64)
+        peak = np.max(np.abs(y))
+        ax2.plot(x, y / peak if peak > 0 else y, styles.get(m, "-."), ms=4, color=f"C{i}", alpha=0.8, label=m)
+    ax2.set_ylabel("metric / its maximum over positions")
+    ax2.set_ylim(-0.05 if min(np.min(np.asarray(v)) for v in series.values()) >= 0 else -1.05, 1.05)
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="lower left", ncol=2)
+    ax.set_title(f"Positional bias, k={k}, LLM {llm}")
+    return save_figure(fig, path)
+
+
+def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, paths, theta, *, best, worst) -> str:
+    q, fl, mc = tests["cochran_q"], tests["first_minus_last"], tests["first_vs_last_mcnemar"]
+    pm, rm = tests["first_minus_middle"], tests["last_minus_middle"]
+    lines = [f"# Positional bias (UDCG paper, Figure 1): LLM `{name}`, k = {cfg.k}", "",
+             f"- Queries: {describe_selection(info, cfg.max_queries)}.",
+             f"- Lists: the {'best-ranked' if cfg.relevant == 'top_ranked' else 'highest-utility'} relevant passage "
+             f"inserted at each position among the same {cfg.k - 1} irrelevant passages "
+             f"(chosen by: {cfg.distractors}); {meta['n_contexts']} LLM answers.",
+             "- Metric columns: what each metric gives the same lists (binary relevance, the list as its own pool); "
+             "UDCG / UDCG_theta: mean over queries (utilities of the study's passages).",
+             f"- UDCG_theta weights: {'k=' + str(theta.k) + ', ' + theta.name if theta is not None else 'none given'}.",
+             "", table_md, "",
+             f"- Best position {rows[best]['position']} ({fmt_pct(rows[best]['correct'])}%), worst "
+             f"{rows[worst]['position']} ({fmt_pct(rows[worst]['correct'])}%).",
+             f"- Cochran's Q (equal accuracy at every position): Q = {fmt_float(q['Q'])}, df {q['df']}, "
+             f"p = {fmt_p(q['p'])}."]
+    if pm is not None:
+        u = pm["lo"] > 0 and rm["lo"] > 0
+        lines.append(f"- Primacy, position 1 minus the middle (mean of 2..{cfg.k - 1}) per query: {fmt_pct(pm['diff'])} "
+                     f"points [{fmt_pct(pm['lo'])}, {fmt_pct(pm['hi'])}], paired bootstrap p = "
+                     f"{fmt_p(pm['p_bootstrap'])}; recency, position {cfg.k} minus the middle: {fmt_pct(rm['diff'])} "
+                     f"points [{fmt_pct(rm['lo'])}, {fmt_pct(rm['hi'])}], p = {fmt_p(rm['p_bootstrap'])}. "
+                     f"U shape (both CIs above 0): {'yes' if u else 'no'}.")
+    lines.append(f"- First minus last: {fmt_pct(fl['diff'])} points [{fmt_pct(fl['lo'])}, {fmt_pct(fl['hi'])}], "
+                 f"McNemar exact p = {fmt_p(mc['p'])} ({mc['only_a']} correct only first, {mc['only_b']} only last).")
+    lines += ["", f"Statistics: bootstrap percentile 95% CIs over queries ({cfg.n_bootstrap} resamples, seed "
+              f"{cfg.seed}); correct = gold answer contained in the answer, relevant passage in the context.",
+              "", "## Files", ""]
+    lines += [f"- `{p.name}`" for p in paths.values()] + ["- `report.md`", "- `summary.json`"]
+    return "\n".join(lines) + "\n"
