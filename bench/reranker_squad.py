@@ -21,7 +21,6 @@ Ends with ``udcg@5_test: retriever=A bce=B udcg=C`` and ``ndcg@5_test: retriever
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time

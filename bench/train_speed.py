@@ -109,7 +109,11 @@ def run_sentence_transformers(records, *, queries: int, steps: int, warmup: int,
     """Seconds for ``steps`` timed steps of sentence-transformers' CrossEncoderTrainer."""
     from datasets import Dataset
     from sentence_transformers.base.sampler import DefaultBatchSampler
-    from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder import (
+        CrossEncoder,
+        CrossEncoderTrainer,
+        CrossEncoderTrainingArguments,
+    )
     from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
     from torch.utils.data import SequentialSampler
     from transformers import TrainerCallback

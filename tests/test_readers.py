@@ -34,8 +34,8 @@ from udcg_ltr.data.readers import (
     write_trec_qrels,
     write_trec_run,
 )
-from udcg_ltr.data.readers.squad import squad_passages
 from udcg_ltr.data.readers._common import load_json
+from udcg_ltr.data.readers.squad import squad_passages
 from udcg_ltr.data.schema import DataError
 from udcg_ltr.metrics import ndcg, udcg
 from udcg_ltr.paths import shared_file

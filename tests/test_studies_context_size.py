@@ -10,7 +10,7 @@ from udcg_ltr.analysis.end_to_end import run_contexts
 from udcg_ltr.analysis.study import run_correlation_study
 from udcg_ltr.annotate.cache import AnnotationCache
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
-from udcg_ltr.studies.common import json_safe
+from udcg_ltr.io import json_safe
 from udcg_ltr.studies.context_size import ContextSizeConfig, run_context_size
 
 METRICS = ("UDCG", "UDCG_theta", "nDCG", "MAP", "Precision", "HITS", "eRAG")

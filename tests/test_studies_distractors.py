@@ -13,7 +13,7 @@ from test_studies_common import LLM, FakeScorer, annotate, make_record, outcome_
 
 from udcg_ltr.annotate.cache import AnnotationCache
 from udcg_ltr.data.contexts import read_context_runs
-from udcg_ltr.studies.common import json_safe
+from udcg_ltr.io import json_safe
 from udcg_ltr.studies.distractors import DistractorConfig, plan_query, run_distractor_sensitivity
 from udcg_ltr.tracking import RunLogger
 

@@ -10,7 +10,7 @@ from scipy.stats import binomtest
 from test_studies_common import LLM, FakeScorer, annotate, make_record, outcome_of
 
 from udcg_ltr.annotate.cache import AnnotationCache
-from udcg_ltr.studies.common import json_safe
+from udcg_ltr.io import json_safe
 from udcg_ltr.studies.oracle import OracleConfig, oracle_order, plan_oracle_contexts, run_oracle_contexts
 
 

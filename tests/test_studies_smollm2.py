@@ -15,8 +15,8 @@ from llm_fixtures import smollm2  # noqa: F401  (pytest fixture)
 from udcg_ltr.annotate.annotator import CachedScorer
 from udcg_ltr.annotate.cache import AnnotationCache
 from udcg_ltr.data.demo_world import generate_demo_world
+from udcg_ltr.io import json_safe
 from udcg_ltr.studies import get_study
-from udcg_ltr.studies.common import json_safe
 from udcg_ltr.tracking import RunLogger
 
 pytestmark = pytest.mark.slow

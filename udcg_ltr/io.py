@@ -79,3 +79,56 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
     return open(path, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary sibling directory of ``path`` to fill; on clean exit it replaces ``path`` by rename.
+
+    A reader sees the previous directory or the new one, never a mix (the old one is moved aside
+    first, then deleted); a crash inside the block leaves ``path`` as it was. Used for saved models.
+    """
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it private; a saved model is meant to be shared
+        yield tmp
+        old = None
+        if path.exists():
+            old = path.parent / f".{path.name}.old"
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def json_safe(obj: Any) -> Any:
+    """A JSON-serialisable copy of ``obj``: numpy -> Python, NaN/inf -> None, paths -> str, recursively."""
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, dict) or (hasattr(obj, "items") and hasattr(obj, "keys")):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return None if math.isnan(v) or math.isinf(v) else v
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj

@@ -71,7 +71,7 @@ from udcg_ltr.fit.pairs import ContextTable, build_context_table, group_index
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts, truncate_contexts
 from udcg_ltr.fit.theta import fit_udcg_theta, select_C, weights_rows
 from udcg_ltr.fit.weights import UDCGThetaWeights, plot_weights, save_weights
-from udcg_ltr.io import atomic_write_json, atomic_write_text
+from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
 from udcg_ltr.metrics import classic
 from udcg_ltr.metrics.erag import erag_labels, graded_precision
 from udcg_ltr.metrics.setbased import ra_nwg
@@ -619,7 +619,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     paths["report_md"] = out / "study.md"
     atomic_write_text(paths["report_md"], md)
     paths["summary_json"] = out / "summary.json"
-    atomic_write_json(paths["summary_json"], _json_safe({"meta": meta, "summary": summary,
+    atomic_write_json(paths["summary_json"], json_safe({"meta": meta, "summary": summary,
                                                          "gamma": core.gamma.to_dict() if core.gamma else None,
                                                          "weights": {v: w.to_dict() for v, w in core.theta.items()},
                                                          "k_sweep": sweep}))
@@ -628,21 +628,6 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     if logger is not None:
         result.log_to(logger)
     return result
-
-
-def _json_safe(obj):
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return None if math.isnan(v) or math.isinf(v) else v
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def _markdown(summary, meta, core: _Core, per_query, sweep, paths, *, title=None) -> str:

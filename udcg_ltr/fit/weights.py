@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.io import atomic_write_json, open_text
+from udcg_ltr.io import atomic_write_json, json_safe, open_text
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_equivalent_weights, udcg_theta
 
 FORMAT = "udcg_ltr.udcg_theta/1"
@@ -105,7 +105,7 @@ class UDCGThetaWeights:
 
     # ---- (de)serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"k": self.k, "alpha": self.alpha.tolist(), "beta": self.beta.tolist(), "meta": _jsonable(self.meta)}
+        return {"k": self.k, "alpha": self.alpha.tolist(), "beta": self.beta.tolist(), "meta": json_safe(self.meta)}
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any]) -> UDCGThetaWeights:
@@ -121,18 +121,6 @@ class UDCGThetaWeights:
     @classmethod
     def load(cls, path: str | os.PathLike, *, k: int | None = None, variant: str | None = None) -> UDCGThetaWeights:
         return load_weight(path, k=k, variant=variant)
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
 
 
 def save_weights(path: str | os.PathLike, weights: UDCGThetaWeights | Iterable[UDCGThetaWeights]) -> Path:

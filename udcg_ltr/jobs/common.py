@@ -86,6 +86,8 @@ def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
     lcfg = OmegaConf.to_container(cfg.logger, resolve=True) if cfg.get("logger") else {"backend": "none"}
     backend = lcfg.pop("backend", "none")
     config = OmegaConf.to_container(cfg, resolve=True)
+    if cfg.get("tags") and "tags" in lcfg:  # an experiment recipe's own tags join the logger's
+        lcfg["tags"] = [*lcfg["tags"], *[str(t) for t in cfg.tags]]
     name = None
     if is_multirun():
         name = run_dir.name

@@ -183,6 +183,35 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     return {f"correlation/spearman/{row['metric']}": row["spearman"] for row in study.rows}
 
 
+def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
+    """One of the paper's analyses (:mod:`udcg_ltr.studies`) with the parameters under ``studies.<name>``.
+
+    The LLM answers through the run's annotation cache (``ctx.llm.scorer`` is a ``CachedScorer``), so a
+    rerun costs no LLM time. ``context_size`` on a dataset with ready-made runs (``contexts_path``)
+    truncates those runs instead of asking the LLM.
+    """
+    from udcg_ltr.studies import get_study
+
+    cfg = ctx.cfg
+    run, _ = get_study(name)
+    params = OmegaConf.to_container(cfg.studies[name], resolve=True) if cfg.get("studies") and name in cfg.studies else {}
+    params.setdefault("seed", int(cfg.seed))
+    params.setdefault("rule", str(cfg.match_rule))
+    params.setdefault("relevance_threshold", ctx.threshold)
+    if ctx.llm.name is None:
+        raise ValueError(f"mode={name} needs an LLM (llm=demo, llm=smollm2, ...)")
+    if name == "context_size" and cfg.dataset.get("contexts_path"):
+        from udcg_ltr.analysis.end_to_end import load_shared_runs
+
+        source = load_shared_runs(ctx.records, path=cfg.dataset.contexts_path, rule=str(cfg.match_rule))
+    else:
+        source = ctx.llm.scorer
+    report = run(ctx.records, source, llm=ctx.llm.name, out_dir=ctx.run_dir / name, logger=ctx.logger,
+                 cache=False, **params)
+    print("\n" + report.markdown)
+    return {f"{name}/{key}": value for key, value in report.scalars.items()}
+
+
 def mode_sweep_summary(ctx: EvalContext) -> dict[str, float]:
     from udcg_ltr.sweeps import summarize_sweep
 
@@ -201,6 +230,10 @@ MODES: dict[str, Callable[[EvalContext], dict[str, float]]] = {
     "selectors": mode_selectors,
     "correlation": mode_correlation,
     "sweep_summary": mode_sweep_summary,
+    "distractors": lambda ctx: mode_study(ctx, "distractors"),
+    "position": lambda ctx: mode_study(ctx, "position"),
+    "oracle_contexts": lambda ctx: mode_study(ctx, "oracle"),
+    "context_size": lambda ctx: mode_study(ctx, "context_size"),
 }
 
 

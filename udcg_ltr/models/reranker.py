@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ import numpy as np
 import torch
 
 from udcg_ltr.data.schema import Passage, QueryRecord
-from udcg_ltr.io import atomic_write_json
+from udcg_ltr.io import atomic_directory, atomic_write_json
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, passage_text
 
 #: Side file of a saved reranker: how passages were formatted and truncated in training.
@@ -55,10 +53,7 @@ def save_reranker(model, tokenizer, path: str | os.PathLike, *, max_length: int 
     rename: a crash leaves either the previous model or the new one, never a mix.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a model directory is meant to be shared
+    with atomic_directory(path) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         cfg = {"template": template, **dict(extra or {})}
         if tokenizer is not None:
@@ -70,18 +65,6 @@ def save_reranker(model, tokenizer, path: str | os.PathLike, *, max_length: int 
         if max_length is not None:
             cfg["max_length"] = int(max_length)
         atomic_write_json(tmp / RERANKER_CONFIG, cfg)
-        old = None
-        if path.exists():
-            old = path.parent / f".{path.name}.old"
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return str(path)
 
 

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from udcg_ltr.io import atomic_write_bytes, atomic_write_json
+from udcg_ltr.io import atomic_directory, atomic_write_bytes, atomic_write_json, json_safe
 from udcg_ltr.select.base import Selector
 
 FORMAT = "udcg_ltr.selector"
@@ -56,47 +54,20 @@ def make_selector(kind: str, **config: Any) -> Selector:
     return classes[kind](**config)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
-
-
 def save_selector(selector: Selector, path: str | os.PathLike, *, metadata: Mapping[str, Any] | None = None) -> str:
     """Write ``selector`` to the directory ``path`` (atomic whole-directory swap); return the path."""
     from safetensors.numpy import save
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = selector.get_state()
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
-    try:
-        os.chmod(tmp, 0o755)
+    with atomic_directory(path) as tmp:
         doc = {"format": FORMAT, "version": VERSION, "kind": selector.kind,
-               "config": _jsonable(selector.get_config()), "metadata": _jsonable(dict(metadata or {}))}
+               "config": json_safe(selector.get_config()), "metadata": json_safe(dict(metadata or {}))}
         if state:
             tensors = {k: np.ascontiguousarray(np.asarray(v)) for k, v in state.items()}
             atomic_write_bytes(tmp / WEIGHTS_FILE, save(tensors))
             doc["weights"] = WEIGHTS_FILE
         atomic_write_json(tmp / CONFIG_FILE, doc)
-        old = None
-        if path.exists():
-            old = path.parent / f".{path.name}.old"
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return str(path)
 
 

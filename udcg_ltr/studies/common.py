@@ -52,7 +52,7 @@ from udcg_ltr.analysis.report import log_to_wandb
 from udcg_ltr.annotate.grading import Outcome
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
-from udcg_ltr.io import atomic_write_json, atomic_write_text
+from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
 
 OUTCOMES = ("correct", "abstained", "wrong")
 
@@ -139,26 +139,6 @@ def _isnan(x) -> bool:
         return math.isnan(float(x))
     except (TypeError, ValueError):
         return False
-
-
-def json_safe(obj):
-    """NaN/inf -> None, numpy -> Python, paths -> str, recursively (for ``summary.json``)."""
-    if isinstance(obj, Mapping):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return None if math.isnan(v) or math.isinf(v) else v
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 def finish_report(report: StudyReport, out_dir: Path, logger=None) -> StudyReport:
