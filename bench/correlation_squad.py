@@ -30,11 +30,6 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from udcg_ltr.analysis.answer_prob import (  # noqa: E402
-    attach_answer_logprobs,
-    compute_answer_logprobs,
-    load_cached_answer_logprobs,
-)
 from udcg_ltr.analysis.end_to_end import load_shared_runs, run_summary  # noqa: E402
 from udcg_ltr.analysis.study import run_correlation_study  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, annotated_dir, read_annotated_squad  # noqa: E402
@@ -63,20 +58,22 @@ def main() -> int:
     print(f"runs: {run_summary(runs)}")
 
     if args.answer_prob != "skip":
-        from udcg_ltr.annotate.prompts import PromptConfig
+        # ANSWER_PROB through the annotation cache (udcg_ltr.annotate): "cached" never loads the LLM.
+        from udcg_ltr.annotate.annotator import CachedScorer, annotate_records
+        from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
+        from udcg_ltr.studies.common import CacheOnlyScorer
 
-        version = PromptConfig().version()
         if args.answer_prob == "compute":
-            from udcg_ltr.annotate.demo_llm import ensure_demo_llm
-            from udcg_ltr.annotate.scorer import LLMScorer
+            from udcg_ltr.annotate.llms import load_llm
 
-            scorer = LLMScorer(str(ensure_demo_llm()), name=ANNOTATED_LLM, batch_size=8, num_threads=args.threads)
-            values = compute_answer_logprobs(in_study, scorer)
+            scorer = load_llm("demo", num_threads=args.threads)
         else:
-            values = load_cached_answer_logprobs(in_study, ANNOTATED_LLM, version)
-        n = attach_answer_logprobs(in_study, values, ANNOTATED_LLM)
+            scorer = CacheOnlyScorer(ANNOTATED_LLM)
+        cached = CachedScorer(scorer, AnnotationCache(default_cache_root(ANNOTATED_LLM)))
+        stats = annotate_records(in_study, cached, fields=["answer_logprob"], progress=args.answer_prob == "compute")
+        n = sum("answer_logprob" in p.annotations.get(ANNOTATED_LLM, {}) for r in in_study for p in r.passages)
         print(f"answer_logprob annotations: {n} of {sum(len(r.passages) for r in in_study)} passages "
-              f"({args.answer_prob}, prompt version {version})")
+              f"({args.answer_prob}: {stats.computed} computed, {stats.cached} from the cache)")
 
     C = args.C if args.C == "cv" else float(args.C)
     res = run_correlation_study(records, runs, llm=ANNOTATED_LLM, k=5, fit_splits=("train", "val"),

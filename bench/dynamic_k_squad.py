@@ -44,18 +44,12 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
-import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-warnings.filterwarnings("ignore")
+import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offline)
+
+ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
 

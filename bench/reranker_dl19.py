@@ -19,19 +19,10 @@ Ends with ``ndcg@10_dl19: bm25=A reranker=B ranx_bm25=C``.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-warnings.filterwarnings("ignore")
-
+import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offline)
 import numpy as np  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json  # noqa: E402

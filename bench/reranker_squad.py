@@ -15,25 +15,19 @@ epoch chosen on **val** UDCG@5 (the same rule for both), evaluated on val and te
 (:func:`udcg_ltr.models.evaluation.evaluate_reranker`). Hyper-parameters were chosen on val only
 (see ``--help`` defaults and the report); ``--seeds`` averages several seeds.
 
+With ``--e2e`` the demo LLM also answers every test question's top-5 context of each system (through the
+annotation cache) and ``wrong@5_test: ...`` reports the wrong-answer rates.
+
 Ends with ``udcg@5_test: retriever=A bce=B udcg=C`` and ``ndcg@5_test: retriever=A bce=B udcg=C``.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-warnings.filterwarnings("ignore")
-
+import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offline)
 import numpy as np  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json  # noqa: E402
@@ -77,6 +71,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--no-test", action="store_true", help="tuning mode: evaluate val only")
     ap.add_argument("--out-dir", default="outputs/bench/reranker_squad")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--e2e", action="store_true",
+                    help="the demo LLM (float32, cached) also answers every test top-5: correct / abstained / wrong")
     args = ap.parse_args(argv)
 
     import torch
@@ -90,10 +86,21 @@ def main(argv=None) -> dict:
     eval_splits = ["val"] if args.no_test else ["val", "test"]
     print(f"questions: train={len(split['train'])} val={len(split['val'])} test={len(split['test'])}", flush=True)
 
+    llm = None
+    if args.e2e:  # answers go through the shared annotation cache: a rerun costs no LLM time
+        from udcg_ltr.annotate.annotator import CachedScorer
+        from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
+        from udcg_ltr.annotate.llms import load_llm
+
+        llm = CachedScorer(load_llm("demo", num_threads=args.threads), AnnotationCache(default_cache_root(ANNOTATED_LLM)))
+
+    def evaluate(s: str, scores) -> dict[str, float]:
+        return evaluate_reranker(split[s], scores, ANNOTATED_LLM, K, scorer=llm if s == "test" else None)
+
     results: dict[str, dict[str, dict[str, float]]] = {}
     for s in eval_splits:
         scores = [np.array([-float(p.rank) for p in r.passages]) for r in split[s]]
-        results.setdefault("retriever", {})[s] = evaluate_reranker(split[s], scores, ANNOTATED_LLM, K)
+        results.setdefault("retriever", {})[s] = evaluate(s, scores)
 
     specs = system_specs(args)
     out = Path(args.out_dir)
@@ -110,7 +117,7 @@ def main(argv=None) -> dict:
                 early_stopping_patience=None, enable_progress_bar=args.progress, num_threads=args.threads)
             reranker = Reranker.from_pretrained(path, batch_size=64)
             for s in eval_splits:
-                per_seed[s].append(evaluate_reranker(split[s], reranker.score_records(split[s]), ANNOTATED_LLM, K))
+                per_seed[s].append(evaluate(s, reranker.score_records(split[s])))
             runs[f"{name}_seed{seed}"] = {"fit": fit_metrics, "minutes": (time.perf_counter() - t0) / 60,
                                           "spec": spec}
             summary = " ".join(f"{s}/{m}={per_seed[s][-1][m]:.4f}" for s in eval_splits for m in HEADLINE)
@@ -129,6 +136,12 @@ def main(argv=None) -> dict:
         for name in systems:
             print(f"| {name} | " + " | ".join(f"{results[name][s][c]:.4f}" for c in cols) + " |")
     print()
+    if llm is not None:
+        print("end to end on test (demo LLM, top-5 contexts): " + "; ".join(
+            f"{name} correct={results[name]['test']['correct_rate']:.3f} abstained="
+            f"{results[name]['test']['abstained_rate']:.3f} wrong={results[name]['test']['wrong_rate']:.3f}"
+            for name in systems))
+        print("wrong@5_test: " + " ".join(f"{name}={results[name]['test']['wrong_rate']:.4f}" for name in systems))
     for s in eval_splits:
         for m in HEADLINE:
             print(f"{m}_{s}: " + " ".join(f"{name}={results[name][s][m]:.4f}" for name in systems))

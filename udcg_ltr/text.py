@@ -105,3 +105,15 @@ def _lcs_length(a: list[str], b: list[str]) -> int:
             cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
         prev = cur
     return prev[-1]
+
+
+def distinct_answers(answers: Sequence[str]) -> list[str]:
+    """The first spelling of each distinct normalised answer, in order (empty normalisations dropped)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for a in answers:
+        n = normalize_answer(a)
+        if n and n not in seen:
+            seen.add(n)
+            out.append(a)
+    return out

@@ -3,8 +3,8 @@
 Modules: :mod:`~udcg_ltr.analysis.study` (``run_correlation_study``), :mod:`~udcg_ltr.analysis.end_to_end`
 (``run_contexts``, ``grade_runs``, ``load_shared_runs``), :mod:`~udcg_ltr.analysis.correlation`
 (per-query Spearman / Kendall), :mod:`~udcg_ltr.analysis.bootstrap` (CIs, paired test),
-:mod:`~udcg_ltr.analysis.answer_prob` (ANSWER_PROB annotations) and :mod:`~udcg_ltr.analysis.report`
-(generic tables, figures and W&B logging shared by every study). Names are imported lazily.
+:mod:`~udcg_ltr.analysis.report` (generic tables, figures and W&B logging shared by every study).
+ANSWER_PROB annotations come from :mod:`udcg_ltr.annotate` (field ``answer_logprob``). Names are imported lazily.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ _EXPORTS = {
     "run_contexts": "end_to_end", "grade_runs": "end_to_end", "load_shared_runs": "end_to_end",
     "per_query_correlations": "correlation", "spearman_rows": "correlation", "kendall_rows": "correlation",
     "bootstrap_ci": "bootstrap", "paired_bootstrap_test": "bootstrap",
-    "compute_answer_logprobs": "answer_prob", "attach_answer_logprobs": "answer_prob",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -13,7 +13,8 @@ asked for:
 ``p_no_response``         P(first token of NO-RESPONSE) at the first answer position (Eq. 2)
 ``answer_alone``          the greedy answer (max ``max_new_tokens``)
 ``erag_em/f1/contains``   eRAG labels of ``answer_alone`` against the record's answers
-``answer_logprob``        ANSWER_PROB: teacher-forced log-likelihood of the best gold answer
+``answer_logprob``        ANSWER_PROB: teacher-forced log-likelihood of the best gold answer (one spelling per
+                          normalised answer)
 ``p_no_response_mc``      black-box Monte Carlo P(NO-RESPONSE) (``n`` samples at ``T``)
 ========================  =============================================================
 
@@ -32,6 +33,7 @@ from udcg_ltr.annotate.baselines import ERAG_FIELDS, MonteCarloConfig, abstentio
 from udcg_ltr.annotate.cache import AnnotationCache, cache_key
 from udcg_ltr.annotate.scorer import PromptItem, ScoreResult
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.text import distinct_answers
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +155,8 @@ class CachedScorer:
         """Max over each item's gold answers of the teacher-forced answer log-likelihood
         (``None`` for an item without gold answers)."""
         items = list(items)
-        keys = [self.key("answer_logprob", it, {"answers": sorted(set(g))}) for it, g in zip(items, golds)]
+        golds = [distinct_answers(g) for g in golds]  # one spelling per normalised answer
+        keys = [self.key("answer_logprob", it, {"answers": g}) for it, g in zip(items, golds)]
         found = self._lookup(keys)
         out: list[float | None] = [None] * len(items)
         pairs: list[tuple[int, str]] = []
@@ -161,7 +164,7 @@ class CachedScorer:
             if entry is not None and "answer_logprob" in entry:
                 out[i] = entry["answer_logprob"]
             elif g:
-                pairs.extend((i, a) for a in sorted(set(g)))
+                pairs.extend((i, a) for a in g)
         todo = sorted({i for i, _ in pairs})
         chunk = max(1, 8 * int(getattr(self.scorer, "batch_size", 8)))
         for start in range(0, len(todo), chunk):
@@ -237,8 +240,6 @@ def _normalise_fields(fields: Iterable[str]) -> list[str]:
                 raise ValueError(f"unknown annotation field {g!r} (known: {', '.join(KNOWN_FIELDS)})")
             if g not in out:
                 out.append(g)
-    if "p_no_response" not in out:
-        out.insert(0, "p_no_response")
     return out
 
 
@@ -248,8 +249,9 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     """Fill ``Passage.annotations[scorer.name]`` for every passage of ``records`` (in place).
 
     ``scorer`` is an :class:`LLMScorer` (wrapped with ``cache``) or a :class:`CachedScorer`.
-    ``p_no_response`` is always computed; the eRAG fields imply (and store) ``answer_alone``. Returns
-    how many prompts the LLM computed and how many came from the cache, per task.
+    ``p_no_response`` is computed unless the passage already has it (as a data set's own annotations)
+    and nothing else from the single-passage prompt is asked; the eRAG fields imply (and store)
+    ``answer_alone``. Returns how many prompts the LLM computed and how many came from the cache, per task.
     """
     t0 = time.perf_counter()
     cached_scorer = scorer if isinstance(scorer, CachedScorer) else CachedScorer(scorer, cache)
@@ -266,10 +268,15 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
         now = cached_scorer.counters.get(task, {"computed": 0, "cached": 0})
         stats.add(task, now["computed"] - start["computed"], now["cached"] - start["cached"])
 
+    # The single-passage prompt gives P(NO-RESPONSE) and the greedy answer; passages that already hold
+    # what it would give (e.g. a data set's shipped annotations, when only ANSWER_PROB is asked) skip it.
+    needs_prompt = [i for i, (r_i, p_i) in enumerate(where)
+                    if generate or "p_no_response" in wanted
+                    or "p_no_response" not in records[r_i].passages[p_i].annotations.get(name, {})]
     start = before("score")
-    results = cached_scorer.score(items, generate=generate, progress=progress)
+    results = cached_scorer.score([items[i] for i in needs_prompt], generate=generate, progress=progress)
     record_task("score", start)
-    for (r_i, p_i), res in zip(where, results):
+    for (r_i, p_i), res in zip([where[i] for i in needs_prompt], results):
         record = records[r_i]
         ann = record.passages[p_i].annotations.setdefault(name, {})
         ann["p_no_response"] = res.p_no_response

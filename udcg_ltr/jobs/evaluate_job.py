@@ -170,6 +170,12 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
         contexts = sample_contexts(records, sampling)
         scorer = ctx.llm.scorer
         runs = run_contexts(records, contexts, scorer, rule=str(cfg.match_rule), relevance_threshold=ctx.threshold)
+    if cc.get("answer_prob") and ctx.llm.name is not None:  # the ANSWER_PROB baseline (cached teacher forcing)
+        from udcg_ltr.annotate.annotator import annotate_records
+
+        in_study = {r.qid for r in runs}
+        annotate_records([r for r in records if r.qid in in_study], ctx.llm.scorer, fields=["answer_logprob"],
+                         progress=True)
     study = run_correlation_study(
         records, runs, llm=ctx.llm.name, k=k, fit_splits=tuple(cc.fit_splits), report_split=cc.report_split,
         C=cc.C if cc.C == "cv" else float(cc.C), n_bootstrap=int(cc.n_bootstrap), seed=int(cfg.seed),

@@ -20,15 +20,6 @@ from udcg_ltr.metrics.table import metric_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
-@dataclass(frozen=True)
-class SystemContext:
-    """One query's context chosen by a system (duck-compatible with ContextRun for the end-to-end runner)."""
-
-    qid: str
-    context_id: int
-    pids: tuple[str, ...]
-
-
 @dataclass
 class SystemResult:
     name: str
@@ -123,15 +114,10 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
 def _end_to_end(records, contexts, scorer, *, match_rule: str, relevance_threshold: int) -> list[str]:
     """Outcome per query. An empty context (a selector's k = 0) costs no LLM call: with no passage the
     instruction makes the LLM abstain, so the outcome is ``abstained`` by construction."""
-    from udcg_ltr.analysis.end_to_end import run_contexts
+    from udcg_ltr.select.evaluation import end_to_end_selection
 
-    asked = [i for i, c in enumerate(contexts) if c]
-    runs = run_contexts([records[i] for i in asked], [SystemContext(records[i].qid, 0, tuple(contexts[i])) for i in asked],
-                        scorer, rule=match_rule, relevance_threshold=relevance_threshold, progress=True)
-    outcomes = ["abstained"] * len(records)
-    for i, run in zip(asked, runs):
-        outcomes[i] = run.outcome
-    return outcomes
+    return end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
+                                match_rule=match_rule, return_outcomes=True)["outcomes"]
 
 
 def results_rows(results: Sequence[SystemResult], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:

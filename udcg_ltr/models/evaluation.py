@@ -179,27 +179,10 @@ def top_k_contexts(records: Sequence[QueryRecord], scores, k: int) -> list[list[
 
 def end_to_end(records: Sequence[QueryRecord], scores, scorer: Any, *, k: int, relevance_threshold: int = 1,
                match_rule: str = "contains") -> dict[str, float]:
-    """Correct / abstained / wrong rates of the LLM answering each query's top-k context."""
-    from udcg_ltr.annotate.grading import grade_answer, outcome_counts
+    """Correct / abstained / wrong rates (and context length) of the LLM answering each query's top-k context
+    (:func:`udcg_ltr.select.evaluation.end_to_end_selection` with a fixed k)."""
+    from udcg_ltr.select.evaluation import end_to_end_selection
 
-    contexts = top_k_contexts(records, scores, k)
-    answers = generate_answers(scorer, records, contexts)
-    outcomes = []
-    for rec, pids, answer in zip(records, contexts, answers):
-        has_rel = any(rec.passage(p).is_relevant(relevance_threshold) for p in pids)
-        outcomes.append(grade_answer(answer, rec.answers, context_has_relevant=has_rel, rule=match_rule))
-    counts = outcome_counts(outcomes)
-    n = max(len(outcomes), 1)
-    return {f"{name}_rate": c / n for name, c in counts.items()}
-
-
-def generate_answers(scorer: Any, records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]]) -> list[str]:
-    """The LLM's greedy answer to each (question, context) via :meth:`udcg_ltr.annotate.scorer.LLMScorer.score`.
-
-    The context's passages go into the prompt in rank order as ``(title, text)`` pairs.
-    """
-    from udcg_ltr.annotate.scorer import PromptItem
-
-    items = [PromptItem(rec.question, [(rec.passage(p).title, rec.passage(p).text) for p in pids])
-             for rec, pids in zip(records, contexts)]
-    return [res.answer or "" for res in scorer.score(items, generate=True)]
+    out = end_to_end_selection(records, top_k_contexts(records, scores, k), scorer,
+                               relevance_threshold=relevance_threshold, match_rule=match_rule)
+    return {key: v for key, v in out.items() if isinstance(v, float)}

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.io import atomic_write_bytes, atomic_write_text
+from udcg_ltr.io import atomic_write_bytes
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
 from udcg_ltr.select.training import rank_split, required_extra
@@ -181,39 +180,34 @@ DEFAULT_COLUMNS = ("selector", "split", "n", "udcg", "udcg_se", "mean_k", "k0_ra
 
 def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *,
                          digits: int = 4) -> str:
-    """Rows as a Markdown table (floats to ``digits`` decimals; missing cells empty)."""
+    """Rows as a Markdown table (floats to ``digits`` decimals, NaN as NA; missing cells empty)."""
+    from udcg_ltr.analysis.report import Column, markdown_table
+
     if not rows:
         return ""
     if columns is None:
         columns = [c for c in DEFAULT_COLUMNS if any(c in r for r in rows)]
         columns += [c for r in rows for c in r if c not in columns and c not in ("kind", "uses_labels", "outcomes")]
         columns = list(dict.fromkeys(columns))
-    right = lambda c: isinstance(next((r[c] for r in rows if c in r), ""), (int, float))  # noqa: E731
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---:" if right(c) else "---" for c in columns) + "|"]
-    for r in rows:
-        cells = []
-        for c in columns:
-            v = r.get(c, "")
-            if isinstance(v, float):
-                v = "NA" if np.isnan(v) else f"{v:.{digits}f}"
-            cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return "NA" if np.isnan(v) else f"{v:.{digits}f}"
+        return "" if v is None else str(v)
+
+    numeric = [isinstance(next((r[c] for r in rows if c in r), ""), (int, float)) for c in columns]
+    return markdown_table(rows, [Column(c, fmt=fmt) for c in columns],
+                          align="".join("r" if n else "l" for n in numeric)).rstrip("\n")
 
 
 def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike,
                    columns: Sequence[str] | None = None) -> Path:
     """Rows as CSV (atomic write); columns default to the union of the rows' keys in first-seen order."""
+    from udcg_ltr.analysis.report import write_csv
+
     if columns is None:
         columns = list(dict.fromkeys(c for r in rows for c in r if c != "outcomes"))
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({c: r.get(c, "") for c in columns})
-    atomic_write_text(path, buf.getvalue())
-    return Path(path)
+    return write_csv(path, rows, columns)
 
 
 def rank_for_selectors(scores, slates, selectors: Mapping[str, Selector]) -> RankedSlates:

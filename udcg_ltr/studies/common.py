@@ -62,6 +62,19 @@ OUTCOMES = ("correct", "abstained", "wrong")
 
 
 @dataclass(frozen=True)
+class StudyParams:
+    """The parameters every study shares: which queries (``splits`` in order of preference, at most
+    ``max_queries``), bootstrap resamples and seed, the answer-grading ``rule`` and the relevance threshold."""
+
+    splits: tuple[str, ...] | None = None
+    max_queries: int | None = None
+    n_bootstrap: int = 1000
+    seed: int = 0
+    rule: str = "contains"
+    relevance_threshold: int = 1
+
+
+@dataclass(frozen=True)
 class StudyContext:
     """One context of a study: passage ids in prompt order (duck-compatible with ``ContextRun``)."""
 
@@ -559,6 +572,10 @@ class CacheOnlyScorer:
     def prompt_version(self) -> str:
         """The version the cache keys use: ``prompt_version`` when given, else the prompt's hash."""
         return self._version or self.prompt.version()
+
+    def answer_logprobs(self, items, answers, **_: Any):
+        raise CacheMiss(f"{len(items)} ANSWER_PROB prompts for {self.name!r} are not in the cache; compute them "
+                        "with the LLM first")
 
     def score(self, items, **_: Any):
         raise CacheMiss(f"{len(items)} prompts for {self.name!r} are not in the cache (e.g. question "

@@ -38,6 +38,7 @@ from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.studies.common import (
     DedupScorer,
+    StudyParams,
     StudyReport,
     cached_scorer,
     config_from,
@@ -54,7 +55,7 @@ FIGURE_METRICS = ("UDCG", "UDCG_theta", "nDCG", "MRR", "MAP", "Precision", "eRAG
 
 
 @dataclass(frozen=True)
-class ContextSizeConfig:
+class ContextSizeConfig(StudyParams):
     """Parameters of :func:`run_context_size`.
 
     ``k_values``: context sizes (truncate mode keeps those not above the longest run); ``metrics``:
@@ -73,13 +74,7 @@ class ContextSizeConfig:
     fit_splits: tuple[str, ...] = ("train", "val")
     report_split: str | None = "test"
     C: float = 1.0
-    splits: tuple[str, ...] | None = None
-    max_queries: int | None = None
-    n_bootstrap: int = 1000
-    seed: int = 0
-    rule: str = "contains"
     erag_rule: str = "contains"
-    relevance_threshold: int = 1
 
     def __post_init__(self):
         object.__setattr__(self, "k_values", tuple(int(k) for k in self.k_values))

@@ -48,6 +48,7 @@ from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.studies.common import (
     OUTCOMES,
     StudyContext,
+    StudyParams,
     StudyReport,
     answer_contexts,
     cached_scorer,
@@ -75,7 +76,7 @@ ARMS = ("weak", "hard")
 
 
 @dataclass(frozen=True)
-class DistractorConfig:
+class DistractorConfig(StudyParams):
     """Parameters of :func:`run_distractor_sensitivity` (mirrored by the lead's Hydra config).
 
     ``relevant``: which relevant passage (``"top_ranked"``: the best-ranked relevant passage of the
@@ -93,12 +94,6 @@ class DistractorConfig:
     relevant: str = "top_ranked"
     relevant_position: str | int = "random"
     selection: str = "random"
-    splits: tuple[str, ...] | None = None
-    max_queries: int | None = None
-    n_bootstrap: int = 1000
-    seed: int = 0
-    rule: str = "contains"
-    relevance_threshold: int = 1
 
     def __post_init__(self):
         if self.k < 2:

@@ -41,6 +41,7 @@ from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.studies.common import (
     OUTCOMES,
     StudyContext,
+    StudyParams,
     StudyReport,
     answer_contexts,
     cached_scorer,
@@ -67,7 +68,7 @@ _ERAG_FIELD = {"contains": "erag_contains", "em": "erag_em", "f1": "erag_f1"}
 
 
 @dataclass(frozen=True)
-class OracleConfig:
+class OracleConfig(StudyParams):
     """Parameters of :func:`run_oracle_contexts`.
 
     ``ks``: context sizes; ``schemas``: among ``relevance``, ``erag``, ``utility``; ``erag_rule``:
@@ -78,12 +79,6 @@ class OracleConfig:
     ks: tuple[int, ...] = (5,)
     schemas: tuple[str, ...] = SCHEMAS
     erag_rule: str = "contains"
-    splits: tuple[str, ...] | None = None
-    max_queries: int | None = None
-    n_bootstrap: int = 1000
-    seed: int = 0
-    rule: str = "contains"
-    relevance_threshold: int = 1
 
     def __post_init__(self):
         ks = (self.ks,) if isinstance(self.ks, int) else tuple(int(k) for k in self.ks)

@@ -40,6 +40,7 @@ from udcg_ltr.metrics import average_precision, mrr, ndcg, precision, udcg
 from udcg_ltr.studies.common import (
     OUTCOMES,
     StudyContext,
+    StudyParams,
     StudyReport,
     answer_contexts,
     cached_scorer,
@@ -68,7 +69,7 @@ PREDICTED = ("nDCG", "MRR", "MAP", "Precision", "UDCG")
 
 
 @dataclass(frozen=True)
-class PositionConfig:
+class PositionConfig(StudyParams):
     """Parameters of :func:`run_positional_bias`.
 
     ``distractors``: which ``k - 1`` irrelevant passages surround the relevant one, in which fixed
@@ -82,12 +83,6 @@ class PositionConfig:
     relevant: str = "top_ranked"
     distractors: str = "retrieval"
     weights: Any = None
-    splits: tuple[str, ...] | None = None
-    max_queries: int | None = None
-    n_bootstrap: int = 1000
-    seed: int = 0
-    rule: str = "contains"
-    relevance_threshold: int = 1
 
     def __post_init__(self):
         if self.k < 2:
