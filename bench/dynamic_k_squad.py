@@ -165,8 +165,12 @@ def reranker_scores(split: dict, args) -> dict[str, list[np.ndarray]]:
         kwargs.update(epochs=1, max_steps=2, limit_val_batches=1)
         suffix = "_smoke"
     print(f"reranker recipe: {json.dumps(kwargs)}", flush=True)
-    full = cached_reranker(f"squad_reranker_udcg{suffix}", split["train"], split["val"], kwargs, threads=args.threads,
-                           retrain=args.retrain, progress=args.progress)
+    if args.reranker:  # the reranker issue's model (same recipe, same questions): no retraining
+        full = Path(args.reranker)
+        print(f"reranker (val / test scores): {full}", flush=True)
+    else:
+        full = cached_reranker(f"squad_reranker_udcg{suffix}", split["train"], split["val"], kwargs,
+                               threads=args.threads, retrain=args.retrain, progress=args.progress)
     out = {s: score_with(full, split[s], args.threads) for s in ("val", "test")}
     train = split["train"]
     folds = group_kfold([r.extra.get("article", r.qid) for r in train], args.folds, seed=0)
@@ -274,6 +278,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--seed", type=int, default=0, help="seed of the learned selectors")
     ap.add_argument("--rankings", default="retriever,reranker")
     ap.add_argument("--retrain", action="store_true", help="retrain the cached rerankers")
+    ap.add_argument("--reranker", default=None,
+                    help="a saved reranker for the val / test scores, e.g. outputs/bench/reranker_squad/udcg_seed0/model "
+                         "(trained by bench/reranker_squad.py with this recipe); default: train it here (cached)")
     ap.add_argument("--quick", action="store_true", help="a smaller grid of learned selectors (development)")
     ap.add_argument("--out-dir", default="outputs/bench/dynamic_k_squad")
     ap.add_argument("--progress", action="store_true")

@@ -186,13 +186,19 @@ def udcg_of_kept(utility: np.ndarray, mask: np.ndarray, k, *, gamma: float = DEF
     return M.udcg(utility, kept_mask(mask, k), gamma=gamma)
 
 
+#: UDCG values closer than this count as ties for the oracle k (UDCG lies in (0, 1)).
+ORACLE_TIE_TOL = 1e-12
+
+
 def oracle_k(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA,
              max_k: int | None = None) -> np.ndarray:
-    """The ``k`` maximising each row's UDCG of the top-k set (smallest such ``k``: fewer passages cost less)."""
+    """The ``k`` maximising each row's UDCG of the top-k set: the smallest ``k`` within ``ORACLE_TIE_TOL`` of the
+    best (fewer passages cost less, and float noise such as a utility of 1e-15 must not buy a passage)."""
     table = prefix_udcg(utility, mask, gamma=gamma)
     ok = valid_k(mask, max_k)
     table = np.where(ok, table[:, :ok.shape[1]], -np.inf)
-    return table.argmax(axis=1).astype(np.int64)
+    best = table.max(axis=1, keepdims=True)
+    return (table >= best - ORACLE_TIE_TOL).argmax(axis=1).astype(np.int64)
 
 
 def mean_udcg_per_k(utility: np.ndarray, mask: np.ndarray, ks: np.ndarray, *,
