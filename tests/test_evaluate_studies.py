@@ -21,7 +21,7 @@ TINY_DEMO = ["dataset.reader.n_entities=16", "dataset.reader.n_questions=5", "da
 
 
 def _evaluate(tmp_path: Path, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, str(ROOT / "evaluate.py"), "llm=smollm2", "logger=csv", *TINY_DEMO,
+    cmd = [sys.executable, str(ROOT / "evaluate.py"), "llm=smollm2", "llm.num_threads=1", "logger=csv", *TINY_DEMO,
            f"cache_dir={tmp_path / 'annotations'}", f"hydra.run.dir={run_dir}", *overrides]
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
