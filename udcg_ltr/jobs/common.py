@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +128,30 @@ def get_metric_value(metrics: Mapping[str, Any], name: str | None) -> float | No
     if name not in metrics:
         raise KeyError(f"optimized_metric {name!r} is not among the job's metrics: {sorted(metrics)}")
     return float(metrics[name])
+
+
+def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, float]],
+            check: Callable[[], None] | None = None) -> dict[str, float]:
+    """The life of a train.py / evaluate.py job: skip it when its run folder holds finished metrics (unless
+    ``force``), ``check`` the config, prepare the environment, open the logger, run ``body(run_dir, logger)``,
+    then write the summary and ``job_result.json`` and close the logger (also on failure)."""
+    from omegaconf import OmegaConf
+
+    job_log = logging.getLogger(f"udcg_ltr.{cfg.get('task_name', 'job')}")
+    run_dir = output_dir(cfg)
+    done = finished_result(run_dir)
+    if done is not None and not cfg.get("force", False):
+        job_log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
+        return done["metrics"]
+    if check is not None:
+        check()
+    prepare_environment(cfg)
+    logger = open_logger(cfg, run_dir, job_type=job_type)
+    try:
+        metrics = body(run_dir, logger)
+        logger.summary(metrics)
+        mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True))
+        job_log.info("results in %s", run_dir)
+        return metrics
+    finally:
+        logger.finish()

@@ -13,12 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.jobs.common import (
-    finished_result,
     load_records,
-    mark_finished,
-    open_logger,
-    output_dir,
-    prepare_environment,
+    run_job,
     select_split,
 )
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
@@ -244,26 +240,19 @@ MODES: dict[str, Callable[[EvalContext], dict[str, float]]] = {
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    run_dir = output_dir(cfg)
-    done = finished_result(run_dir)
-    if done is not None and not cfg.get("force", False):
-        log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
-        return done["metrics"]
     mode = str(cfg.mode)
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose from {sorted(MODES)}")
-    prepare_environment(cfg)
-    logger = open_logger(cfg, run_dir, job_type=f"evaluate/{mode}")
-    try:
+
+    def check() -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose from {sorted(MODES)}")
+
+    def body(run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()
         ctx = EvalContext(cfg, run_dir, logger)
         metrics = {k: float(v) for k, v in MODES[mode](ctx).items()
                    if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool)}
         metrics["time/total_s"] = time.perf_counter() - t0
         logger.log_metrics(metrics)
-        logger.summary(metrics)
-        mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True))
-        log.info("results in %s", run_dir)
         return metrics
-    finally:
-        logger.finish()
+
+    return run_job(cfg, job_type=f"evaluate/{mode}", body=body, check=check)

@@ -29,12 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from udcg_ltr.data.jsonl import write_records
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.jobs.common import (
-    finished_result,
     load_records,
-    mark_finished,
-    open_logger,
-    output_dir,
-    prepare_environment,
+    run_job,
     select_split,
 )
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
@@ -221,17 +217,13 @@ STAGE_FUNCS = {"annotate": stage_annotate, "udcg_theta": stage_udcg_theta, "cros
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Run ``cfg.model.stages`` and return the metrics (skipping a job that already finished)."""
-    run_dir = output_dir(cfg)
-    done = finished_result(run_dir)
-    if done is not None and not cfg.get("force", False):
-        log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
-        return done["metrics"]
-    prepare_environment(cfg)
-    unknown = [s for s in cfg.model.stages if s not in STAGE_FUNCS]
-    if unknown:
-        raise ValueError(f"unknown stages {unknown}; known: {list(STAGE_FUNCS)}")
-    logger = open_logger(cfg, run_dir, job_type="train")
-    try:
+
+    def check() -> None:
+        unknown = [s for s in cfg.model.stages if s not in STAGE_FUNCS]
+        if unknown:
+            raise ValueError(f"unknown stages {unknown}; known: {list(STAGE_FUNCS)}")
+
+    def body(run_dir: Path, logger) -> dict[str, float]:
         t0 = time.perf_counter()
         records = load_records(cfg)
         llm_name = cfg.llm.get("name") if cfg.get("llm") else None
@@ -247,10 +239,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             log.info("== stage %s done in %.1fs ==", stage, state.timings[stage])
         state.record_metrics({f"time/{k}_s": v for k, v in state.timings.items()})
         state.record_metrics({"time/total_s": time.perf_counter() - t0})
-        metrics = {k: v for k, v in state.metrics.items()}
-        logger.summary(metrics)
-        mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True))
-        log.info("results in %s", run_dir)
-        return metrics
-    finally:
-        logger.finish()
+        return dict(state.metrics)
+
+    return run_job(cfg, job_type="train", body=body, check=check)
