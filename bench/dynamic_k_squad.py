@@ -52,15 +52,16 @@ import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offlin
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
+from _recipes import K, udcg_loss_spec  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 
 SPLITS = ("train", "val", "test")
 
 #: Used when bench/reranker_squad.py is absent; otherwise its argparse defaults win (read from its source).
-FALLBACK_RECIPE = {"epochs": 3, "batch_size": 8, "lr": 5e-5, "udcg_lr": None, "warmup": 0.1, "max_length": 256,
+FALLBACK_RECIPE = {"epochs": 6, "batch_size": 8, "lr": 5e-5, "udcg_lr": None, "warmup": 0.1, "max_length": 256,
                    "tau": 1.0, "tau_end": None, "objective": "udcg", "listnet_weight": 0.0, "listnet_tau": 0.1,
-                   "seeds": "0"}
+                   "udcg_ks": "5", "seeds": "0"}
 
 
 # ---- the reranker ------------------------------------------------------------------------------------
@@ -83,22 +84,23 @@ def reranker_recipe() -> dict:
     return recipe
 
 
+def _typed(value: str, default):
+    """A ``--recipe`` value in the type of the default (numbers where the default is None)."""
+    if default is None:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return type(default)(value)
+
+
 def fit_kwargs(recipe: dict) -> dict:
-    """``fit_reranker`` keyword arguments of the direct-UDCG system (as ``system_specs`` in reranker_squad.py)."""
-    k = 5
-    direct = {"k": k, "tau": recipe["tau"], "objective": recipe["objective"]}
-    if recipe.get("tau_end"):
-        direct["tau_end"] = recipe["tau_end"]
-    if recipe.get("listnet_weight", 0) > 0:
-        loss = {"loss": "combined", "loss_kwargs": {"terms": [
-            {"name": "udcg", **direct},
-            {"name": "listnet", "weight": recipe["listnet_weight"], "tau": recipe["listnet_tau"]}]}}
-    else:
-        loss = {"loss": "udcg", "loss_kwargs": direct}
+    """``fit_reranker`` keyword arguments of the direct-UDCG system (``system_specs`` of reranker_squad.py)."""
     seed = int(str(recipe.get("seeds", "0")).split(",")[0])
-    return {**loss, "k": k, "epochs": int(recipe["epochs"]), "batch_size": int(recipe["batch_size"]),
-            "lr": float(recipe.get("udcg_lr") or recipe["lr"]), "warmup": float(recipe["warmup"]),
-            "max_length": int(recipe["max_length"]), "seed": seed, "early_stopping_patience": None}
+    return {**udcg_loss_spec(recipe, K), "k": K, "epochs": int(recipe["epochs"]),
+            "batch_size": int(recipe["batch_size"]), "lr": float(recipe.get("udcg_lr") or recipe["lr"]),
+            "warmup": float(recipe["warmup"]), "max_length": int(recipe["max_length"]), "seed": seed,
+            "early_stopping_patience": None}
 
 
 def cached_reranker(name: str, train, val, kwargs: dict, *, threads: int, retrain: bool, progress: bool) -> Path:
@@ -159,8 +161,16 @@ def reranker_scores(split: dict, args) -> dict[str, list[np.ndarray]]:
     """Cross-fitted train scores and full-model val/test scores."""
     from udcg_ltr.select import group_kfold
 
-    kwargs = fit_kwargs(reranker_recipe())
+    recipe = reranker_recipe()
     suffix = ""
+    if args.recipe:  # e.g. udcg_ks=1,2,3,4,5 epochs=3: separate cache entries, named by the overrides
+        overrides = dict(item.split("=", 1) for item in args.recipe)
+        unknown = sorted(set(overrides) - set(recipe))
+        if unknown:
+            raise SystemExit(f"--recipe: unknown keys {unknown} (known: {sorted(recipe)})")
+        recipe.update({key: _typed(value, recipe[key]) for key, value in overrides.items()})
+        suffix = "_" + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8]
+    kwargs = fit_kwargs(recipe)
     if args.smoke:  # a plumbing check: two optimiser steps, separate cache entries
         kwargs.update(epochs=1, max_steps=2, limit_val_batches=1)
         suffix = "_smoke"
@@ -204,6 +214,26 @@ def learned_candidates(extra: list[str], quick: bool) -> list[tuple[str, dict]]:
             cands.append(("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective,
                                           "extra_features": ex}))
     return cands
+
+
+def score_quality(scores: dict, slates: dict) -> list[dict]:
+    """Per ranking and split: how often the top passage bears the answer, UDCG of k = 1, oracle UDCG.
+
+    A selector learns from the train rows and is applied to test rows: if the cross-fitted train
+    scores rank much worse than the full reranker's test scores, the selector learns the wrong prior
+    (e.g. "the top passage is rarely relevant: give nothing").
+    """
+    from udcg_ltr.select.base import prefix_udcg, rank_slates
+
+    rows = []
+    for name, by_split in scores.items():
+        for s in SPLITS:
+            ranked = rank_slates(by_split[s], slates[s])
+            curve = prefix_udcg(ranked.utility, ranked.mask)
+            rows.append({"ranking": name, "split": s, "n": len(ranked),
+                         "top1_answer_bearing": float((ranked.utility[:, 0] > 0).mean()),
+                         "udcg_at_1": float(curve[:, 1].mean()), "best_k_udcg": float(curve.max(axis=1).mean())})
+    return rows
 
 
 #: Selectors answered end to end by the LLM with ``--e2e``.
@@ -281,6 +311,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--reranker", default=None,
                     help="a saved reranker for the val / test scores, e.g. outputs/bench/reranker_squad/udcg_seed0/model "
                          "(trained by bench/reranker_squad.py with this recipe); default: train it here (cached)")
+    ap.add_argument("--recipe", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="override the reranker recipe read from bench/reranker_squad.py (e.g. udcg_ks=1,2,3,4,5 "
+                         "epochs=3); trains its own cached full model and folds")
     ap.add_argument("--quick", action="store_true", help="a smaller grid of learned selectors (development)")
     ap.add_argument("--out-dir", default="outputs/bench/dynamic_k_squad")
     ap.add_argument("--progress", action="store_true")
@@ -317,6 +350,9 @@ def main(argv=None) -> dict:
         rs = reranker_scores(split, args)
         scores["reranker"] = {s: pad_scores(rs[s], width=slates[s].mask.shape[1])[0] for s in SPLITS}
 
+    quality = score_quality(scores, slates)
+    print("\nscores the selectors learn from (train: cross-fitted for the reranker) vs val / test:")
+    print(format_rows_markdown(quality, ["ranking", "split", "n", "top1_answer_bearing", "udcg_at_1", "best_k_udcg"]))
     scorer = None
     if args.e2e:
         from udcg_ltr.annotate.demo_llm import ensure_demo_llm
@@ -350,7 +386,7 @@ def main(argv=None) -> dict:
                       + "\n\n".join(f"## {n}\n\n" + format_rows_markdown([r for r in all_rows if r['ranking'] == n])
                                     for n in rankings)
                       + "\n\n## Dynamic-k analysis\n\n" + report_md + "\n")
-    atomic_write_json(out / "results.json", {"args": vars(args), "rows": all_rows, "fits": fits,
+    atomic_write_json(out / "results.json", {"args": vars(args), "rows": all_rows, "fits": fits, "score_quality": quality,
                                              "dynamic_k_report": report,
                                              "minutes": (time.perf_counter() - t0) / 60})
     print(f"\noutputs in {out} ({(time.perf_counter() - t0) / 60:.1f} min)")

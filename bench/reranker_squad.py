@@ -15,6 +15,11 @@ epoch chosen on **val** UDCG@5 (the same rule for both), evaluated on val and te
 (:func:`udcg_ltr.models.evaluation.evaluate_reranker`). Hyper-parameters were chosen on val only
 (see ``--help`` defaults and the report); ``--seeds`` averages several seeds.
 
+Also printed: paired per-query UDCG@5 differences (each trained system minus the retriever and minus
+BCE; paired bootstrap CI and p-value, :func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`).
+``--reuse`` skips the training of a system whose model in ``--out-dir`` was trained with the same recipe
+(re-evaluation only).
+
 With ``--e2e`` the demo LLM also answers every test question's top-5 context of each system (through the
 annotation cache) and ``wrong@5_test: ...`` reports the wrong-answer rates.
 
@@ -24,37 +29,55 @@ Ends with ``udcg@5_test: retriever=A bce=B udcg=C`` and ``ndcg@5_test: retriever
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
 import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offline)
 import numpy as np  # noqa: E402
+from _recipes import K, udcg_loss_spec  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json  # noqa: E402
 
-K = 5
 HEADLINE = (f"udcg@{K}", f"ndcg@{K}")
 
 
 def system_specs(args) -> dict[str, dict]:
     """Loss name, loss kwargs and learning rate of each trained system."""
-    direct = {"k": K, "tau": args.tau, "objective": args.objective}
-    if args.tau_end:
-        direct["tau_end"] = args.tau_end
-    if args.listnet_weight > 0:
-        udcg = {"loss": "combined", "loss_kwargs": {"terms": [
-            {"name": "udcg", **direct},
-            {"name": "listnet", "weight": args.listnet_weight, "tau": args.listnet_tau}]}}
-    else:
-        udcg = {"loss": "udcg", "loss_kwargs": direct}
     return {"bce": {"loss": "bce", "loss_kwargs": {}, "lr": args.bce_lr or args.lr},
-            "udcg": {**udcg, "lr": args.udcg_lr or args.lr}}
+            "udcg": {**udcg_loss_spec(vars(args), K), "lr": args.udcg_lr or args.lr}}
+
+
+RECIPE_FILE = "bench_recipe.json"
+
+
+def run_recipe(args, spec: dict, seed: int) -> dict:
+    """Everything that decides a trained model (not threads, progress or which splits are scored)."""
+    return {"spec": spec, "epochs": args.epochs, "batch_size": args.batch_size, "warmup": args.warmup,
+            "max_length": args.max_length, "seed": seed}
+
+
+def finished_run(run_dir: Path, recipe: dict, previous: dict, key: str) -> bool:
+    """True when ``run_dir`` holds an exported model and metrics trained with exactly ``recipe``.
+
+    The recipe is read from ``run_dir/bench_recipe.json``, or, for runs older than that file, rebuilt
+    from the ``args`` of the ``results.json`` that recorded the run.
+    """
+    if not ((run_dir / "model" / "config.json").is_file() and (run_dir / "metrics.json").is_file()):
+        return False
+    if (run_dir / RECIPE_FILE).is_file():
+        return json.loads((run_dir / RECIPE_FILE).read_text()) == json.loads(json.dumps(recipe))
+    run = previous.get("runs", {}).get(key)
+    if run is None:
+        return False
+    old = argparse.Namespace(**previous["args"])
+    return json.loads(json.dumps(run_recipe(old, run["spec"], recipe["seed"]))) == json.loads(json.dumps(recipe))
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--systems", default="bce,udcg")
-    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--batch-size", type=int, default=8, help="questions per step")
     ap.add_argument("--lr", type=float, default=5e-5)
     ap.add_argument("--bce-lr", type=float, default=None)
@@ -66,19 +89,24 @@ def main(argv=None) -> dict:
     ap.add_argument("--objective", default="udcg", choices=["udcg", "log_udcg", "logit"])
     ap.add_argument("--listnet-weight", type=float, default=0.0, help="add w * ListNet(utility) to the UDCG loss")
     ap.add_argument("--listnet-tau", type=float, default=0.1)
+    ap.add_argument("--udcg-ks", default="5",
+                    help="cut-offs of the direct UDCG loss, e.g. 1,2,3,4,5 (mean of UDCG@k' losses; trains the prefix order)")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-test", action="store_true", help="tuning mode: evaluate val only")
     ap.add_argument("--out-dir", default="outputs/bench/reranker_squad")
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--reuse", action="store_true",
+                    help="skip training where --out-dir already holds a model trained with the same recipe")
     ap.add_argument("--e2e", action="store_true",
                     help="the demo LLM (float32, cached) also answers every test top-5: correct / abstained / wrong")
     args = ap.parse_args(argv)
 
     import torch
 
+    from udcg_ltr.analysis.bootstrap import paired_bootstrap_test
     from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad
-    from udcg_ltr.models import Reranker, evaluate_reranker, fit_reranker
+    from udcg_ltr.models import Reranker, evaluate_reranker, fit_reranker, per_query_udcg
 
     torch.set_num_threads(args.threads)
     records = read_annotated_squad()
@@ -98,36 +126,62 @@ def main(argv=None) -> dict:
         return evaluate_reranker(split[s], scores, ANNOTATED_LLM, K, scorer=llm if s == "test" else None)
 
     results: dict[str, dict[str, dict[str, float]]] = {}
+    per_query: dict[str, dict[str, list[np.ndarray]]] = {}  # system -> split -> per-seed [Q] UDCG@K
     for s in eval_splits:
         scores = [np.array([-float(p.rank) for p in r.passages]) for r in split[s]]
         results.setdefault("retriever", {})[s] = evaluate(s, scores)
+        per_query.setdefault("retriever", {})[s] = [per_query_udcg(split[s], scores, ANNOTATED_LLM, K)]
 
     specs = system_specs(args)
     out = Path(args.out_dir)
+    previous = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
     runs = {}
     for name in [s for s in args.systems.split(",") if s]:
         spec = specs[name]
         per_seed: dict[str, list[dict[str, float]]] = {s: [] for s in eval_splits}
         for seed in [int(x) for x in args.seeds.split(",")]:
             t0 = time.perf_counter()
-            path, fit_metrics = fit_reranker(
-                split["train"], split["val"], llm=ANNOTATED_LLM, loss=spec["loss"], loss_kwargs=spec["loss_kwargs"],
-                k=K, epochs=args.epochs, batch_size=args.batch_size, lr=spec["lr"], warmup=args.warmup,
-                max_length=args.max_length, seed=seed, output_dir=out / f"{name}_seed{seed}",
-                early_stopping_patience=None, enable_progress_bar=args.progress, num_threads=args.threads)
+            run_dir = out / f"{name}_seed{seed}"
+            recipe = run_recipe(args, spec, seed)
+            reused = args.reuse and finished_run(run_dir, recipe, previous, f"{name}_seed{seed}")
+            if reused:
+                path = str(run_dir / "model")
+                fit_metrics = json.loads((run_dir / "metrics.json").read_text())
+                print(f"{name} seed {seed}: reusing {path} (same recipe)", flush=True)
+            else:
+                path, fit_metrics = fit_reranker(
+                    split["train"], split["val"], llm=ANNOTATED_LLM, loss=spec["loss"], loss_kwargs=spec["loss_kwargs"],
+                    k=K, epochs=args.epochs, batch_size=args.batch_size, lr=spec["lr"], warmup=args.warmup,
+                    max_length=args.max_length, seed=seed, output_dir=run_dir,
+                    early_stopping_patience=None, enable_progress_bar=args.progress, num_threads=args.threads)
+                atomic_write_json(run_dir / RECIPE_FILE, recipe)
             reranker = Reranker.from_pretrained(path, batch_size=64)
             for s in eval_splits:
-                per_seed[s].append(evaluate(s, reranker.score_records(split[s])))
+                scores = reranker.score_records(split[s])
+                per_seed[s].append(evaluate(s, scores))
+                per_query.setdefault(name, {}).setdefault(s, []).append(
+                    per_query_udcg(split[s], scores, ANNOTATED_LLM, K))
             runs[f"{name}_seed{seed}"] = {"fit": fit_metrics, "minutes": (time.perf_counter() - t0) / 60,
-                                          "spec": spec}
+                                          "spec": spec, "reused": reused}
             summary = " ".join(f"{s}/{m}={per_seed[s][-1][m]:.4f}" for s in eval_splits for m in HEADLINE)
             print(f"{name} seed {seed}: best epoch {fit_metrics.get('best_epoch')} {summary} "
                   f"({runs[f'{name}_seed{seed}']['minutes']:.1f} min)", flush=True)
         results[name] = {s: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]}
                          for s, rows in per_seed.items()}
 
-    atomic_write_json(out / "results.json", {"args": vars(args), "results": results, "runs": runs})
     systems = list(results)
+    paired = {}  # each trained system against the retriever and against BCE, query by query (seed means)
+    for s in eval_splits:
+        for name in systems:
+            for base in ("retriever", "bce"):
+                if name == base or base not in per_query or systems.index(name) < systems.index(base):
+                    continue
+                t = paired_bootstrap_test(np.mean(per_query[name][s], axis=0), np.mean(per_query[base][s], axis=0),
+                                          n_bootstrap=10000, seed=0)
+                paired[f"{name}-{base}_{s}"] = {"mean_diff": t.mean_diff, "lo": t.lo, "hi": t.hi, "p": t.p_value,
+                                                "n": t.n}
+    atomic_write_json(out / "results.json", {"args": vars(args), "results": results, "runs": runs,
+                                             "paired_udcg": paired})
     cols = [f"udcg@{K}", f"ndcg@{K}", f"mrr@{K}", f"utility@{K}", f"hits@{K}"]
     for s in eval_splits:
         print(f"\n{s} ({len(split[s])} questions)")
@@ -135,6 +189,9 @@ def main(argv=None) -> dict:
         print("|---|" + "---:|" * len(cols))
         for name in systems:
             print(f"| {name} | " + " | ".join(f"{results[name][s][c]:.4f}" for c in cols) + " |")
+    print(f"\npaired UDCG@{K} differences (per-query, paired bootstrap, 95% CI, two-sided p):")
+    for key, t in paired.items():
+        print(f"  {key}: {t['mean_diff']:+.4f} [{t['lo']:+.4f}, {t['hi']:+.4f}] p={t['p']:.3f} (n={t['n']})")
     print()
     if llm is not None:
         print("end to end on test (demo LLM, top-5 contexts): " + "; ".join(

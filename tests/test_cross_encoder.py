@@ -188,6 +188,22 @@ def test_fit_reranker_lowers_loss_and_saved_model_reloads(tmp_path, tiny_model_d
     assert np.allclose(ce.predict(pairs, batch_size=4), got[0], atol=1e-5)
 
 
+def test_fit_reranker_without_validation_trains_and_exports_the_final_weights(tmp_path, tiny_model_dir):
+    """No val records (e.g. cross-validation folds): no validation loop, no checkpoint, a loadable model."""
+    from udcg_ltr.models import Reranker, fit_reranker
+
+    train = toy_records(6, seed=5)
+    before, _, _ = _train_loss(tiny_model_dir, "listnet", {"tau": 0.5}, train)
+    path, metrics = fit_reranker(train, None, llm=LLM, model_name_or_path=tiny_model_dir, loss="listnet",
+                                 loss_kwargs={"tau": 0.5}, k=2, epochs=4, batch_size=2, lr=2e-3, warmup=0.1,
+                                 max_length=32, seed=0, output_dir=tmp_path / "run", enable_progress_bar=False,
+                                 num_threads=1)
+    after, _, _ = _train_loss(path, "listnet", {"tau": 0.5}, train)
+    assert after < before
+    assert "best_epoch" not in metrics and not any(name.startswith("val/") for name in metrics)
+    assert len(Reranker.from_pretrained(path).score_records(train[:1])[0]) == len(train[0].passages)
+
+
 def test_monitor_and_target_overrides(tiny_model_dir):
     from udcg_ltr.models.cross_encoder import CrossEncoderModule
 

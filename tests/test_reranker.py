@@ -135,6 +135,21 @@ def test_evaluate_reranker_matches_metrics_and_oracle_bound():
     assert "test/DA-DCG@3" in res and "test/Harm@3" in res  # the metric helper's table rides along
 
 
+def test_per_query_udcg_averages_to_the_reported_udcg():
+    from udcg_ltr.models.evaluation import evaluate_reranker, per_query_udcg
+
+    recs = records(8, seed=7)
+    k = 3
+    rng = np.random.default_rng(1)
+    scores = [rng.normal(size=len(r.passages)) for r in recs]
+    per_query = per_query_udcg(recs, scores, LLM, k)
+    assert per_query.shape == (8,)
+    assert per_query.mean() == pytest.approx(evaluate_reranker(recs, scores, LLM, k)[f"udcg@{k}"], abs=1e-12)
+    # each value is Eq. 4 on that query's own top-k utilities
+    u0 = np.array([p.utility(LLM) for p in recs[0].passages])[np.argsort(-scores[0], kind="stable")][:k]
+    assert per_query[0] == pytest.approx(M.udcg(u0[None, :], k=k)[0], abs=1e-12)
+
+
 def test_evaluate_reranker_graded_ideal_from_all_qrels():
     """nDCG's ideal comes from every judged passage of the query (TREC), not just the reranked pool."""
     from udcg_ltr.models.evaluation import evaluate_reranker

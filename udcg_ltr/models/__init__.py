@@ -34,6 +34,7 @@ _EXPORTS = {
     "evaluate_reranker": "evaluation",
     "slate_metrics": "evaluation",
     "top_k_contexts": "evaluation",
+    "per_query_udcg": "evaluation",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -168,6 +168,24 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
     return {f"{prefix}{name}": value for name, value in out.items()}
 
 
+def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
+                    gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> np.ndarray:
+    """``[Q]`` UDCG@k (Eq. 4) of each query's top-k by ``scores``: the values ``udcg@k`` averages.
+
+    The same ranking (ties: earlier passage first) and utilities (Eq. 2) as :func:`evaluate_reranker`,
+    kept per query for paired comparisons of two rankers
+    (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`).
+    """
+    aligned = align_scores(records, scores)
+    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given")
+    padded = np.zeros(slates.shape)
+    for i, s in enumerate(aligned):
+        padded[i, :len(s)] = s
+    order = M.rank_by_scores(padded, slates.mask)
+    return np.asarray(M.udcg(M.take_ranked(slates.utility, order), M.take_ranked(slates.mask, order), k=k,
+                             gamma=gamma), dtype=np.float64)
+
+
 def top_k_contexts(records: Sequence[QueryRecord], scores, k: int) -> list[list[str]]:
     """Passage ids of each query's top k by score (stable ties), in rank order."""
     out = []

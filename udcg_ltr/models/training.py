@@ -147,6 +147,8 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
         kw["limit_train_batches"] = limit_train_batches
     if limit_val_batches is not None:
         kw["limit_val_batches"] = limit_val_batches
+    if not val_records:  # no validation loop at all (the data module has no val loader): final weights
+        kw["limit_val_batches"] = 0
     trainer = pl.Trainer(max_epochs=epochs, max_steps=max_steps, accelerator=accelerator, devices=devices,
                          strategy=strategy, num_nodes=num_nodes, precision=precision, logger=logger,
                          callbacks=cbs, gradient_clip_val=gradient_clip_val,
