@@ -172,10 +172,8 @@ def main(argv=None) -> dict:
     systems = list(results)
     paired = {}  # each trained system against the retriever and against BCE, query by query (seed means)
     for s in eval_splits:
-        for name in systems:
-            for base in ("retriever", "bce"):
-                if name == base or base not in per_query or systems.index(name) < systems.index(base):
-                    continue
+        for i, name in enumerate(systems):
+            for base in [b for b in systems[:i] if b in ("retriever", "bce")]:
                 t = paired_bootstrap_test(np.mean(per_query[name][s], axis=0), np.mean(per_query[base][s], axis=0),
                                           n_bootstrap=10000, seed=0)
                 paired[f"{name}-{base}_{s}"] = {"mean_diff": t.mean_diff, "lo": t.lo, "hi": t.hi, "p": t.p_value,

@@ -134,6 +134,16 @@ def ideal_from_records(records: Sequence[QueryRecord]) -> tuple[np.ndarray, np.n
     return gains, mask
 
 
+def _scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
+    """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with -inf at padding)``."""
+    aligned = align_scores(records, scores)
+    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given")
+    padded = np.full(slates.shape, -np.inf)
+    for i, s in enumerate(aligned):
+        padded[i, :len(s)] = s
+    return aligned, slates, padded
+
+
 def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1, scorer: Any = None,
                       match_rule: str = "contains", prefix: str = "") -> dict[str, float]:
@@ -144,12 +154,7 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
     :class:`udcg_ltr.annotate.LLMScorer`), each top-k context (rank order = prompt order) is answered
     by the LLM and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
     """
-    aligned = align_scores(records, scores)
-    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given")
-    width = slates.shape[1]
-    padded_scores = np.full((len(records), width), -np.inf)
-    for i, s in enumerate(aligned):
-        padded_scores[i, :len(s)] = s
+    aligned, slates, padded_scores = _scored_slates(records, scores, llm, relevance_threshold)
     ideal = ideal_from_records(records)
     n_relevant = slates.n_relevant
     if ideal is not None:
@@ -176,12 +181,8 @@ def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5,
     kept per query for paired comparisons of two rankers
     (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`).
     """
-    aligned = align_scores(records, scores)
-    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given")
-    padded = np.zeros(slates.shape)
-    for i, s in enumerate(aligned):
-        padded[i, :len(s)] = s
-    order = M.rank_by_scores(padded, slates.mask)
+    _, slates, padded = _scored_slates(records, scores, llm, relevance_threshold)
+    order = M.rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask)
     return np.asarray(M.udcg(M.take_ranked(slates.utility, order), M.take_ranked(slates.mask, order), k=k,
                              gamma=gamma), dtype=np.float64)
 
