@@ -41,6 +41,7 @@ import numpy as np
 from udcg_ltr.metrics.distractor import HeuristicConfig, best_k, heuristic_utilities
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, sigmoid
 from udcg_ltr.select.base import RankedSlates, Selector, mean_udcg_per_k, oracle_k, prefix_udcg, valid_k
+from udcg_ltr.select.features import row_minmax
 
 
 def _need_utility(ranked: RankedSlates, who: str) -> np.ndarray:
@@ -119,9 +120,8 @@ def normalized_ratio(scores: np.ndarray, mask: np.ndarray, normalize: str, tempe
     if normalize == "softmax":
         r = np.exp((s - top) / temperature)
     elif normalize == "minmax":
-        lo = np.where(mask, s, np.inf).min(axis=1, keepdims=True)
-        spread = top - lo
-        r = np.where(spread > 0, (s - lo) / np.where(spread > 0, spread, 1.0), 1.0)
+        # one min-max rule with the selector features: spreads at rounding-noise level count as a constant row
+        r = row_minmax(s, mask)
     elif normalize == "sigmoid":
         r = sigmoid(s / temperature) / np.maximum(sigmoid(top / temperature), 1e-300)
     else:

@@ -57,7 +57,7 @@ def _tiny(scale: np.ndarray) -> np.ndarray:
     return 1e-9 * np.maximum(np.abs(scale), 1.0)
 
 
-def _row_minmax(v: np.ndarray, m: np.ndarray) -> np.ndarray:
+def row_minmax(v: np.ndarray, m: np.ndarray) -> np.ndarray:
     hi = np.where(m, v, -np.inf).max(axis=1, initial=-np.inf)[:, None]
     lo = np.where(m, v, np.inf).min(axis=1, initial=np.inf)[:, None]
     spread = hi - lo
@@ -95,7 +95,7 @@ def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEA
         real_next = np.concatenate([m[:, 1:], np.zeros((q, min(w, 1)), bool)], axis=1)
         cols["diff_next"] = np.where(real_next, s - nxt, 0.0)
     if "minmax" in want:
-        cols["minmax"] = _row_minmax(s, m)
+        cols["minmax"] = row_minmax(s, m)
     if want & {"softmax", "cum_softmax"}:
         e = np.where(m, np.exp((s - top) / temperature), 0.0)
         p = e / np.maximum(e.sum(axis=1, keepdims=True), 1e-300)
@@ -122,7 +122,7 @@ def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEA
         hi = np.where(m, v, -np.inf).max(axis=1, initial=-np.inf)[:, None]
         cols[name] = v
         cols[f"{name}_gap_top"] = np.where(m, v - np.where(np.isfinite(hi), hi, 0.0), 0.0)
-        cols[f"{name}_minmax"] = _row_minmax(v, m)
+        cols[f"{name}_minmax"] = row_minmax(v, m)
     x = np.stack([np.asarray(cols[c], dtype=np.float64) for c in names], axis=-1) if names else np.zeros((q, w, 0))
     return np.where(m[:, :, None], x, 0.0)
 
