@@ -12,10 +12,14 @@ means no passage and scores UDCG 0.5), and we report the mean UDCG (Eq. 4) of th
 * ``score_threshold``, ``relative_threshold`` (normalisation and fraction searched on val),
   ``cumulative_utility`` (the dynamic-k rule of :mod:`udcg_ltr.metrics.distractor` on labels-free
   pseudo-utilities, knobs searched on val);
-* ``gate`` and ``kclassifier``: learned selectors (Lightning), a small grid of configurations each
-  (objective, architecture, with or without the retriever's score as extra features; 3-seed ensembles),
-  trained on **held-out** scores of the train split and selected on val UDCG; ``learned`` is the one of
-  all learned configurations with the best val UDCG;
+* ``gate``, ``kclassifier`` and ``expected_utility``: learned selectors (Lightning), a small grid of
+  configurations each (objective, architecture; 3-seed ensembles) over three feature sets: the scores'
+  list features, plus the retriever's score (reranker ranking), plus the **reader probes** of
+  :mod:`udcg_ltr.annotate.probes` (the LLM's own single-passage P(NO-RESPONSE), abstention, whether its
+  answer quotes the passage, agreement across the pool: label-free, but one LLM call per candidate at
+  inference; ``--no-probes`` leaves them out). Trained on **held-out** scores of the train split and
+  selected on val UDCG; ``learned`` is the configuration with the best val UDCG of all,
+  ``learned_scores_only`` the best without reader probes;
 * ``oracle``: the per-question best k from the gold utilities (upper bound).
 
 Held-out scores: a reranker scores its own training questions over-confidently, so the train split is
@@ -26,7 +30,7 @@ Reranker weights are cached under ``udcg_ltr.paths.cache_dir()/models/squad_rera
 ``..._cv{f}of{F}`` for the folds) with their recipe; a recipe change retrains them.
 
 With ``--e2e`` the demo LLM also answers every test question with the kept passages of ``best_fixed``,
-``relative_threshold``, ``learned`` and ``oracle`` (correct / abstained / wrong, mean context length in
+``relative_threshold``, ``learned``, ``learned_scores_only`` and ``oracle`` (correct / abstained / wrong, mean context length in
 passages and tokens; k = 0 is not sent and counts as abstained).
 
 Also printed: the dynamic-k / distractor analysis (best k, distractor rate, harm, assessment;
@@ -197,10 +201,16 @@ def reranker_scores(split: dict, args) -> dict[str, list[np.ndarray]]:
 
 
 # ---- selectors -------------------------------------------------------------------------------------
-def learned_candidates(extra: list[str], quick: bool) -> list[tuple[str, dict]]:
-    """The grid searched on val (kept small: 60 val questions cannot tell many configurations apart)."""
+def learned_candidates(extra: list[str], quick: bool, probes: bool = False) -> list[tuple[str, dict]]:
+    """The grid searched on val (kept small: 60 val questions cannot tell many configurations apart).
+
+    Feature sets: the scores' list features alone; plus ``extra`` (the retriever's score for the
+    reranker ranking); with ``probes`` also plus the reader probes (:data:`READER_PROBES`).
+    """
+    from udcg_ltr.annotate.probes import READER_PROBES
+
     base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3, "n_seeds": 1 if quick else 3}
-    extras = [[]] + ([extra] if extra else [])
+    extras = [[]] + ([list(extra)] if extra else []) + ([[*extra, *READER_PROBES]] if probes else [])
     cands = []
     for ex in extras:
         for objective in ("soft_mask", "expected"):
@@ -213,11 +223,22 @@ def learned_candidates(extra: list[str], quick: bool) -> list[tuple[str, dict]]:
                 continue
             cands.append(("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective,
                                           "extra_features": ex}))
+        for hidden in ((0,) if quick else (0, 16)):
+            cands.append(("expected_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex}))
     return cands
+
+
+def uses_probes(hparams: dict) -> bool:
+    from udcg_ltr.annotate.probes import READER_PROBES
+
+    return bool(set(hparams.get("extra_features", ())) & set(READER_PROBES))
 
 
 def score_quality(scores: dict, slates: dict) -> list[dict]:
     """Per ranking and split: how often the top passage bears the answer, UDCG of k = 1, oracle UDCG.
+
+    ``perfect_top1_udcg``: the best of k = 0 and k = 1 per question, i.e. a selector that knows
+    whether the top passage bears the answer and nothing else (the gains past it need k >= 2).
 
     A selector learns from the train rows and is applied to test rows: if the cross-fitted train
     scores rank much worse than the full reranker's test scores, the selector learns the wrong prior
@@ -232,12 +253,14 @@ def score_quality(scores: dict, slates: dict) -> list[dict]:
             curve = prefix_udcg(ranked.utility, ranked.mask)
             rows.append({"ranking": name, "split": s, "n": len(ranked),
                          "top1_answer_bearing": float((ranked.utility[:, 0] > 0).mean()),
-                         "udcg_at_1": float(curve[:, 1].mean()), "best_k_udcg": float(curve.max(axis=1).mean())})
+                         "udcg_at_1": float(curve[:, 1].mean()),
+                         "perfect_top1_udcg": float(curve[:, :2].max(axis=1).mean()),
+                         "best_k_udcg": float(curve.max(axis=1).mean())})
     return rows
 
 
 #: Selectors answered end to end by the LLM with ``--e2e``.
-E2E_SELECTORS = ("best_fixed", "relative_threshold", "learned", "oracle")
+E2E_SELECTORS = ("best_fixed", "relative_threshold", "learned", "learned_scores_only", "oracle")
 E2E_COLUMNS = ("correct_rate", "abstained_rate", "wrong_rate", "mean_passages", "mean_prompt_tokens",
                "mean_context_tokens")
 
@@ -267,20 +290,30 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     test_curve = prefix_udcg(test_ranked.utility, test_ranked.mask, gamma=DEFAULT_GAMMA).mean(axis=0)
     selectors["best_fixed_on_test"] = FixedK(int(np.argmax(test_curve)))
     extra = ["retrieval_score"] if name == "reranker" else []
-    cands = learned_candidates(extra, args.quick)
-    best_by_kind, all_rows = {}, []
-    for kind in ("gate", "kclassifier"):
-        sel, rows = fit_best_selector([c for c in cands if c[0] == kind], *tr, *va, progress=args.progress,
-                                      seed=args.seed)
+    cands = learned_candidates(extra, args.quick, probes=args.probes)
+    best_by_kind, all_rows, scores_only = {}, [], None
+    for kind in ("gate", "kclassifier", "expected_utility"):
+        kind_cands = [c for c in cands if c[0] == kind]
+        sel, rows = fit_best_selector(kind_cands, *tr, *va, progress=args.progress, seed=args.seed)
         best_by_kind[kind] = (sel, max(r["val/udcg"] for r in rows))
         all_rows += rows
+        # the best configuration without reader probes (labels-free scores and list features only)
+        plain = [(r["val/udcg"], c) for r, c in zip(rows, kind_cands) if not uses_probes(c[1])]
+        if plain and (scores_only is None or max(plain, key=lambda t: t[0])[0] > scores_only[0] + 1e-12):
+            scores_only = max(plain, key=lambda t: t[0])
     for kind, (sel, _) in best_by_kind.items():
         selectors[kind] = sel
     learned_kind = max(best_by_kind, key=lambda k: best_by_kind[k][1])  # first on ties: the gate
     selectors["learned"] = best_by_kind[learned_kind][0]
+    if scores_only is not None:  # refit the chosen configuration (same seed, same data: the same selector)
+        plain_kind, plain_hp = scores_only[1]
+        selectors["learned_scores_only"] = fit_selector(plain_kind, *tr, *va, seed=args.seed, **plain_hp)[0]
     fits["learned_grid"] = [{k: (v if not isinstance(v, float) else round(v, 5)) for k, v in r.items()}
                             for r in all_rows]
-    fits["learned_choice"] = {"kind": learned_kind, "config": selectors["learned"].get_config()}
+    fits["learned_choice"] = {"kind": learned_kind, "config": selectors["learned"].get_config(),
+                              "uses_probes": uses_probes(selectors["learned"].get_config())}
+    if scores_only is not None:
+        fits["learned_scores_only_choice"] = {"kind": scores_only[1][0], "config": scores_only[1][1]}
     selectors["oracle"] = OracleK()
     val_rows = evaluate_selectors(selectors, *va, split="val")
     rows = evaluate_selectors(selectors, *te, split="test", plot_path=out / f"k_hist_{name}_test.png",
@@ -315,6 +348,9 @@ def main(argv=None) -> dict:
                     help="override the reranker recipe read from bench/reranker_squad.py (e.g. udcg_ks=1,2,3,4,5 "
                          "epochs=3); trains its own cached full model and folds")
     ap.add_argument("--quick", action="store_true", help="a smaller grid of learned selectors (development)")
+    ap.add_argument("--probes", action=argparse.BooleanOptionalAction, default=True,
+                    help="also offer the learned selectors the reader probes (udcg_ltr.annotate.probes: the demo LLM's "
+                         "single-passage P(NO-RESPONSE) and answers, label-free, one LLM call per candidate)")
     ap.add_argument("--out-dir", default="outputs/bench/dynamic_k_squad")
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--e2e", action="store_true",
@@ -352,7 +388,8 @@ def main(argv=None) -> dict:
 
     quality = score_quality(scores, slates)
     print("\nscores the selectors learn from (train: cross-fitted for the reranker) vs val / test:")
-    print(format_rows_markdown(quality, ["ranking", "split", "n", "top1_answer_bearing", "udcg_at_1", "best_k_udcg"]))
+    print(format_rows_markdown(quality, ["ranking", "split", "n", "top1_answer_bearing", "udcg_at_1",
+                                         "perfect_top1_udcg", "best_k_udcg"]))
     scorer = None
     if args.e2e:
         from udcg_ltr.annotate.demo_llm import ensure_demo_llm
@@ -367,7 +404,8 @@ def main(argv=None) -> dict:
         all_rows += rows
         fits[name] = fit_info
         print(f"\n{name} ranking: selectors fitted in {(time.perf_counter() - t1) / 60:.1f} min; "
-              f"learned = {fit_info['learned_choice']['kind']}", flush=True)
+              f"learned = {fit_info['learned_choice']['kind']}"
+              f"{' (with reader probes)' if fit_info['learned_choice']['uses_probes'] else ''}", flush=True)
         cols = ["selector", "val_udcg", "udcg", "udcg_se", "mean_k", "k0_rate", "k_hist"]
         print(format_rows_markdown(rows, cols), flush=True)
         if scorer is not None:

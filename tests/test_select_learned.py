@@ -24,7 +24,7 @@ from udcg_ltr.select.nn import soft_udcg
 from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold
 
 FAST = dict(max_epochs=60, patience=20, batch_size=32, lr=0.03)
-LR = {"gate": 0.1, "kclassifier": 0.03}  # the soft-mask gate learns slowly at 0.03 in 60 epochs
+LR = {"gate": 0.1, "kclassifier": 0.03, "expected_utility": 0.03}  # the soft-mask gate learns slowly at 0.03 in 60 epochs
 
 
 # ---- relaxations ---------------------------------------------------------------------------------
@@ -125,6 +125,7 @@ def _test_udcg(sel, task):
     ("gate", dict(objective="expected")),
     ("kclassifier", dict(arch="cumulative", objective="expected")),
     ("kclassifier", dict(arch="linear", objective="cross_entropy")),
+    ("expected_utility", dict(hidden=0)),
 ])
 def test_learned_selectors_beat_fixed_k_and_approach_the_oracle(task, kind, hp):
     (s_tr, sl_tr), (s_va, sl_va) = task["train"], task["val"]
@@ -179,14 +180,15 @@ def test_kclassifier_respects_max_k_and_short_rows(task):
 
 # ---- saving --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind,hp", [
-    ("gate", dict(hidden=8, n_seeds=2)), ("kclassifier", dict(arch="mlp", hidden=8)), ("fixed_k", {}),
+    ("gate", dict(hidden=8, n_seeds=2)), ("kclassifier", dict(arch="mlp", hidden=8)),
+    ("expected_utility", dict(hidden=8, n_seeds=2)), ("fixed_k", {}),
     ("score_threshold", {}), ("relative_threshold", dict(normalize=None)), ("cumulative_utility", dict(n_grid=8)),
     ("oracle", {}),
 ])
 def test_save_and_load_round_trip(task, tmp_path, kind, hp):
     s, sl = task["train"]
     s_va, sl_va = task["val"]
-    extra = dict(FAST, max_epochs=5) if kind in ("gate", "kclassifier") else {}
+    extra = dict(FAST, max_epochs=5) if kind in ("gate", "kclassifier", "expected_utility") else {}
     sel, metrics = fit_selector(kind, s, sl, s_va, sl_va, output_dir=tmp_path / "run", **extra, **hp)
     loaded = load_selector(tmp_path / "run" / "selector")
     r = rank_slates(*task["test"])

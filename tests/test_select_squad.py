@@ -41,3 +41,33 @@ def test_dynamic_k_report_and_folds_on_real_data(squad):
     folds = group_kfold([r.extra["article"] for r in split["train"]], 2)
     arts = [{split["train"][i].extra["article"] for i in f} for f in folds]
     assert not arts[0] & arts[1]
+
+
+def test_reader_probes_carry_relevance_signal_on_real_data(squad):
+    """The LLM's own single-passage behaviour (no labels read) separates answer-bearing passages."""
+    _, slates = squad
+    sl = slates["train"]
+    rel, m = sl.relevant, sl.mask
+    quoted = sl.probes["probe_answer_in_passage"] > 0
+    assert rel[m & quoted].mean() > rel[m & ~quoted].mean() + 0.2
+    assert sl.p_no_response[m & rel].mean() < sl.p_no_response[m & ~rel].mean() - 0.1
+
+
+def test_expected_utility_selector_is_calibrated_on_real_data(squad):
+    """Its relevance probabilities match the answer-bearing rate of held-out top passages (what the decision needs)."""
+    import torch
+
+    from udcg_ltr.select.nn import as_tensors
+
+    _, slates = squad
+    sc = {s: v.retrieval_score for s, v in slates.items()}
+    probes = ["p_no_response", "probe_abstains", "probe_answer_in_passage", "probe_agreement"]
+    sel, metrics = fit_selector("expected_utility", sc["train"], slates["train"], sc["val"], slates["val"],
+                                extra_features=probes, lr=0.03, max_epochs=60, patience=20)
+    test = rank_slates(sc["test"], slates["test"], extra_fields=tuple(probes))
+    with torch.no_grad():
+        logit, magnitude = sel.module.predictions(as_tensors(sel.arrays(test))["x"])
+    pi_top = torch.sigmoid(logit[:, 0]).numpy()
+    assert abs(pi_top.mean() - (test.utility[:, 0] > 0).mean()) < 0.1
+    assert np.abs(magnitude.numpy()[test.mask] - np.abs(test.utility[test.mask])).mean() < 0.05  # |u| = 1 - P(NR)
+    assert metrics["val/udcg"] >= 0.5

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from udcg_ltr.annotate.probes import ANSWER_PROBES, answer_probes
 from udcg_ltr.data.schema import QueryRecord
 
 
@@ -15,7 +16,9 @@ class PaddedSlates:
     """Aligned ``[n_queries, width]`` arrays, one row per query, columns in the order requested.
 
     ``utility`` is NaN-free only when an LLM was given (else zeros); ``relevance`` holds the raw
-    labels (graded or binary, 0 when unlabelled); ``relevant`` the binarised labels.
+    labels (graded or binary, 0 when unlabelled); ``relevant`` the binarised labels. ``probes`` holds
+    the label-free reader probes of :mod:`udcg_ltr.annotate.probes` (``[Q, W]`` each) when every real
+    passage carries the LLM's ``answer_alone``; selectors read them as ``extra_features``.
     """
 
     qids: list[str]
@@ -29,6 +32,7 @@ class PaddedSlates:
     utility: np.ndarray  # float [Q, W], Eq. 2 (0 for padding or no LLM)
     is_distractor: np.ndarray  # bool [Q, W]
     n_relevant: np.ndarray = field(default=None)  # float [Q]: relevant passages in the whole pool
+    probes: dict[str, np.ndarray] = field(default_factory=dict)  # float [Q, W] each, 0 for padding
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -42,6 +46,7 @@ class PaddedSlates:
             relevant=take(self.relevant), retrieval_score=take(self.retrieval_score),
             retrieval_rank=take(self.retrieval_rank), p_no_response=take(self.p_no_response),
             utility=take(self.utility), is_distractor=take(self.is_distractor), n_relevant=self.n_relevant,
+            probes={name: take(v) for name, v in self.probes.items()},
         )
 
 
@@ -51,7 +56,9 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
 
     ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval
     rank (then score, then input order). ``width`` truncates or pads rows (default: the largest pool).
-    Utilities follow Eq. 2 with the annotations of ``llm`` (required to be present when given).
+    Utilities follow Eq. 2 with the annotations of ``llm`` (required to be present when given); the
+    reader probes (``probes``) are computed over each record's whole pool when ``llm`` annotated an
+    ``answer_alone`` on every passage of every record.
     """
     if order not in ("given", "retrieval"):
         raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
@@ -68,6 +75,9 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
     utility = np.zeros((n, w))
     distractor = np.zeros((n, w), dtype=bool)
     n_relevant = np.zeros(n)
+    answers = llm is not None and n > 0 and all(
+        isinstance(p.annotations.get(llm, {}).get("answer_alone"), str) for r in records for p in r.passages)
+    probes = {name: np.zeros((n, w)) for name in ANSWER_PROBES} if answers else {}
     for i, rec in enumerate(records):
         passages = list(rec.passages)
         n_relevant[i] = sum(p.is_relevant(relevance_threshold) for p in passages)
@@ -76,6 +86,10 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
                 t[1].rank if t[1].rank is not None else np.inf,
                 -(t[1].score if t[1].score is not None else -np.inf), t[0]))
             passages = [p for _, p in keyed]
+        if answers:  # over the whole pool (agreement counts every candidate), then cut to the width
+            pool = answer_probes([p.text for p in passages], [p.annotations[llm]["answer_alone"] for p in passages])
+            for name, values in pool.items():
+                probes[name][i, :min(w, len(values))] = values[:w]
         for j, p in enumerate(passages[:w]):
             pids[i, j] = p.pid
             mask[i, j] = True
@@ -90,4 +104,5 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
                 utility[i, j] = p.utility(llm, relevance_threshold)
     return PaddedSlates(qids=[r.qid for r in records], pids=pids, mask=mask, relevance=relevance,
                         relevant=relevant, retrieval_score=score, retrieval_rank=rank, p_no_response=pnr,
-                        utility=utility, is_distractor=distractor, n_relevant=n_relevant)
+                        utility=utility, is_distractor=distractor, n_relevant=n_relevant,
+                        probes=probes)

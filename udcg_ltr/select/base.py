@@ -91,7 +91,8 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
     :class:`~udcg_ltr.data.padded.PaddedSlates`, optional) or a list of per-row arrays. ``mask``
     and ``utility`` default to the slates' fields (``utility`` only when ``p_no_response`` is
     annotated on every real passage). ``extra_fields`` names further slates fields to carry (e.g.
-    ``"retrieval_score"``); ``extra`` adds explicit ``[Q, W]`` arrays.
+    ``"retrieval_score"``, ``"p_no_response"`` or a reader probe of ``slates.probes`` such as
+    ``"probe_agreement"``); ``extra`` adds explicit ``[Q, W]`` arrays.
     """
     if isinstance(scores, (list, tuple)) and scores and np.ndim(scores[0]) == 1 and mask is None and slates is None:
         scores, mask = pad_scores(scores)
@@ -127,8 +128,12 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
     ex: dict[str, np.ndarray] = {}
     for name in extra_fields:
         value = getattr(slates, name, None)
+        if value is None:  # the reader probes (udcg_ltr.annotate.probes) live in a dict
+            value = (getattr(slates, "probes", None) or {}).get(name)
         if value is None:
-            raise ValueError(f"slates have no field {name!r}")
+            have = sorted(getattr(slates, "probes", None) or {})
+            raise ValueError(f"slates have no field {name!r}" + (f" (probes: {have})" if have else
+                             " (reader probes need answer_alone annotations)"))
         ex[name] = value
     ex.update(dict(extra or {}))
     ranked_extra = {}

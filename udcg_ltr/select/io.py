@@ -38,11 +38,12 @@ def registry() -> dict[str, type[Selector]]:
         RelativeThreshold,
         ScoreThreshold,
     )
+    from udcg_ltr.select.expected import ExpectedUtilitySelector
     from udcg_ltr.select.gate import GateSelector
     from udcg_ltr.select.kclassifier import KClassifierSelector
 
     classes = [FixedK, ScoreThreshold, RelativeThreshold, CumulativeUtilityRule, OracleK, GateSelector,
-               KClassifierSelector]
+               KClassifierSelector, ExpectedUtilitySelector]
     return {c.kind: c for c in classes}
 
 

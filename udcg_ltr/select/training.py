@@ -9,7 +9,7 @@ Plain keyword arguments, so a Hydra group (``model=dynamic_k``) maps onto it one
 (:class:`~udcg_ltr.data.padded.PaddedSlates` with LLM utilities, Eq. 2), or per-record lists of
 score arrays. What is "trained" on which rows:
 
-* learned selectors (``gate``, ``kclassifier``) train on the train rows and keep the best epoch
+* learned selectors (``gate``, ``kclassifier``, ``expected_utility``) train on the train rows and keep the best epoch
   by the val rows;
 * rule baselines (``fixed_k``, ``score_threshold``, ``relative_threshold``,
   ``cumulative_utility``) grid-search their knobs on ``fit_on`` (``"train"``, ``"val"`` or
@@ -38,7 +38,7 @@ from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_ke
 from udcg_ltr.select.io import load_selector, make_selector, registry, save_selector
 from udcg_ltr.select.learned import LearnedSelector
 
-LEARNED_KINDS = ("gate", "kclassifier")
+LEARNED_KINDS = ("gate", "kclassifier", "expected_utility")
 
 
 def _concat(a: RankedSlates, b: RankedSlates) -> RankedSlates:
@@ -102,7 +102,7 @@ def fit_selector(kind: str, train_scores=None, train_slates=None, val_scores=Non
         raise ValueError(f"unknown selector kind {kind!r} (choose from {sorted(classes)})")
     if fit_on not in ("train", "val", "train+val"):
         raise ValueError(f"fit_on must be 'train', 'val' or 'train+val', got {fit_on!r}")
-    if kind in ("gate", "kclassifier", "oracle"):
+    if kind in (*LEARNED_KINDS, "oracle"):
         hparams.setdefault("gamma", gamma)
     selector = make_selector(kind, **hparams)
     extra = required_extra(selector)

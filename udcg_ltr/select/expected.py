@@ -1,0 +1,147 @@
+"""The expected-UDCG selector: predict each passage's utility, then keep the prefix with the best expected UDCG.
+
+A plug-in Bayes decision rule, the model-based counterpart of the gate and the k-classifier (which
+learn the decision directly). A small network ``h`` (linear or MLP, shared across positions) maps the
+standardised features ``x_i`` of the passage at rank ``i`` (:mod:`udcg_ltr.select.features`, with
+any ``extra_features`` such as the reader probes of :mod:`udcg_ltr.annotate.probes`) to
+
+* ``pi_i = P(R_i = +1 | x_i)``, the probability that the passage is relevant (logistic), and
+* ``m_i = E[|u_i| | x_i]`` in ``(0, 1)``, the utility magnitude ``1 - P(NO-RESPONSE)`` (Eq. 2).
+
+Training (Lightning) maximises the log-likelihood of the signs plus a squared-error fit of the
+magnitudes on the real passages of the training rows: ``objective = -(BCE(pi, [u > 0]) + (m - |u|)^2)``
+averaged per query. Both are proper scoring rules, so on held-out data of the training
+distribution ``pi`` is calibrated, which is what the decision needs.
+
+Decision: with the signs independent given the features, the expected UDCG of the top-k prefix is
+(Eq. 4, ``s_i = +1`` with probability ``pi_i``)::
+
+    E[UDCG(top-k)] = sum_{s in {+1,-1}^k} prod_i P(s_i) * sigmoid( (1/k) sum_i m_i (s_i > 0 ? 1 : -gamma) )
+
+computed exactly by enumerating the ``2^k`` sign patterns (``k <= max_k``, at most
+:data:`MAX_EXACT_K`), and ``E[UDCG({})] = 0.5``. The selector keeps ``argmax_k E[UDCG(top-k)]``
+(the smallest such ``k`` on ties). With perfect ``pi`` in {0, 1} and exact ``m`` this is the oracle.
+
+Dropping the top passage pays only when ``pi_1`` is low: for ``k in {0, 1}`` the rule keeps the
+passage iff ``pi_1 sigmoid(m_1) + (1 - pi_1) sigmoid(-gamma m_1) >= 0.5``, i.e. ``pi_1 >= ~0.25`` for
+the default ``gamma = 1/3`` and any ``m_1``: a relevant passage gains about three times what a
+distractor costs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+from udcg_ltr.select.learned import LearnedSelector
+from udcg_ltr.select.nn import SelectorModule, mlp
+
+#: Largest prefix whose expected UDCG is enumerated exactly (2^k sign patterns).
+MAX_EXACT_K = 10
+
+
+def sign_patterns(k: int, *, dtype=torch.float32) -> torch.Tensor:
+    """``[2^k, k]`` 0/1 matrix of every relevance pattern of ``k`` passages (1 = relevant)."""
+    codes = torch.arange(2 ** k)
+    return ((codes[:, None] >> torch.arange(k)[None, :]) & 1).to(dtype)
+
+
+def expected_prefix_udcg(relevance_prob: torch.Tensor, magnitude: torch.Tensor, mask: torch.Tensor, *,
+                         max_k: int, gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
+    """``[Q, max_k + 1]``: column ``k`` is ``E[UDCG(top-k)]`` (module doc), column 0 is 0.5.
+
+    Columns past a row's real passages repeat nothing meaningful; callers mask them. ``relevance_prob``
+    and ``magnitude`` are ``[Q, W]`` in rank order.
+    """
+    if max_k > MAX_EXACT_K:
+        raise ValueError(f"exact enumeration is limited to k <= {MAX_EXACT_K}, got max_k={max_k}")
+    q, w = relevance_prob.shape
+    mask = mask.to(torch.bool)
+    pi = torch.where(mask, relevance_prob, torch.zeros_like(relevance_prob))
+    m = torch.where(mask, magnitude, torch.zeros_like(magnitude))
+    cols = [torch.full((q,), 0.5, dtype=pi.dtype, device=pi.device)]
+    for k in range(1, max_k + 1):
+        if k > w:
+            cols.append(cols[-1])
+            continue
+        s = sign_patterns(k, dtype=pi.dtype).to(pi.device)  # [P, k]
+        p_k, m_k = pi[:, :k], m[:, :k]
+        log_p = (s[None] * torch.log(p_k[:, None].clamp(min=1e-12))
+                 + (1 - s[None]) * torch.log((1 - p_k[:, None]).clamp(min=1e-12))).sum(-1)  # [Q, P]
+        logit = (m_k[:, None] * (s[None] - gamma * (1 - s[None]))).sum(-1) / k  # [Q, P]
+        cols.append((torch.exp(log_p) * torch.sigmoid(logit)).sum(-1))
+    return torch.stack(cols, dim=-1)
+
+
+class UtilityModelModule(SelectorModule):
+    """Per-passage relevance probability and utility magnitude (module doc)."""
+
+    def __init__(self, n_features: int, *, hidden: int = 0, n_layers: int = 1, dropout: float = 0.0,
+                 gamma: float = DEFAULT_GAMMA, max_k: int = MAX_EXACT_K, magnitude_weight: float = 1.0,
+                 lr: float = 1e-2, weight_decay: float = 1e-3):
+        super().__init__(lr=lr, weight_decay=weight_decay)
+        if not 1 <= int(max_k) <= MAX_EXACT_K:
+            raise ValueError(f"max_k must be in 1..{MAX_EXACT_K}, got {max_k}")
+        self.net = mlp(n_features, 2, hidden=hidden, n_layers=n_layers, dropout=dropout)
+        self.gamma, self.max_k, self.magnitude_weight = float(gamma), int(max_k), float(magnitude_weight)
+
+    def predictions(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Relevance logits and magnitudes ``m`` in (0, 1), both ``[Q, W]``."""
+        out = self.net(x)
+        return out[..., 0], torch.sigmoid(out[..., 1])
+
+    def objective(self, batch) -> torch.Tensor:
+        """Per query: minus the mean over real passages of ``BCE(pi, [u > 0]) + w (m - |u|)^2``."""
+        mask = batch["mask"].to(torch.bool)
+        logit, m = self.predictions(batch["x"])
+        u = batch["utility"]
+        bce = F.binary_cross_entropy_with_logits(logit, (u > 0).to(logit.dtype), reduction="none")
+        loss = bce + self.magnitude_weight * (m - u.abs()) ** 2
+        loss = torch.where(mask, loss, torch.zeros_like(loss)).sum(-1) / mask.sum(-1).clamp(min=1)
+        return -loss
+
+    def soft_output(self, batch) -> torch.Tensor:
+        logit, m = self.predictions(batch["x"])
+        return expected_prefix_udcg(torch.sigmoid(logit), m, batch["mask"], max_k=self.max_k, gamma=self.gamma)
+
+    def k_from_soft(self, soft, batch) -> torch.Tensor:
+        n = batch["mask"].to(torch.bool).sum(-1)
+        k = torch.arange(soft.shape[1], device=soft.device)[None, :]
+        valid = k <= n[:, None]
+        return torch.where(valid, soft, torch.full_like(soft, -1.0)).argmax(-1)  # first maximum: the smallest k
+
+
+class ExpectedUtilitySelector(LearnedSelector):
+    """Expected-UDCG selector (module doc). Hyper-parameters: ``hidden`` (0 = linear), ``n_layers``,
+    ``dropout``, ``magnitude_weight`` and those of :class:`~udcg_ltr.select.learned.LearnedSelector`
+    (``max_k`` caps the kept prefix, at most :data:`MAX_EXACT_K`; default ``min(width, 10)``)."""
+
+    kind = "expected_utility"
+
+    def __init__(self, *, hidden: int = 0, n_layers: int = 1, dropout: float = 0.0, magnitude_weight: float = 1.0,
+                 **kwargs: Any):
+        super().__init__(**kwargs)
+        if self.max_k is not None and not 1 <= self.max_k <= MAX_EXACT_K:
+            raise ValueError(f"max_k must be in 1..{MAX_EXACT_K}, got {self.max_k}")
+        self.hidden, self.n_layers, self.dropout = int(hidden), int(n_layers), float(dropout)
+        self.magnitude_weight = float(magnitude_weight)
+
+    def fit(self, ranked, *, gamma=None, val=None):
+        if self.max_k is None:
+            self.max_k = min(ranked.width, MAX_EXACT_K)
+        return super().fit(ranked, gamma=gamma, val=val)
+
+    def _build_module(self, n_features: int) -> UtilityModelModule:
+        return UtilityModelModule(n_features, hidden=self.hidden, n_layers=self.n_layers, dropout=self.dropout,
+                                  gamma=self.gamma, max_k=self.max_k or MAX_EXACT_K,
+                                  magnitude_weight=self.magnitude_weight, lr=self.lr, weight_decay=self.weight_decay)
+
+    def _module_config(self) -> dict[str, Any]:
+        return {"hidden": self.hidden, "n_layers": self.n_layers, "dropout": self.dropout,
+                "magnitude_weight": self.magnitude_weight}
+
+
+__all__ = ["MAX_EXACT_K", "ExpectedUtilitySelector", "UtilityModelModule", "expected_prefix_udcg", "sign_patterns"]
