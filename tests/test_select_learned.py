@@ -21,7 +21,7 @@ from udcg_ltr.select.gate import GateSelector, prefix_length_distribution, prefi
 from udcg_ltr.select.io import read_selector_config
 from udcg_ltr.select.kclassifier import KClassifierSelector
 from udcg_ltr.select.nn import soft_udcg
-from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold
+from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold, select_k
 
 FAST = dict(max_epochs=60, patience=20, batch_size=32, lr=0.03)
 LR = {"gate": 0.1, "kclassifier": 0.03, "expected_utility": 0.03}  # the soft-mask gate learns slowly at 0.03 in 60 epochs
@@ -238,6 +238,11 @@ def test_extra_features_are_carried_from_the_slates(task):
     with_extra, m1 = fit_selector("gate", noisy, sl, noisy_va, sl_va, extra_features=["retrieval_score"], **fast)
     without, m2 = fit_selector("gate", noisy, sl, noisy_va, sl_va, **fast)
     assert m1["val/udcg"] > m2["val/udcg"]
+    # at inference the jobs rank with the fields the selector reads (select_k); without them it refuses
+    got = select_k(with_extra, noisy_va, sl_va)
+    np.testing.assert_array_equal(got, with_extra.select(rank_slates(noisy_va, sl_va, extra_fields=("retrieval_score",))))
+    with pytest.raises(ValueError, match="retrieval_score"):
+        with_extra.select(rank_slates(noisy_va, sl_va))
 
 
 def test_fit_best_selector_keeps_the_best_on_val(task):

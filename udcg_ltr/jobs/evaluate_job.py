@@ -105,7 +105,7 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
 def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     """Every configured dynamic-k selector, fitted on ``selectors.fit_split`` scores, evaluated on ``splits``."""
     from udcg_ltr.data.padded import pad_records
-    from udcg_ltr.select.training import fit_selector, rank_split, required_extra
+    from udcg_ltr.select.training import fit_selector, select_k
 
     cfg, k = ctx.cfg, int(ctx.cfg.k)
     sc = cfg.selectors
@@ -123,8 +123,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     for kind in sc.kinds:
         selector, _ = fit_selector(str(kind), fit_scores, slates(fit_records), gamma=float(cfg.gamma),
                                    fit_on="train", output_dir=str(ctx.run_dir / "selectors" / str(kind)))
-        ranked = rank_split(test_scores, slates(test_records), extra_fields=required_extra(selector))
-        ks = np.minimum(selector.select(ranked), int(sc.max_k))
+        ks = np.minimum(select_k(selector, test_scores, slates(test_records)), int(sc.max_k))
         systems[f"{sc.scores}+{kind}"] = top_k_by(test_records, test_scores, ks)
         chosen[str(kind)] = ks
     _, metrics = report_systems(test_records, systems, run_dir=ctx.run_dir, logger=ctx.logger, llm=ctx.llm.name, k=k,

@@ -175,7 +175,7 @@ def stage_dynamic_k(state: PipelineState) -> None:
 def stage_evaluate(state: PipelineState) -> None:
     from udcg_ltr.data.padded import pad_records
     from udcg_ltr.jobs.systems import report_systems, retrieval_scores, top_k_by
-    from udcg_ltr.select.training import rank_split, required_extra
+    from udcg_ltr.select.training import select_k
 
     cfg = state.cfg
     k = int(cfg.k)
@@ -191,8 +191,7 @@ def stage_evaluate(state: PipelineState) -> None:
         ranking = _ranking_scores(state, records)
         width = max(len(r.passages) for r in state.records)
         slates = pad_records(records, llm=state.llm_name, width=width, relevance_threshold=threshold)
-        ranked = rank_split(ranking, slates, extra_fields=required_extra(state.selector))  # e.g. reader probes
-        ks = np.minimum(state.selector.select(ranked), int(cfg.model.dynamic_k.max_k))
+        ks = np.minimum(select_k(state.selector, ranking, slates), int(cfg.model.dynamic_k.max_k))
         name = f"{'reranker' if f'reranker@{k}' in systems else 'retriever'}+{state.selector.kind}"
         systems[name] = top_k_by(records, ranking, ks)
         chosen_k[name] = ks

@@ -78,6 +78,15 @@ def rank_split(scores, slates, *, mask=None, extra_fields: Sequence[str] = ()) -
     return rank_slates(scores, slates, mask=mask, extra_fields=tuple(extra_fields))
 
 
+def select_k(selector: Selector, scores, slates) -> np.ndarray:
+    """The selector's kept count per row of ``slates`` ranked by ``scores``, with the extra arrays it reads.
+
+    The inference path of the jobs: a selector trained on extra features (the retriever's score,
+    reader probes) needs them again at inference, from the same slates fields.
+    """
+    return selector.select(rank_split(scores, slates, extra_fields=required_extra(selector)))
+
+
 def split_metrics(selector: Selector, ranked: RankedSlates, prefix: str, *, gamma: float) -> dict[str, float]:
     """``{prefix}/udcg``, ``{prefix}/mean_k``, ``{prefix}/k0_rate`` of ``selector`` on ranked rows."""
     k = selector.select(ranked)
@@ -203,4 +212,4 @@ def group_kfold(groups: Sequence[Any], n_folds: int, *, seed: int = 0) -> list[n
 
 
 __all__ = ["LEARNED_KINDS", "fit_best_selector", "fit_selector", "group_kfold", "load_selector", "rank_split",
-           "required_extra", "split_metrics"]
+           "required_extra", "select_k", "split_metrics"]
