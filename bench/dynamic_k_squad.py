@@ -291,29 +291,35 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     selectors["best_fixed_on_test"] = FixedK(int(np.argmax(test_curve)))
     extra = ["retrieval_score"] if name == "reranker" else []
     cands = learned_candidates(extra, args.quick, probes=args.probes)
-    best_by_kind, all_rows, scores_only = {}, [], None
+    # fit each candidate once, grouped by (kind, reader probes or not): plain groups first, so ties
+    # go to the scores-only configuration, then to the earlier kind (the gate)
+    best, all_rows = {}, []  # (kind, probes) -> (selector, its val UDCG)
     for kind in ("gate", "kclassifier", "expected_utility"):
-        kind_cands = [c for c in cands if c[0] == kind]
-        sel, rows = fit_best_selector(kind_cands, *tr, *va, progress=args.progress, seed=args.seed)
-        best_by_kind[kind] = (sel, max(r["val/udcg"] for r in rows))
-        all_rows += rows
-        # the best configuration without reader probes (labels-free scores and list features only)
-        plain = [(r["val/udcg"], c) for r, c in zip(rows, kind_cands) if not uses_probes(c[1])]
-        if plain and (scores_only is None or max(plain, key=lambda t: t[0])[0] > scores_only[0] + 1e-12):
-            scores_only = max(plain, key=lambda t: t[0])
-    for kind, (sel, _) in best_by_kind.items():
-        selectors[kind] = sel
-    learned_kind = max(best_by_kind, key=lambda k: best_by_kind[k][1])  # first on ties: the gate
-    selectors["learned"] = best_by_kind[learned_kind][0]
-    if scores_only is not None:  # refit the chosen configuration (same seed, same data: the same selector)
-        plain_kind, plain_hp = scores_only[1]
-        selectors["learned_scores_only"] = fit_selector(plain_kind, *tr, *va, seed=args.seed, **plain_hp)[0]
+        for probes in (False, True):
+            group = [c for c in cands if c[0] == kind and uses_probes(c[1]) == probes]
+            if not group:
+                continue
+            sel, rows = fit_best_selector(group, *tr, *va, progress=args.progress, seed=args.seed)
+            best[(kind, probes)] = (sel, max(r["val/udcg"] for r in rows))
+            all_rows += rows
+
+    def first_best(keys):
+        return max(keys, key=lambda key: best[key][1])  # max keeps the first of equal values
+
+    for kind in ("gate", "kclassifier", "expected_utility"):
+        selectors[kind] = best[first_best([key for key in best if key[0] == kind])][0]
+    learned_key = first_best(list(best))
+    selectors["learned"] = best[learned_key][0]
     fits["learned_grid"] = [{k: (v if not isinstance(v, float) else round(v, 5)) for k, v in r.items()}
                             for r in all_rows]
-    fits["learned_choice"] = {"kind": learned_kind, "config": selectors["learned"].get_config(),
-                              "uses_probes": uses_probes(selectors["learned"].get_config())}
-    if scores_only is not None:
-        fits["learned_scores_only_choice"] = {"kind": scores_only[1][0], "config": scores_only[1][1]}
+    fits["learned_choice"] = {"kind": learned_key[0], "config": selectors["learned"].get_config(),
+                              "uses_probes": learned_key[1]}
+    plain = [key for key in best if not key[1]]
+    if plain:  # the best configuration without reader probes (scores and list features only)
+        plain_key = first_best(plain)
+        selectors["learned_scores_only"] = best[plain_key][0]
+        fits["learned_scores_only_choice"] = {"kind": plain_key[0],
+                                              "config": selectors["learned_scores_only"].get_config()}
     selectors["oracle"] = OracleK()
     val_rows = evaluate_selectors(selectors, *va, split="val")
     rows = evaluate_selectors(selectors, *te, split="test", plot_path=out / f"k_hist_{name}_test.png",

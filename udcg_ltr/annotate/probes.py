@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from udcg_ltr.annotate.grading import is_abstention
 from udcg_ltr.text import answer_tokens, has_answer_tokens, normalize_answer
 
-#: Probe arrays :func:`reader_probes` derives from ``answer_alone`` (``p_no_response`` is a slates field).
+#: Probe arrays :func:`answer_probes` derives from ``answer_alone`` (``p_no_response`` is a slates field).
 ANSWER_PROBES = ("probe_abstains", "probe_answer_in_passage", "probe_agreement")
 #: Every probe usable as a selector ``extra_features`` name.
 READER_PROBES = ("p_no_response", *ANSWER_PROBES)

@@ -126,13 +126,13 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
             raise ValueError(f"utility shape {u.shape} differs from scores shape {s.shape}")
         ru = np.where(rm, np.take_along_axis(np.where(m, u, 0.0), order, axis=1), 0.0)
     ex: dict[str, np.ndarray] = {}
+    probes = getattr(slates, "probes", None) or {}  # the reader probes (udcg_ltr.annotate.probes) live in a dict
     for name in extra_fields:
         value = getattr(slates, name, None)
-        if value is None:  # the reader probes (udcg_ltr.annotate.probes) live in a dict
-            value = (getattr(slates, "probes", None) or {}).get(name)
         if value is None:
-            have = sorted(getattr(slates, "probes", None) or {})
-            raise ValueError(f"slates have no field {name!r}" + (f" (probes: {have})" if have else
+            value = probes.get(name)
+        if value is None:
+            raise ValueError(f"slates have no field {name!r}" + (f" (probes: {sorted(probes)})" if probes else
                              " (reader probes need answer_alone annotations)"))
         ex[name] = value
     ex.update(dict(extra or {}))
