@@ -14,12 +14,18 @@ means no passage and scores UDCG 0.5), and we report the mean UDCG (Eq. 4) of th
   pseudo-utilities, knobs searched on val);
 * ``gate``, ``kclassifier`` and ``expected_utility``: learned selectors (Lightning), a small grid of
   configurations each (objective, architecture; 3-seed ensembles) over three feature sets: the scores'
-  list features, plus the retriever's score (reranker ranking), plus the **reader probes** of
+  list features; plus the retriever's score (reranker ranking) and the question's lexical coverage of
+  each passage (:mod:`udcg_ltr.data.lexical`, no model); plus the **reader probes** of
   :mod:`udcg_ltr.annotate.probes` (the LLM's own single-passage P(NO-RESPONSE), abstention, whether its
   answer quotes the passage, agreement across the pool: label-free, but one LLM call per candidate at
   inference; ``--no-probes`` leaves them out). Trained on **held-out** scores of the train split and
-  selected on val UDCG; ``learned`` is the configuration with the best val UDCG of all,
-  ``learned_scores_only`` the best without reader probes;
+  selected on val UDCG;
+* ``calibrated_utility`` (:mod:`udcg_ltr.select.calibrated`): the expected-UDCG rule with a relevance
+  prior learned on the train split from ranker-free features only (retriever score and rank, lexical
+  coverage, reader probes), calibrated with the deployed ranker's scores on val; its val UDCG is
+  cross-fitted over val folds, so it competes fairly in the selection;
+* ``learned``: the learned configuration with the best val UDCG of all; ``learned_no_llm`` the best
+  without reader probes (no LLM call at inference);
 * ``oracle``: the per-question best k from the gold utilities (upper bound).
 
 Held-out scores: a reranker scores its own training questions over-confidently, so the train split is
@@ -30,7 +36,7 @@ Reranker weights are cached under ``udcg_ltr.paths.cache_dir()/models/squad_rera
 ``..._cv{f}of{F}`` for the folds) with their recipe; a recipe change retrains them.
 
 With ``--e2e`` the demo LLM also answers every test question with the kept passages of ``best_fixed``,
-``relative_threshold``, ``learned``, ``learned_scores_only`` and ``oracle`` (correct / abstained / wrong, mean context length in
+``relative_threshold``, ``learned``, ``learned_no_llm`` and ``oracle`` (correct / abstained / wrong, mean context length in
 passages and tokens; k = 0 is not sent and counts as abstained).
 
 Also printed: the dynamic-k / distractor analysis (best k, distractor rate, harm, assessment;
@@ -201,17 +207,29 @@ def reranker_scores(split: dict, args) -> dict[str, list[np.ndarray]]:
 
 
 # ---- selectors -------------------------------------------------------------------------------------
+#: Ranker-free per-passage arrays of the calibrated selector's prior (reader probes added with ``--probes``).
+PRIOR_FEATURES = ("retrieval_score", "retrieval_rank")
+
+
 def learned_candidates(extra: list[str], quick: bool, probes: bool = False) -> list[tuple[str, dict]]:
     """The grid searched on val (kept small: 60 val questions cannot tell many configurations apart).
 
     Feature sets: the scores' list features alone; plus ``extra`` (the retriever's score for the
-    reranker ranking); with ``probes`` also plus the reader probes (:data:`READER_PROBES`).
+    reranker ranking) and the lexical coverage features (:data:`LEXICAL_FEATURES`); with ``probes``
+    also plus the reader probes (:data:`READER_PROBES`). The calibrated selector's prior reads
+    :data:`PRIOR_FEATURES` and the lexical features (plus the reader probes with ``probes``).
     """
     from udcg_ltr.annotate.probes import READER_PROBES
+    from udcg_ltr.data.lexical import LEXICAL_FEATURES
 
     base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3, "n_seeds": 1 if quick else 3}
-    extras = [[]] + ([list(extra)] if extra else []) + ([[*extra, *READER_PROBES]] if probes else [])
+    lexical = [*extra, *LEXICAL_FEATURES]
+    extras = [[], lexical] + ([[*lexical, *READER_PROBES]] if probes else [])
     cands = []
+    prior = [*PRIOR_FEATURES, *LEXICAL_FEATURES]
+    for ex in [prior] + ([[*prior, *READER_PROBES]] if probes else []):
+        for hidden in ((0,) if quick else (0, 16)):
+            cands.append(("calibrated_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex}))
     for ex in extras:
         for objective in ("soft_mask", "expected"):
             for hidden in ((0,) if quick else (0, 16)):
@@ -260,7 +278,7 @@ def score_quality(scores: dict, slates: dict) -> list[dict]:
 
 
 #: Selectors answered end to end by the LLM with ``--e2e``.
-E2E_SELECTORS = ("best_fixed", "relative_threshold", "learned", "learned_scores_only", "oracle")
+E2E_SELECTORS = ("best_fixed", "relative_threshold", "learned", "learned_no_llm", "oracle")
 E2E_COLUMNS = ("correct_rate", "abstained_rate", "wrong_rate", "mean_passages", "mean_prompt_tokens",
                "mean_context_tokens")
 
@@ -277,7 +295,7 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
         fit_selector,
         prefix_udcg,
     )
-    from udcg_ltr.select.training import rank_split
+    from udcg_ltr.select.training import LEARNED_KINDS, rank_split
 
     tr, va, te = ((scores[s], slates[s]) for s in SPLITS)
     selectors, fits = {}, {}
@@ -294,7 +312,7 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     # fit each candidate once, grouped by (kind, reader probes or not): plain groups first, so ties
     # go to the scores-only configuration, then to the earlier kind (the gate)
     best, all_rows = {}, []  # (kind, probes) -> (selector, its val UDCG)
-    for kind in ("gate", "kclassifier", "expected_utility"):
+    for kind in LEARNED_KINDS:
         for probes in (False, True):
             group = [c for c in cands if c[0] == kind and uses_probes(c[1]) == probes]
             if not group:
@@ -306,7 +324,7 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     def first_best(keys):
         return max(keys, key=lambda key: best[key][1])  # max keeps the first of equal values
 
-    for kind in ("gate", "kclassifier", "expected_utility"):
+    for kind in LEARNED_KINDS:
         selectors[kind] = best[first_best([key for key in best if key[0] == kind])][0]
     learned_key = first_best(list(best))
     selectors["learned"] = best[learned_key][0]
@@ -315,11 +333,10 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     fits["learned_choice"] = {"kind": learned_key[0], "config": selectors["learned"].get_config(),
                               "uses_probes": learned_key[1]}
     plain = [key for key in best if not key[1]]
-    if plain:  # the best configuration without reader probes (scores and list features only)
+    if plain:  # the best configuration without reader probes (no LLM call at inference)
         plain_key = first_best(plain)
-        selectors["learned_scores_only"] = best[plain_key][0]
-        fits["learned_scores_only_choice"] = {"kind": plain_key[0],
-                                              "config": selectors["learned_scores_only"].get_config()}
+        selectors["learned_no_llm"] = best[plain_key][0]
+        fits["learned_no_llm_choice"] = {"kind": plain_key[0], "config": selectors["learned_no_llm"].get_config()}
     selectors["oracle"] = OracleK()
     val_rows = evaluate_selectors(selectors, *va, split="val")
     rows = evaluate_selectors(selectors, *te, split="test", plot_path=out / f"k_hist_{name}_test.png",
@@ -327,6 +344,9 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     for row, vrow in zip(rows, val_rows):
         row["ranking"] = name
         row["val_udcg"] = vrow["udcg"]
+        sel = selectors[row["selector"]]
+        if getattr(sel, "fits_on_val", False):  # it learned from val: its cross-fitted val UDCG
+            row["val_udcg"] = sel.crossfit_metrics["val/udcg"]
     if scorer is not None:
         t0 = time.perf_counter()
         e2e = evaluate_selectors({n: selectors[n] for n in E2E_SELECTORS}, *te, records=records["test"],
@@ -367,6 +387,7 @@ def main(argv=None) -> dict:
 
     import torch
 
+    from udcg_ltr.data.lexical import records_idf
     from udcg_ltr.data.padded import pad_records
     from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad
     from udcg_ltr.select import dynamic_k_report, format_rows_markdown, write_rows_csv
@@ -377,12 +398,13 @@ def main(argv=None) -> dict:
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     records = read_annotated_squad()
+    idf = records_idf(records)  # one corpus (every pooled passage) for the lexical features of all splits
     split = {s: [r for r in records if r.split == s] for s in SPLITS}
     if args.smoke:
         split = {s: v[:40 if s == "train" else 12] for s, v in split.items()}
         args.quick = True
     print("questions: " + " ".join(f"{s}={len(v)}" for s, v in split.items()), flush=True)
-    slates = {s: pad_records(v, llm=ANNOTATED_LLM, order="given") for s, v in split.items()}
+    slates = {s: pad_records(v, llm=ANNOTATED_LLM, order="given", idf=idf) for s, v in split.items()}
 
     rankings = [r for r in args.rankings.split(",") if r]
     scores: dict[str, dict[str, np.ndarray]] = {}

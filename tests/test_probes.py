@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from udcg_ltr.annotate.probes import ANSWER_PROBES, answer_probes
+from udcg_ltr.data.lexical import LEXICAL_FEATURES
 from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.select.base import rank_slates
@@ -33,7 +34,7 @@ def _record(qid, answers, pnr=0.2):
 def test_pad_records_computes_probes_over_the_pool_and_ranking_carries_them():
     recs = [_record("a", ["blue", "blue", "NO-RESPONSE"]), _record("b", ["red", "green"])]
     sl = pad_records(recs, llm=LLM)
-    assert set(sl.probes) == set(ANSWER_PROBES)
+    assert set(sl.probes) == {*ANSWER_PROBES, *LEXICAL_FEATURES}
     np.testing.assert_allclose(sl.probes["probe_agreement"], [[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]])
     np.testing.assert_allclose(sl.probes["probe_abstains"], [[0, 0, 1], [0, 0, 0]])
     assert (sl.probes["probe_answer_in_passage"][sl.mask] == [1, 1, 0, 1, 1]).all()
@@ -49,7 +50,7 @@ def test_probes_need_answers_on_every_passage():
     rec = _record("a", ["blue", "red"])
     del rec.passages[1].annotations[LLM]["answer_alone"]
     sl = pad_records([rec], llm=LLM)
-    assert sl.probes == {}
+    assert set(sl.probes) == set(LEXICAL_FEATURES)  # lexical features need no LLM
     with pytest.raises(ValueError, match="answer_alone"):
         rank_slates(np.array([[1.0, 0.0]]), sl, extra_fields=("probe_agreement",))
-    assert pad_records([rec]).probes == {}  # no LLM named: no probes
+    assert set(pad_records([rec]).probes) == set(LEXICAL_FEATURES)  # no LLM named: no reader probes

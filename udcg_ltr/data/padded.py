@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from udcg_ltr.annotate.probes import ANSWER_PROBES, answer_probes
+from udcg_ltr.data.lexical import LEXICAL_FEATURES, lexical_features, records_idf
 from udcg_ltr.data.schema import QueryRecord
 
 
@@ -17,8 +18,9 @@ class PaddedSlates:
 
     ``utility`` is NaN-free only when an LLM was given (else zeros); ``relevance`` holds the raw
     labels (graded or binary, 0 when unlabelled); ``relevant`` the binarised labels. ``probes`` holds
-    the label-free reader probes of :mod:`udcg_ltr.annotate.probes` (``[Q, W]`` each) when every real
-    passage carries the LLM's ``answer_alone``; selectors read them as ``extra_features``.
+    label-free per-passage signals (``[Q, W]`` each): the lexical coverage features of
+    :mod:`udcg_ltr.data.lexical` (always), and the reader probes of :mod:`udcg_ltr.annotate.probes`
+    when every real passage carries the LLM's ``answer_alone``; selectors read them as ``extra_features``.
     """
 
     qids: list[str]
@@ -51,14 +53,17 @@ class PaddedSlates:
 
 
 def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width: int | None = None,
-                relevance_threshold: int = 1, order: str = "given") -> PaddedSlates:
+                relevance_threshold: int = 1, order: str = "given",
+                idf: Mapping[str, float] | None = None) -> PaddedSlates:
     """Stack records into padded arrays.
 
     ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval
     rank (then score, then input order). ``width`` truncates or pads rows (default: the largest pool).
     Utilities follow Eq. 2 with the annotations of ``llm`` (required to be present when given); the
     reader probes (``probes``) are computed over each record's whole pool when ``llm`` annotated an
-    ``answer_alone`` on every passage of every record.
+    ``answer_alone`` on every passage of every record. The lexical coverage features
+    (:mod:`udcg_ltr.data.lexical`) use ``idf`` (default: :func:`~udcg_ltr.data.lexical.records_idf`
+    of ``records``; pass one corpus's idf to every split so the features agree across splits).
     """
     if order not in ("given", "retrieval"):
         raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
@@ -77,7 +82,8 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
     n_relevant = np.zeros(n)
     answers = llm is not None and n > 0 and all(
         isinstance(p.annotations.get(llm, {}).get("answer_alone"), str) for r in records for p in r.passages)
-    probes = {name: np.zeros((n, w)) for name in ANSWER_PROBES} if answers else {}
+    probes = {name: np.zeros((n, w)) for name in (*LEXICAL_FEATURES, *(ANSWER_PROBES if answers else ()))}
+    idf = records_idf(records) if idf is None else idf
     for i, rec in enumerate(records):
         passages = list(rec.passages)
         n_relevant[i] = sum(p.is_relevant(relevance_threshold) for p in passages)
@@ -86,6 +92,8 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
                 t[1].rank if t[1].rank is not None else np.inf,
                 -(t[1].score if t[1].score is not None else -np.inf), t[0]))
             passages = [p for _, p in keyed]
+        for name, values in lexical_features(rec.question, [p.text for p in passages[:w]], idf).items():
+            probes[name][i, :len(values)] = values
         if answers:  # over the whole pool (agreement counts every candidate), then cut to the width
             pool = answer_probes([p.text for p in passages], [p.annotations[llm]["answer_alone"] for p in passages])
             for name, values in pool.items():

@@ -104,8 +104,9 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
 
 def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     """Every configured dynamic-k selector, fitted on ``selectors.fit_split`` scores, evaluated on ``splits``."""
+    from udcg_ltr.data.lexical import records_idf
     from udcg_ltr.data.padded import pad_records
-    from udcg_ltr.select.training import fit_selector, select_k
+    from udcg_ltr.select.training import fit_selector_with_prior, select_k
 
     cfg, k = ctx.cfg, int(ctx.cfg.k)
     sc = cfg.selectors
@@ -113,16 +114,23 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     test_records = _rows_with_annotations(ctx, select_split(ctx.records, list(cfg.splits)))
     width = max(len(r.passages) for r in ctx.records)
     scores_of = (lambda rs: _reranker_scores(ctx, rs)) if sc.scores == "reranker" else retrieval_scores
+    idf = records_idf(ctx.records)  # one lexical corpus for every split
 
     def slates(rs):
-        return pad_records(rs, llm=ctx.llm.name, width=width, relevance_threshold=ctx.threshold)
+        return pad_records(rs, llm=ctx.llm.name, width=width, relevance_threshold=ctx.threshold, idf=idf)
+
+    def prior():  # calibrated_utility learns its ranker-free prior on these rows
+        rows = _rows_with_annotations(ctx, select_split(ctx.records, sc.get("prior_split", "train")))
+        if not rows:
+            raise ValueError(f"selectors: no annotated records in prior split {sc.get('prior_split', 'train')!r}")
+        return scores_of(rows), slates(rows)
 
     fit_scores, test_scores = scores_of(fit_records), scores_of(test_records)
     systems = {f"{sc.scores}@{k}": top_k_by(test_records, test_scores, k)}
     chosen = {}
     for kind in sc.kinds:
-        selector, _ = fit_selector(str(kind), fit_scores, slates(fit_records), gamma=float(cfg.gamma),
-                                   fit_on="train", output_dir=str(ctx.run_dir / "selectors" / str(kind)))
+        selector, _ = fit_selector_with_prior(str(kind), fit_scores, slates(fit_records), prior, gamma=float(cfg.gamma),
+                                              fit_on="train", output_dir=str(ctx.run_dir / "selectors" / str(kind)))
         ks = np.minimum(select_k(selector, test_scores, slates(test_records)), int(sc.max_k))
         systems[f"{sc.scores}+{kind}"] = top_k_by(test_records, test_scores, ks)
         chosen[str(kind)] = ks

@@ -57,9 +57,20 @@ class PipelineState:
     scores: dict[str, np.ndarray] = field(default_factory=dict)  # qid -> reranker score per passage
     selector: Any = None
     timings: dict[str, float] = field(default_factory=dict)
+    _idf: Any = None  # lexical corpus statistics over every record (udcg_ltr.data.lexical), built on first use
 
     def split(self, name) -> list[QueryRecord]:
         return select_split(self.records, name)
+
+    def slates(self, records: list[QueryRecord]):
+        """Padded arrays of ``records`` (the selectors' input): one width and one lexical corpus for every split."""
+        from udcg_ltr.data.lexical import records_idf
+        from udcg_ltr.data.padded import pad_records
+
+        if self._idf is None:
+            self._idf = records_idf(self.records)
+        return pad_records(records, llm=self.llm_name, width=max(len(r.passages) for r in self.records),
+                           relevance_threshold=int(self.cfg.dataset.relevance_threshold), idf=self._idf)
 
     def record_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
         clean = {f"{prefix}{k}": float(v) for k, v in metrics.items()
@@ -153,27 +164,29 @@ def _ranking_scores(state: PipelineState, records: list[QueryRecord]) -> list[np
 
 
 def stage_dynamic_k(state: PipelineState) -> None:
-    from udcg_ltr.data.padded import pad_records
-    from udcg_ltr.select.training import fit_selector
+    from udcg_ltr.select.training import fit_selector_with_prior
 
     cfg, mcfg = state.cfg, state.cfg.model.dynamic_k
     # Held-out scores only: the reranker is over-confident on its own training queries.
     fit_records = state.split(mcfg.fit_split)
     if not fit_records:
         raise ValueError(f"dynamic_k: no records in split {mcfg.fit_split!r}")
-    width = max(len(r.passages) for r in state.records)
-    slates = pad_records(fit_records, llm=state.llm_name, width=width,
-                         relevance_threshold=int(cfg.dataset.relevance_threshold))
+
+    def prior():  # calibrated_utility: its ranker-free prior may learn from the reranker's training split
+        records = state.split(mcfg.get("prior_split", "train"))
+        if not records:
+            raise ValueError(f"dynamic_k: no records in prior split {mcfg.get('prior_split', 'train')!r}")
+        return _ranking_scores(state, records), state.slates(records)
+
     hparams = OmegaConf.to_container(mcfg.hparams, resolve=True) if mcfg.get("hparams") else {}
-    selector, metrics = fit_selector(str(mcfg.selector), _ranking_scores(state, fit_records), slates,
-                                     gamma=float(cfg.gamma), fit_on="train",
-                                     output_dir=str(state.run_dir / "dynamic_k"), **hparams)
+    selector, metrics = fit_selector_with_prior(str(mcfg.selector), _ranking_scores(state, fit_records),
+                                                state.slates(fit_records), prior, gamma=float(cfg.gamma),
+                                                fit_on="train", output_dir=str(state.run_dir / "dynamic_k"), **hparams)
     state.selector = selector
     state.record_metrics(metrics, prefix="dynamic_k/")
 
 
 def stage_evaluate(state: PipelineState) -> None:
-    from udcg_ltr.data.padded import pad_records
     from udcg_ltr.jobs.systems import report_systems, retrieval_scores, top_k_by
     from udcg_ltr.select.training import select_k
 
@@ -189,9 +202,7 @@ def stage_evaluate(state: PipelineState) -> None:
     chosen_k = {}
     if state.selector is not None:
         ranking = _ranking_scores(state, records)
-        width = max(len(r.passages) for r in state.records)
-        slates = pad_records(records, llm=state.llm_name, width=width, relevance_threshold=threshold)
-        ks = np.minimum(select_k(state.selector, ranking, slates), int(cfg.model.dynamic_k.max_k))
+        ks = np.minimum(select_k(state.selector, ranking, state.slates(records)), int(cfg.model.dynamic_k.max_k))
         name = f"{'reranker' if f'reranker@{k}' in systems else 'retriever'}+{state.selector.kind}"
         systems[name] = top_k_by(records, ranking, ks)
         chosen_k[name] = ks

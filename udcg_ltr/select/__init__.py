@@ -14,6 +14,8 @@ is ``sigmoid(0) = 0.5``). Quality is UDCG (Eq. 4) of the kept set.
   cross-entropy to the oracle k;
 * :mod:`~udcg_ltr.select.expected`: per-passage relevance and utility-magnitude model, then the
   prefix with the best expected UDCG (a plug-in Bayes rule);
+* :mod:`~udcg_ltr.select.calibrated`: the same rule with a ranker-free relevance prior (train rows)
+  calibrated on the deployed ranker's scores (val rows);
 * :mod:`~udcg_ltr.select.training`: ``fit_selector`` / ``load_selector`` (Hydra-friendly),
   model selection on val, grouped k-fold for cross-fitting;
 * :mod:`~udcg_ltr.select.evaluation`: per-selector table, k histograms, end to end with an LLM;
@@ -36,6 +38,7 @@ from udcg_ltr.select.baselines import (
     RelativeThreshold,
     ScoreThreshold,
 )
+from udcg_ltr.select.calibrated import CalibratedUtilitySelector
 from udcg_ltr.select.evaluation import (
     end_to_end_selection,
     evaluate_selectors,
@@ -52,7 +55,7 @@ from udcg_ltr.select.report import dynamic_k_report
 from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold
 
 __all__ = [
-    "CumulativeUtilityRule", "ExpectedUtilitySelector", "FeatureScaler", "FixedK", "GateSelector", "KClassifierSelector", "OracleK",
+    "CalibratedUtilitySelector", "CumulativeUtilityRule", "ExpectedUtilitySelector", "FeatureScaler", "FixedK", "GateSelector", "KClassifierSelector", "OracleK",
     "RankedSlates", "RelativeThreshold", "ScoreThreshold", "Selector", "dynamic_k_report", "end_to_end_selection",
     "evaluate_selectors", "feature_names", "fit_best_selector", "fit_selector", "format_rows_markdown",
     "group_kfold", "kept_mask", "load_selector", "make_selector", "oracle_k", "passage_features",

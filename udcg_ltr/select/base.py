@@ -126,14 +126,14 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
             raise ValueError(f"utility shape {u.shape} differs from scores shape {s.shape}")
         ru = np.where(rm, np.take_along_axis(np.where(m, u, 0.0), order, axis=1), 0.0)
     ex: dict[str, np.ndarray] = {}
-    probes = getattr(slates, "probes", None) or {}  # the reader probes (udcg_ltr.annotate.probes) live in a dict
+    probes = getattr(slates, "probes", None) or {}  # reader probes and lexical features live in a dict
     for name in extra_fields:
         value = getattr(slates, name, None)
         if value is None:
             value = probes.get(name)
         if value is None:
-            raise ValueError(f"slates have no field {name!r}" + (f" (probes: {sorted(probes)})" if probes else
-                             " (reader probes need answer_alone annotations)"))
+            raise ValueError(f"slates have no field {name!r} (probes: {sorted(probes)}; the reader probes need "
+                             "answer_alone annotations on every passage)")
         ex[name] = value
     ex.update(dict(extra or {}))
     ranked_extra = {}

@@ -38,12 +38,13 @@ def registry() -> dict[str, type[Selector]]:
         RelativeThreshold,
         ScoreThreshold,
     )
+    from udcg_ltr.select.calibrated import CalibratedUtilitySelector
     from udcg_ltr.select.expected import ExpectedUtilitySelector
     from udcg_ltr.select.gate import GateSelector
     from udcg_ltr.select.kclassifier import KClassifierSelector
 
     classes = [FixedK, ScoreThreshold, RelativeThreshold, CumulativeUtilityRule, OracleK, GateSelector,
-               KClassifierSelector, ExpectedUtilitySelector]
+               KClassifierSelector, ExpectedUtilitySelector, CalibratedUtilitySelector]
     return {c.kind: c for c in classes}
 
 

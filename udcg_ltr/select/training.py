@@ -10,7 +10,9 @@ Plain keyword arguments, so a Hydra group (``model=dynamic_k``) maps onto it one
 score arrays. What is "trained" on which rows:
 
 * learned selectors (``gate``, ``kclassifier``, ``expected_utility``) train on the train rows and keep the best epoch
-  by the val rows;
+  by the val rows; ``calibrated_utility`` trains its ranker-free prior on the train rows and
+  calibrates it with the ranker's scores on the val rows (its ``val/udcg`` is cross-fitted over val
+  folds, ``val/udcg_in_sample`` the optimistic one);
 * rule baselines (``fixed_k``, ``score_threshold``, ``relative_threshold``,
   ``cumulative_utility``) grid-search their knobs on ``fit_on`` (``"train"``, ``"val"`` or
   ``"train+val"``) unless the knobs are given;
@@ -26,7 +28,7 @@ the mean k and the share of ``k = 0`` on each split given.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_ke
 from udcg_ltr.select.io import load_selector, make_selector, registry, save_selector
 from udcg_ltr.select.learned import LearnedSelector
 
-LEARNED_KINDS = ("gate", "kclassifier", "expected_utility")
+LEARNED_KINDS = ("gate", "kclassifier", "expected_utility", "calibrated_utility")
 
 
 def _concat(a: RankedSlates, b: RankedSlates) -> RankedSlates:
@@ -138,6 +140,11 @@ def fit_selector(kind: str, train_scores=None, train_slates=None, val_scores=Non
     for name, ranked in (("train", train), ("val", val), ("test", test)):
         if ranked is not None and len(ranked):
             metrics.update(split_metrics(selector, ranked, name, gamma=gamma))
+    if getattr(selector, "fits_on_val", False) and "val/udcg" in metrics:
+        # the selector learned from the val rows: its in-sample val UDCG is optimistic, the
+        # cross-fitted one compares fairly with selectors that only early-stop on val
+        metrics.update({f"{k}_in_sample": metrics[k] for k in selector.crossfit_metrics})
+        metrics.update(selector.crossfit_metrics)
     if isinstance(selector, LearnedSelector):
         metrics.update({f"fit/{k}": float(v) for k, v in selector.history.items()})
     if output_dir is not None:
@@ -184,6 +191,28 @@ def fit_best_selector(candidates: Sequence[tuple[str, Mapping[str, Any]]], train
     return best, rows
 
 
+def needs_prior_rows(kind: str) -> bool:
+    """True for a selector that learns a ranker-free prior on other rows and calibrates on the fit rows
+    (``calibrated_utility``: :mod:`udcg_ltr.select.calibrated`)."""
+    return bool(getattr(registry().get(kind), "fits_on_val", False))
+
+
+def fit_selector_with_prior(kind: str, fit_scores, fit_slates, prior: Callable[[], tuple[Any, Any]] | None = None,
+                            **kwargs: Any) -> tuple[Selector, dict[str, float]]:
+    """:func:`fit_selector` as the jobs call it: the *fit* rows are the held-out rows of the deployed ranker.
+
+    Most kinds train on them. A kind with a ranker-free prior (:func:`needs_prior_rows`) learns the
+    prior on the rows ``prior()`` returns as ``(scores, slates)`` (e.g. the reranker's own training
+    split: the prior reads no ranker score) and calibrates on the fit rows.
+    """
+    if not needs_prior_rows(kind):
+        return fit_selector(kind, fit_scores, fit_slates, **kwargs)
+    if prior is None:
+        raise ValueError(f"a {kind} selector needs prior rows besides the fit rows (e.g. prior_split: train)")
+    prior_scores, prior_slates = prior()
+    return fit_selector(kind, prior_scores, prior_slates, fit_scores, fit_slates, **kwargs)
+
+
 def group_kfold(groups: Sequence[Any], n_folds: int, *, seed: int = 0) -> list[np.ndarray]:
     """Fold id per item such that items of one group (e.g. a SQuAD article) share a fold.
 
@@ -211,5 +240,6 @@ def group_kfold(groups: Sequence[Any], n_folds: int, *, seed: int = 0) -> list[n
     return [np.flatnonzero(fold == f) for f in range(n_folds)]
 
 
-__all__ = ["LEARNED_KINDS", "fit_best_selector", "fit_selector", "group_kfold", "load_selector", "rank_split",
+__all__ = ["LEARNED_KINDS", "fit_best_selector", "fit_selector", "fit_selector_with_prior", "group_kfold",
+           "needs_prior_rows", "load_selector", "rank_split",
            "required_extra", "select_k", "split_metrics"]
