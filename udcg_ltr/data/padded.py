@@ -54,7 +54,7 @@ class PaddedSlates:
 
 def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width: int | None = None,
                 relevance_threshold: int = 1, order: str = "given",
-                idf: Mapping[str, float] | None = None) -> PaddedSlates:
+                idf: Mapping[str, float] | None = None, selector_features: bool = True) -> PaddedSlates:
     """Stack records into padded arrays.
 
     ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval
@@ -64,6 +64,8 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
     ``answer_alone`` on every passage of every record. The lexical coverage features
     (:mod:`udcg_ltr.data.lexical`) use ``idf`` (default: :func:`~udcg_ltr.data.lexical.records_idf`
     of ``records``; pass one corpus's idf to every split so the features agree across splits).
+    ``selector_features=False`` skips both kinds of ``probes`` (most of the padding time): for callers
+    that only compute metrics.
     """
     if order not in ("given", "retrieval"):
         raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
@@ -80,10 +82,12 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
     utility = np.zeros((n, w))
     distractor = np.zeros((n, w), dtype=bool)
     n_relevant = np.zeros(n)
-    answers = llm is not None and n > 0 and all(
+    answers = selector_features and llm is not None and n > 0 and all(
         isinstance(p.annotations.get(llm, {}).get("answer_alone"), str) for r in records for p in r.passages)
-    probes = {name: np.zeros((n, w)) for name in (*LEXICAL_FEATURES, *(ANSWER_PROBES if answers else ()))}
-    idf = records_idf(records) if idf is None else idf
+    lexical = LEXICAL_FEATURES if selector_features else ()
+    probes = {name: np.zeros((n, w)) for name in (*lexical, *(ANSWER_PROBES if answers else ()))}
+    if lexical and idf is None:
+        idf = records_idf(records)
     for i, rec in enumerate(records):
         passages = list(rec.passages)
         n_relevant[i] = sum(p.is_relevant(relevance_threshold) for p in passages)
@@ -92,8 +96,9 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
                 t[1].rank if t[1].rank is not None else np.inf,
                 -(t[1].score if t[1].score is not None else -np.inf), t[0]))
             passages = [p for _, p in keyed]
-        for name, values in lexical_features(rec.question, [p.text for p in passages[:w]], idf).items():
-            probes[name][i, :len(values)] = values
+        if lexical:
+            for name, values in lexical_features(rec.question, [p.text for p in passages[:w]], idf).items():
+                probes[name][i, :len(values)] = values
         if answers:  # over the whole pool (agreement counts every candidate), then cut to the width
             pool = answer_probes([p.text for p in passages], [p.annotations[llm]["answer_alone"] for p in passages])
             for name, values in pool.items():

@@ -71,7 +71,8 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
     sub = [QueryRecord(qid=r.qid, question=r.question, answers=r.answers, split=r.split,
                        passages=[r.passage(pid) for pid in ctx]) for r, ctx in zip(records, contexts)]
     width = max(k, max((len(c) for c in contexts), default=0), 1)
-    slates = pad_records(sub, llm=llm, width=width, relevance_threshold=relevance_threshold, order="given")
+    slates = pad_records(sub, llm=llm, width=width, relevance_threshold=relevance_threshold, order="given",
+                         selector_features=False)
     pool_relevant = np.array([sum(p.is_relevant(relevance_threshold) for p in r.passages) for r in records], float)
     erag = None
     if llm is not None and erag_scorer:

@@ -137,7 +137,8 @@ def ideal_from_records(records: Sequence[QueryRecord]) -> tuple[np.ndarray, np.n
 def _scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
     """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with -inf at padding)``."""
     aligned = align_scores(records, scores)
-    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given")
+    slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given",
+                         selector_features=False)
     padded = np.full(slates.shape, -np.inf)
     for i, s in enumerate(aligned):
         padded[i, :len(s)] = s

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from udcg_ltr.metrics.udcg import sigmoid
 from udcg_ltr.select.base import RankedSlates, udcg_of_kept
 from udcg_ltr.select.expected import MAX_EXACT_K, ExpectedUtilitySelector, expected_prefix_udcg
 from udcg_ltr.select.features import FeatureScaler, feature_names, passage_features
@@ -61,6 +62,19 @@ def _fit_logistic(x: np.ndarray, y: np.ndarray, c: float) -> tuple[np.ndarray, f
 
     model = LogisticRegression(C=float(c), max_iter=5000).fit(x, y)
     return model.coef_[0].astype(np.float64), float(model.intercept_[0])
+
+
+def fit_calibration(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float) -> tuple[FeatureScaler, np.ndarray, float]:
+    """Standardise ``x [Q, W, F]`` on the real passages, then fit ``P(y = 1)``: ``(scaler, coef, intercept)``."""
+    scaler = FeatureScaler().fit(x, mask)
+    coef, intercept = _fit_logistic(scaler.transform(x, mask)[mask], y[mask], c)
+    return scaler, coef, intercept
+
+
+def calibrated_probability(x: np.ndarray, mask: np.ndarray, scaler: FeatureScaler, coef: np.ndarray,
+                           intercept: float) -> np.ndarray:
+    """``[Q, W]`` ``pi_i = sigmoid(w . x_i + b)`` on the standardised inputs (0 on padding)."""
+    return np.where(mask, sigmoid(scaler.transform(x, mask) @ coef + intercept), 0.0)
 
 
 class CalibratedUtilitySelector(ExpectedUtilitySelector):
@@ -133,12 +147,6 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         valid = np.arange(e.shape[1])[None, :] <= ranked.n_real[:, None]
         return np.where(valid, e, -1.0)
 
-    def _decide(self, ranked: RankedSlates, x: np.ndarray, magnitude: np.ndarray, coef, intercept,
-                scaler: FeatureScaler) -> np.ndarray:
-        xs = scaler.transform(x, ranked.mask)
-        pi = 1.0 / (1.0 + np.exp(-(xs @ coef + intercept)))
-        return self._expected_udcg(ranked, np.where(ranked.mask, pi, 0.0), magnitude).argmax(axis=1)
-
     # ---- fit / select ----------------------------------------------------------------------------------
     def fit(self, ranked: RankedSlates, *, gamma=None, val: RankedSlates | None = None):
         """Prior on ``ranked`` (train rows; ``val`` picks its best epoch), calibration on ``val``."""
@@ -160,10 +168,8 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         x = self._calibration_inputs(val, z)
         y = (val.utility > 0).astype(np.float64)
         magnitude = self._magnitude(val, prior_m)
-        self.calibration_scaler = FeatureScaler().fit(x, val.mask)
-        xs = self.calibration_scaler.transform(x, val.mask)
-        self.calibration_coef, self.calibration_intercept = _fit_logistic(xs[val.mask], y[val.mask],
-                                                                          self.calibration_c)
+        self.calibration_scaler, self.calibration_coef, self.calibration_intercept = fit_calibration(
+            x, y, val.mask, self.calibration_c)
         self.crossfit_metrics = self._crossfit(val, x, y, magnitude)
         self.history = {**self.history, **{f"calibration/{k.split('/', 1)[1]}": v
                                            for k, v in self.crossfit_metrics.items()}}
@@ -179,27 +185,28 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         k = np.zeros(n, dtype=np.int64)
         for held in np.array_split(order, folds):
             rest = np.setdiff1d(order, held)
-            scaler = FeatureScaler().fit(x[rest], val.mask[rest])
-            xs = scaler.transform(x[rest], val.mask[rest])
-            coef, intercept = _fit_logistic(xs[val.mask[rest]], y[rest][val.mask[rest]], self.calibration_c)
-            sub = val.subset(held)
-            k[held] = self._decide(sub, x[held], magnitude[held], coef, intercept, scaler)
+            calibration = fit_calibration(x[rest], y[rest], val.mask[rest], self.calibration_c)
+            pi = calibrated_probability(x[held], val.mask[held], *calibration)
+            k[held] = self._expected_udcg(val.subset(held), pi, magnitude[held]).argmax(axis=1)
         udcg = udcg_of_kept(val.utility, val.mask, k, gamma=self.gamma)
         return {"val/udcg": float(udcg.mean()), "val/mean_k": float(k.mean()), "val/k0_rate": float((k == 0).mean())}
 
-    def relevance_probability(self, ranked: RankedSlates) -> np.ndarray:
-        """``[Q, W]`` calibrated ``pi_i`` of the ranked passages (0 on padding)."""
+    def _calibrated(self, ranked: RankedSlates) -> tuple[np.ndarray, np.ndarray]:
+        """``(pi, m)``, both ``[Q, W]``: calibrated relevance probabilities and the magnitudes the decision uses."""
         if self.calibration_coef is None:
             raise RuntimeError("calibrated_utility selector is not fitted: fit it or load it")
-        z, _ = self._prior(ranked)
-        xs = self.calibration_scaler.transform(self._calibration_inputs(ranked, z), ranked.mask)
-        pi = 1.0 / (1.0 + np.exp(-(xs @ self.calibration_coef + self.calibration_intercept)))
-        return np.where(ranked.mask, pi, 0.0)
+        z, prior_m = self._prior(ranked)  # the prior's modules run once for both
+        pi = calibrated_probability(self._calibration_inputs(ranked, z), ranked.mask, self.calibration_scaler,
+                                    self.calibration_coef, self.calibration_intercept)
+        return pi, self._magnitude(ranked, prior_m)
+
+    def relevance_probability(self, ranked: RankedSlates) -> np.ndarray:
+        """``[Q, W]`` calibrated ``pi_i`` of the ranked passages (0 on padding)."""
+        return self._calibrated(ranked)[0]
 
     def expected_udcg(self, ranked: RankedSlates) -> np.ndarray:
         """``[Q, max_k + 1]``: ``E[UDCG(top-k)]`` under the calibrated model (-1 past a row's passages)."""
-        _, prior_m = self._prior(ranked)
-        return self._expected_udcg(ranked, self.relevance_probability(ranked), self._magnitude(ranked, prior_m))
+        return self._expected_udcg(ranked, *self._calibrated(ranked))
 
     def soft_output(self, ranked: RankedSlates):
         """``(E[UDCG(top-k)] [Q, max_k + 1], {})``: what :meth:`inclusion` returns for this kind."""
@@ -237,4 +244,4 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         self.calibration_scaler = FeatureScaler(state["calibration.mean"], state["calibration.std"])
 
 
-__all__ = ["CALIBRATION_FEATURES", "CalibratedUtilitySelector"]
+__all__ = ["CALIBRATION_FEATURES", "CalibratedUtilitySelector", "calibrated_probability", "fit_calibration"]
