@@ -137,11 +137,11 @@ def _ref_item(i, **passage_over):
 
 @pytest.mark.parametrize(("item", "field", "reason"), [
     (_ref_item(1, is_relevant="yes"), "[1].passages[0].is_relevant", "expected true/false"),
-    (_ref_item(1, models_info={"m": {"no_res_prob": 1.5}}), "[1].passages[0].annotations['m'].p_no_response",
+    (_ref_item(1, models_info={"m": {"no_res_prob": 1.5}}), "[1].passages[0].models_info['m'].no_res_prob",
      "outside [0, 1]"),
     (_ref_item(1, models_info={"m": {"no_res_prob": "low"}}), "[1].passages[0].models_info['m'].no_res_prob",
      "expected a number"),
-    (_ref_item(1, doc_id="d1b"), "[1].passages[1].pid", "duplicate passage id"),
+    (_ref_item(1, doc_id="d1b"), "[1].passages[1].doc_id", "duplicate passage id"),
     ({**_ref_item(1), "passages": []}, "[1].passages", "empty candidate list"),
     ({**_ref_item(1), "udcg": {"m": "high"}}, "[1].udcg.m", "expected a number"),
     ({"question": "?", "passages": []}, "[1].example_id", "missing"),
@@ -268,7 +268,7 @@ def test_dpr_fields_and_ids(tmp_path):
      "ctxs[0].hasanswer", "expected true/false"),
     ({"question": "q", "answers": ["a"], "ctxs": [{"title": "t", "hasanswer": True}]}, "ctxs[0].text", "missing"),
     ({"question": "q", "answers": ["a"], "ctxs": [{"id": 1, "text": "x"}, {"id": 1, "text": "y"}]},
-     "ctxs[1].pid", "duplicate passage id"),
+     "ctxs[1].id", "duplicate passage id"),
     ({"question": "q", "answers": ["a"], "ctxs": [{"text": "x", "score": "high"}]}, "ctxs[0].score",
      "expected a number"),
 ])
@@ -433,7 +433,7 @@ def test_hotpotqa_tiny(tmp_path):
 @pytest.mark.parametrize(("bad", "field", "reason"), [
     (_hotpot(1, is_supporting="yes"), "contexts[0].is_supporting", "expected true/false"),
     (_hotpot(1, paragraph_text=None), "contexts[0].paragraph_text", "must not be null"),
-    (_hotpot(1, id="1"), "contexts[1].pid", "duplicate passage id"),
+    (_hotpot(1, id="1"), "contexts[1].id", "duplicate passage id"),
     ({**_hotpot(1), "answers_objects": [{"spans": []}]}, "answers_objects", "no gold answer"),
     ({**_hotpot(1), "answers_objects": [{"spans": [3]}]}, "answers_objects[0].spans[0]", "expected a string"),
     ({**_hotpot(1), "contexts": []}, "contexts", "empty candidate list"),
@@ -564,7 +564,7 @@ def _dl19_entry(query_id, n=3, **hit_over):
 @pytest.mark.parametrize(("entry", "field", "reason"), [
     (_dl19_entry(2, score="high"), "[1].hits[1].score", "expected a number"),
     (_dl19_entry(2, qid=3), "[1].hits[1].qid", "different qids"),
-    (_dl19_entry(2, docid="d0"), "[1].hits[1].pid", "duplicate passage id"),
+    (_dl19_entry(2, docid="d0"), "[1].hits[1].docid", "duplicate passage id"),
     ({"query": "q", "hits": []}, "[1].hits", "no hits"),
     (_dl19_entry(1), "[1].hits[0].qid", "appears twice"),
 ])
@@ -657,5 +657,7 @@ def test_beir_malformed(tmp_path):
         read_beir(short)
     assert info.value.line == 2
 
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(DataError, match="no such file") as info:  # the path is named, not FileNotFoundError(2, ..)
         read_beir(tmp_path / "c", split="dev")
+    assert info.value.path == str(tmp_path / "c" / "qrels" / "dev.tsv") and info.value.path in repr(info.value)
+    assert isinstance(info.value, FileNotFoundError)  # "is the data there?" checks keep working

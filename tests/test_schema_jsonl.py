@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from udcg_ltr.data.jsonl import dumps_record, parse_lines, read_records, write_records
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.jsonl import dumps_record, loads_json, parse_lines, read_records, write_records
+from udcg_ltr.data.schema import DataError, MissingFileError, Passage, QueryRecord, validate_record
+from udcg_ltr.io import open_text
 
 # ---- strategies ----------------------------------------------------------------------------
 
@@ -21,6 +22,11 @@ texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 probability = st.floats(min_value=0.0, max_value=1.0)
 json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | finite | texts
+
+
+def ids(max_size):
+    """Query / passage ids: any text that is not blank (a blank id is a DataError)."""
+    return st.text(min_size=1, max_size=max_size).filter(lambda s: s.strip())
 
 
 @st.composite
@@ -37,9 +43,9 @@ def passages(draw, pid):
 
 @st.composite
 def records(draw):
-    pids = draw(st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5, unique=True))
+    pids = draw(st.lists(ids(8), min_size=1, max_size=5, unique=True))
     return QueryRecord(
-        qid=draw(st.text(min_size=1, max_size=10)), question=draw(texts), answers=draw(st.lists(texts, max_size=3)),
+        qid=draw(ids(10)), question=draw(texts), answers=draw(st.lists(texts, max_size=3)),
         passages=[draw(passages(pid)) for pid in pids], split=draw(st.none() | st.sampled_from(["train", "test"])),
         extra=draw(st.dictionaries(st.text(max_size=5), json_scalars, max_size=3)),
     )
@@ -48,7 +54,7 @@ def records(draw):
 # ---- round trip ----------------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(records(), max_size=4))
+@given(st.lists(records(), min_size=1, max_size=4, unique_by=lambda r: r.qid))
 def test_round_trip_is_exact(tmp_path, recs):
     path = tmp_path / "r.jsonl"
     write_records(path, recs)
@@ -201,3 +207,89 @@ def test_parse_lines_attaches_location_to_parser_errors(tmp_path):
     with pytest.raises(DataError) as info:
         list(parse_lines(path, lambda obj: obj["a"]))
     assert info.value.line == 2 and "KeyError" in info.value.reason
+
+
+# ---- strict reading: bytes, gzip, non-finite numbers, duplicates, empty files ----------------
+
+def test_open_text_names_path_line_and_column_of_bad_bytes(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_bytes(b"ok\r\nfine\nbad \xff here\n")
+    with open_text(path) as f:
+        lines = []
+        with pytest.raises(DataError) as info:
+            for line in f:
+                lines.append(line)
+    assert lines == ["ok\n", "fine\n"]  # CRLF read as LF, as text mode does
+    assert (info.value.path, info.value.line) == (str(path), 3) and "column 5" in info.value.reason
+    with pytest.raises(DataError) as info, open_text(path) as f:  # read(): the same line from the byte offset
+        f.read()
+    assert info.value.line == 3
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "not gzip"])
+def test_open_text_damaged_gzip_is_a_data_error(tmp_path, damage):
+    data = gzip.compress(b"".join(b"line %d\n" % i for i in range(2000)), mtime=0)
+    bad = {"truncated": data[: len(data) // 2], "corrupt": data[:40] + bytes(b ^ 0x33 for b in data[40:60]) + data[60:],
+           "not gzip": b"plain text\n"}[damage]
+    path = tmp_path / "x.txt.gz"
+    path.write_bytes(bad)
+    with pytest.raises(DataError, match="gzip") as info, open_text(path) as f:
+        list(f)
+    assert info.value.path == str(path)
+
+
+def test_missing_file_names_its_path_and_is_a_file_not_found_error(tmp_path):
+    path = tmp_path / "absent.jsonl"
+    with pytest.raises(MissingFileError) as info:
+        read_records(path)
+    assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, DataError)
+    assert str(path) in str(info.value) and str(path) in repr(info.value)  # Hydra prints repr(err)
+
+
+@pytest.mark.parametrize(("literal", "field"), [
+    ('{"qid": "q", "question": "?", "passages": [{"pid": "p", "text": "t", "score": NaN}]}', "passages[0].score"),
+    ('{"qid": "q", "question": "?", "passages": [], "extra": {"a": [1, -Infinity]}}', "extra.a[1]"),
+    ('{"qid": "q", "question": "?", "passages": [{"pid": "p", "text": "t", "score": 1e999}]}', "passages[0].score"),
+])
+def test_non_finite_numbers_are_not_json(tmp_path, literal, field):
+    path = _write_lines(tmp_path / "nan.jsonl", [_good(), literal])
+    with pytest.raises(DataError, match="not finite") as info:
+        read_records(path)
+    assert (info.value.line, info.value.field) == (2, field)
+    with pytest.raises(DataError) as info:
+        loads_json(literal)
+    assert info.value.field == field
+
+
+def test_writer_refuses_what_the_reader_would_refuse(tmp_path):
+    rec = QueryRecord(qid="q", question="?", passages=[Passage(pid="p", text="t", extra={"x": float("nan")})])
+    with pytest.raises(ValueError, match=r"passages\[0\]\.extra\.x"):
+        write_records(tmp_path / "out.jsonl", [rec])
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_duplicate_query_ids_and_empty_files_are_errors(tmp_path):
+    path = _write_lines(tmp_path / "dup.jsonl", [_good(), _good(qid="q2"), _good()])
+    with pytest.raises(DataError, match="duplicate qid 'q1' \\(first on line 1\\)") as info:
+        read_records(path)
+    assert (info.value.line, info.value.field) == (3, "qid")
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n \n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(DataError, match="no records") as info:
+            read_records(tmp_path / name)
+        assert info.value.path == str(tmp_path / name)
+    assert list(parse_lines(tmp_path / "empty.jsonl", dict, allow_empty=True)) == []
+
+
+@pytest.mark.parametrize(("qid", "pid", "field"), [("", "p", "qid"), (" ", "p", "qid"), ("q", "", "passages[0].pid")])
+def test_blank_ids_are_errors(qid, pid, field):
+    with pytest.raises(DataError, match="empty") as info:
+        validate_record(QueryRecord(qid=qid, question="?", passages=[Passage(pid=pid, text="t")]))
+    assert info.value.field == field
+
+
+@given(st.integers(-3, 0))
+def test_rank_is_one_based(rank):
+    with pytest.raises(DataError, match="1-based") as info:
+        validate_record(QueryRecord(qid="q", question="?", passages=[Passage(pid="p", text="t", rank=rank)]))
+    assert info.value.field == "passages[0].rank"

@@ -3,6 +3,13 @@
 An atomic write goes to a temporary file in the destination folder, is flushed and fsynced, then
 renamed over the destination (``os.replace`` is atomic on POSIX and Windows): a reader sees the old
 file or the new one, never half of one, and a killed writer leaves the old file intact.
+
+Reading (:func:`open_text`) is strict: a missing file (:class:`MissingFileError`, also a
+``FileNotFoundError``), bytes that are not UTF-8, and a corrupt or truncated gzip stream are all
+:class:`DataError` s naming the file (and the line where there is one), never a bare
+``UnicodeDecodeError`` / ``EOFError`` / ``zlib.error`` / ``FileNotFoundError(2, ...)`` without a path.
+:class:`DataError` is defined here, below the data model, because this is the lowest layer that
+reports bad input; the data model re-exports it as ``udcg_ltr.data.schema.DataError``.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import io
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +29,33 @@ from typing import IO, Any
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 FILE_MODE = 0o666 & ~_UMASK
+
+
+class DataError(ValueError):
+    """Malformed input. The message names the file, the (1-based) line and the field.
+
+    ``str(err)`` is ``"<path>, line <n>, field '<field>': <reason>"`` (the parts that are known);
+    ``repr(err)`` carries the same text, so wrappers that print ``repr`` (Hydra's ``instantiate``)
+    still show where the problem is.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike | None = None, line: int | None = None,
+                 field: str | None = None):
+        path = str(path) if path is not None else None
+        self.path, self.line, self.field, self.reason = path, line, field, message
+        where = []
+        if path is not None:
+            where.append(path)
+        if line is not None:
+            where.append(f"line {line}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class MissingFileError(DataError, FileNotFoundError):
+    """A data file that does not exist: a :class:`DataError` naming its path, and a ``FileNotFoundError``
+    too, so that code asking "is the data there?" with ``except FileNotFoundError`` keeps working."""
 
 
 @contextlib.contextmanager
@@ -73,12 +108,89 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None =
     atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, sort_keys=False) + "\n")
 
 
-def open_text(path: str | os.PathLike) -> IO[str]:
-    """Open a UTF-8 text file for reading, transparently gunzipping ``*.gz``."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+# What a damaged gzip stream raises: BadGzipFile (an OSError: bad header, CRC or length), EOFError
+# (truncated: no end-of-stream marker), zlib.error (corrupt deflate data).
+_GZIP_ERRORS = (OSError, EOFError, zlib.error)
+
+
+class TextReader:
+    """A strict UTF-8 text reader over a plain or gzipped file (see :func:`open_text`).
+
+    Iterating yields lines (Windows line ends turned into LF, as text mode does) and counts
+    them in :attr:`line`; :meth:`read` returns the whole text. Every failure is a
+    :class:`DataError` naming the file: a line that is not UTF-8 names its line and column, a
+    damaged gzip stream the line it broke in.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        self.line = 0
+        try:
+            raw = open(path, "rb")
+        except FileNotFoundError:
+            raise MissingFileError("no such file", path=self.path) from None
+        except IsADirectoryError:
+            raise DataError("is a directory, expected a file", path=self.path) from None
+        except OSError as err:
+            raise DataError(f"cannot open ({err.strerror or err})", path=self.path) from None
+        self._raw = raw
+        self._stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if Path(path).suffix == ".gz" else raw
+
+    def _gzip_error(self, err: BaseException, line: int | None) -> DataError:
+        return DataError(f"corrupt or truncated gzip data ({type(err).__name__}: {err})", path=self.path,
+                         line=line)
+
+    def _decode(self, data: bytes, first_line: int) -> str:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = first_line + data.count(b"\n", 0, err.start)
+            column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+            raise DataError(f"not valid UTF-8 (byte {data[err.start]:#04x} at column {column})", path=self.path,
+                            line=line) from None
+        return text.replace("\r\n", "\n")
+
+    def __iter__(self) -> Iterator[str]:
+        while True:
+            try:
+                data = self._stream.readline()
+            except _GZIP_ERRORS as err:
+                raise self._gzip_error(err, self.line + 1) from None
+            if not data:
+                return
+            self.line += 1
+            yield self._decode(data, self.line)
+
+    def read(self) -> str:
+        """The whole (remaining) text."""
+        try:
+            data = self._stream.read()
+        except _GZIP_ERRORS as err:
+            raise self._gzip_error(err, None) from None
+        text = self._decode(data, self.line + 1)
+        self.line += data.count(b"\n")
+        return text
+
+    def close(self) -> None:
+        try:
+            self._stream.close()
+        finally:
+            self._raw.close()
+
+    def __enter__(self) -> TextReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_text(path: str | os.PathLike) -> TextReader:
+    """Open a UTF-8 text file for strict reading, transparently gunzipping ``*.gz`` (:class:`TextReader`).
+
+    A missing file, non-UTF-8 bytes and a corrupt or truncated gzip stream raise :class:`DataError`
+    naming the path (and the line, where the damage is in one).
+    """
+    return TextReader(path)
 
 
 @contextlib.contextmanager

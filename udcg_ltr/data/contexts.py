@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.schema import DataError
+from udcg_ltr.data.schema import DataError, get_field, get_str_list
 from udcg_ltr.io import atomic_open
+
+#: The graded outcomes of an end-to-end answer (:mod:`udcg_ltr.annotate.grading`).
+OUTCOMES = ("correct", "abstained", "wrong")
 
 
 @dataclass
@@ -35,30 +38,32 @@ class ContextRun:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, llm: str | None = None) -> ContextRun:
-        for required in ("qid", "context_id", "pids", "answer"):
-            if required not in obj:
-                raise DataError("missing", field=required)
-        if not isinstance(obj["pids"], list) or not all(isinstance(p, str) for p in obj["pids"]):
-            raise DataError("expected a list of passage ids", field="pids")
-        if not isinstance(obj["answer"], str):
-            raise DataError("expected a string", field="answer")
-        pnr = obj.get("p_no_response")
-        if pnr is not None and (isinstance(pnr, bool) or not isinstance(pnr, (int, float)) or not 0 <= pnr <= 1):
+        """A run from its JSON object; every field type-checked (``null`` ids, a ``"3"`` context id,
+        a string for ``pids``, a NaN probability are :class:`DataError` s naming the field)."""
+        if not isinstance(obj, Mapping):
+            raise DataError(f"expected a JSON object, got {type(obj).__name__}")
+        pids = get_str_list(obj, "pids")
+        pnr = get_field(obj, "p_no_response", float, optional=True)
+        if pnr is not None and not 0 <= pnr <= 1:
             raise DataError(f"probability {pnr!r} outside [0, 1]", field="p_no_response")
-        name = obj.get("llm", llm)
+        name = get_field(obj, "llm", str, optional=True, default=llm)
         if name is None:
             raise DataError("missing (and no default LLM name was given)", field="llm")
-        outcome = obj.get("outcome")
-        if outcome is not None and outcome not in ("correct", "abstained", "wrong"):
+        outcome = get_field(obj, "outcome", str, optional=True)
+        if outcome is not None and outcome not in OUTCOMES:
             raise DataError(f"unknown outcome {outcome!r}", field="outcome")
-        return cls(qid=str(obj["qid"]), context_id=int(obj["context_id"]), pids=list(obj["pids"]),
-                   answer=obj["answer"], llm=name, p_no_response=pnr, outcome=outcome,
-                   extra=dict(obj.get("extra", {})))
+        return cls(qid=str(get_field(obj, "qid", (str, int))), context_id=get_field(obj, "context_id", int),
+                   pids=pids, answer=get_field(obj, "answer", str), llm=name, p_no_response=pnr, outcome=outcome,
+                   extra=dict(get_field(obj, "extra", dict, optional=True, default={})))
 
 
 def read_context_runs(path: str | os.PathLike, *, llm: str | None = None) -> list[ContextRun]:
-    """Read end-to-end runs from JSONL; ``llm`` names the reader when lines do not carry it."""
-    return list(parse_lines(path, lambda obj: ContextRun.from_dict(obj, llm=llm)))
+    """Read end-to-end runs from JSONL; ``llm`` names the reader when lines do not carry it.
+
+    A (qid, context_id, llm) given twice and an empty file are errors naming the file and line.
+    """
+    return list(parse_lines(path, lambda obj: ContextRun.from_dict(obj, llm=llm),
+                            unique=lambda r: (r.qid, r.context_id, r.llm), unique_field="context_id"))
 
 
 def write_context_runs(path: str | os.PathLike, runs: Iterable[ContextRun]) -> Path:

@@ -2,60 +2,167 @@
 
 Round trip is exact: ``write_records(read_records(f))`` reproduces a file this module wrote, byte
 for byte, and ``read_records(write_records(rs)) == rs``. Errors name the file, the line and the field.
+
+Strict JSON, shared by every JSON reader (:func:`loads_json`, :func:`raw_decode_json`): ``NaN``,
+``Infinity`` and numbers too large for a float (``1e999``) are not JSON numbers (RFC 8259) and
+are refused with the field that holds them (``passages[1].score``), wherever they are, so no
+reader can let one through into a metric. A file of records must hold at least one record and no
+query id twice (:func:`parse_lines`): an empty file or a repeated question is an error, not an
+empty table or a question counted twice. :func:`write_records` refuses non-finite numbers too, so
+the toolkit never writes a file it would refuse to read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from udcg_ltr.data.schema import DataError, QueryRecord, validate_record
 from udcg_ltr.io import atomic_open, open_text
 
+T = TypeVar("T")
+
+
+class _NonFinite(Exception):
+    """Raised by the strict decoder's hooks; the lax decoder then locates the value for the message."""
+
+
+def _reject_constant(name: str) -> float:
+    raise _NonFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # "1e999" parses as inf
+        raise _NonFinite(text)
+    return value
+
+
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_LAX = json.JSONDecoder()
+
+
+def non_finite_field(obj: Any, where: str = "") -> str | None:
+    """The field path (``passages[1].score``) of the first NaN or infinite number in ``obj``, else None."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (where or "(value)")
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            found = non_finite_field(value, f"{where}.{key}" if where else str(key))
+            if found is not None:
+                return found
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            found = non_finite_field(value, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _non_finite_error(obj: Any, token: str) -> DataError:
+    return DataError(f"number {token} is not finite (NaN and Infinity are not valid JSON numbers)",
+                     field=non_finite_field(obj))
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` refusing NaN / Infinity / overflowing numbers with a :class:`DataError` naming the field.
+
+    Syntax errors stay ``json.JSONDecodeError`` (callers know the file and line to report).
+    """
+    try:
+        return _STRICT.decode(text)
+    except _NonFinite as err:
+        raise _non_finite_error(_LAX.decode(text), str(err)) from None
+
+
+def raw_decode_json(text: str, pos: int) -> tuple[Any, int]:
+    """``JSONDecoder.raw_decode`` at ``pos`` with the same refusal of non-finite numbers as :func:`loads_json`."""
+    try:
+        return _STRICT.raw_decode(text, pos)
+    except _NonFinite as err:
+        raise _non_finite_error(_LAX.raw_decode(text, pos)[0], str(err)) from None
+
 
 def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, parsed_object)`` for each non-blank line; bad JSON names file and line."""
+    """Yield ``(line_number, parsed_object)`` for each non-blank line; bad JSON names file and line.
+
+    Bad bytes (not UTF-8, a damaged gzip stream), invalid JSON and non-finite numbers are all
+    :class:`DataError` s with the file and line (and the field, for a non-finite number).
+    """
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                obj = loads_json(line)
             except json.JSONDecodeError as err:
                 raise DataError(f"invalid JSON ({err.msg} at column {err.colno})", path=str(path),
                                 line=lineno) from None
+            except DataError as err:
+                raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
+            yield lineno, obj
 
 
-def parse_lines(path: str | os.PathLike, parse: Callable[[Any], Any]) -> Iterator[Any]:
-    """Apply ``parse`` to every JSON line, re-raising its :class:`DataError` with file and line attached."""
+def parse_lines(path: str | os.PathLike, parse: Callable[[Any], T], *,
+                unique: Callable[[T], Hashable] | None = None, unique_field: str = "qid",
+                allow_empty: bool = False) -> Iterator[T]:
+    """Apply ``parse`` to every JSON line, re-raising its :class:`DataError` with file and line attached.
+
+    ``unique(item)`` is the item's identity (a query id): a second item with the same identity is
+    an error naming its line, ``unique_field`` and the first line. A file without any item is an
+    error ("no records") unless ``allow_empty``.
+    """
+    seen: dict[Hashable, int] = {}
+    n = 0
     for lineno, obj in iter_json_lines(path):
         try:
-            yield parse(obj)
+            item = parse(obj)
         except DataError as err:
             raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(f"{type(err).__name__}: {err}", path=str(path), line=lineno) from None
+        if unique is not None:
+            key = unique(item)
+            if key in seen:
+                raise DataError(f"duplicate {unique_field} {key!r} (first on line {seen[key]})", path=str(path),
+                                line=lineno, field=unique_field)
+            seen[key] = lineno
+        n += 1
+        yield item
+    if n == 0 and not allow_empty:
+        raise DataError("no records (the file is empty)", path=str(path))
 
 
 def read_records(path: str | os.PathLike, *, validate: bool = True, allow_empty: bool = False) -> list[QueryRecord]:
-    """Read a JSONL file of query records written by :func:`write_records`."""
-    records = []
-    for lineno, obj in iter_json_lines(path):
-        try:
-            record = QueryRecord.from_dict(obj)
-        except DataError as err:
-            raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
+    """Read a JSONL file of query records written by :func:`write_records`.
+
+    ``allow_empty`` lets a record have an empty candidate list; the file itself must hold at least
+    one record, and no query id twice.
+    """
+    def parse(obj: Any) -> QueryRecord:
+        record = QueryRecord.from_dict(obj)
         if validate:
-            validate_record(record, path=str(path), line=lineno, allow_empty=allow_empty)
-        records.append(record)
-    return records
+            validate_record(record, allow_empty=allow_empty)
+        return record
+
+    return list(parse_lines(path, parse, unique=lambda r: r.qid))
 
 
 def dumps_record(record: QueryRecord) -> str:
-    return json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    """One record as a JSON line; a NaN or infinite number anywhere is a ``ValueError`` naming the field."""
+    obj = record.to_dict()
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        field = non_finite_field(obj)
+        if field is None:
+            raise
+        raise ValueError(f"query {record.qid!r}: field {field} is not finite; NaN and Infinity are not JSON "
+                         "(store None for a missing value)") from None
 
 
 def write_records(path: str | os.PathLike, records: Iterable[QueryRecord]) -> Path:

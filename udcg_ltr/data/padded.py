@@ -1,4 +1,15 @@
-"""From :class:`QueryRecord` lists to the padded ``[n_queries, k]`` arrays the metrics consume."""
+"""From :class:`QueryRecord` lists to the padded ``[n_queries, k]`` arrays the metrics consume.
+
+The judged pool of a query (:func:`judged_pools`) is what recall-style metrics and nDCG's ideal
+divide by. With TREC-style judgements (``record.extra["judged_grades"]``, ``{"grade": count}``
+over every qrel of the query as :mod:`udcg_ltr.data.readers.trec` writes it, or
+``record.extra["qrels"]``, ``{pid: grade}``) it is the qrels, retrieved or not, as trec_eval reads
+them: ``R`` = judged passages with ``grade >= relevance_threshold`` (trec_eval ``-l``), the ideal =
+every positive grade, and a query with no judgement at all is *unjudged* (trec_eval evaluates only
+queries present in the qrels; callers leave it out and report the count). Without qrels the
+record's own passages are the pool (an unlabelled passage counts as not relevant) and every query
+is judged.
+"""
 
 from __future__ import annotations
 
@@ -33,8 +44,11 @@ class PaddedSlates:
     p_no_response: np.ndarray  # float [Q, W] (NaN when not annotated)
     utility: np.ndarray  # float [Q, W], Eq. 2 (0 for padding or no LLM)
     is_distractor: np.ndarray  # bool [Q, W]
-    n_relevant: np.ndarray = field(default=None)  # float [Q]: relevant passages in the whole pool
+    n_relevant: np.ndarray = field(default=None)  # float [Q]: relevant passages in the judged pool (R)
     probes: dict[str, np.ndarray] = field(default_factory=dict)  # float [Q, W] each, 0 for padding
+    ideal_gains: np.ndarray | None = None  # float [Q, P]: the judged pool's positive grades, descending
+    ideal_mask: np.ndarray | None = None  # bool [Q, P]
+    judged: np.ndarray | None = None  # bool [Q]: False for a query whose qrels judge nothing (drop it)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -48,8 +62,65 @@ class PaddedSlates:
             relevant=take(self.relevant), retrieval_score=take(self.retrieval_score),
             retrieval_rank=take(self.retrieval_rank), p_no_response=take(self.p_no_response),
             utility=take(self.utility), is_distractor=take(self.is_distractor), n_relevant=self.n_relevant,
-            probes={name: take(v) for name, v in self.probes.items()},
+            probes={name: take(v) for name, v in self.probes.items()}, ideal_gains=self.ideal_gains,
+            ideal_mask=self.ideal_mask, judged=self.judged,
         )
+
+
+@dataclass
+class JudgedPools:
+    """The judged pool of each query (module doc): ``R``, the graded ideal and whether it is judged at all."""
+
+    n_relevant: np.ndarray  # float [Q]: judged passages with grade >= relevance_threshold
+    ideal_gains: np.ndarray  # float [Q, P]: positive grades of the pool, descending, 0 for padding
+    ideal_mask: np.ndarray  # bool [Q, P]
+    judged: np.ndarray  # bool [Q]: False when the query's qrels hold no judgement
+    from_qrels: np.ndarray  # bool [Q]: the pool comes from qrels (TREC), not from the record's passages
+
+    @property
+    def n_unjudged(self) -> int:
+        return int((~self.judged).sum())
+
+
+def qrels_grades(record: QueryRecord) -> list[int] | None:
+    """Every judged grade of the query from its qrels facts (module doc), or None when the record has none."""
+    counts = record.extra.get("judged_grades")
+    if isinstance(counts, Mapping):
+        return [int(g) for g, c in counts.items() for _ in range(int(c))]
+    qrels = record.extra.get("qrels")
+    if isinstance(qrels, Mapping):
+        return [int(g) for g in qrels.values()]
+    return None
+
+
+def judged_pools(records: Sequence[QueryRecord], relevance_threshold: int = 1) -> JudgedPools:
+    """:class:`JudgedPools` of ``records``: from the qrels where records carry them, else from their passages.
+
+    Grades <= 0 carry no gain (trec_eval's ``ndcg``: only positive gains enter the ideal), so the
+    ideal rows hold the positive grades only.
+    """
+    n = len(records)
+    n_relevant = np.zeros(n)
+    judged = np.ones(n, dtype=bool)
+    from_qrels = np.zeros(n, dtype=bool)
+    positives: list[list[float]] = []
+    for i, rec in enumerate(records):
+        grades = qrels_grades(rec)
+        if grades is None:
+            grades = [p.relevance for p in rec.passages if p.relevance is not None]
+        else:
+            from_qrels[i] = True
+            judged[i] = len(grades) > 0
+        n_relevant[i] = sum(g >= relevance_threshold for g in grades)
+        positives.append(sorted((float(g) for g in grades if g > 0), reverse=True))
+    width = max((len(g) for g in positives), default=0)
+    ideal = np.zeros((n, width))
+    ideal_mask = np.zeros((n, width), dtype=bool)
+    for i, g in enumerate(positives):
+        ideal[i, :len(g)] = g
+        ideal_mask[i, :len(g)] = True
+    return JudgedPools(n_relevant=n_relevant, ideal_gains=ideal, ideal_mask=ideal_mask, judged=judged,
+                       from_qrels=from_qrels)
 
 
 def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width: int | None = None,
@@ -65,7 +136,8 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
     (:mod:`udcg_ltr.data.lexical`) use ``idf`` (default: :func:`~udcg_ltr.data.lexical.records_idf`
     of ``records``; pass one corpus's idf to every split so the features agree across splits).
     ``selector_features=False`` skips both kinds of ``probes`` (most of the padding time): for callers
-    that only compute metrics.
+    that only compute metrics. ``n_relevant``, ``ideal_gains``/``ideal_mask`` and ``judged`` describe
+    each query's judged pool (:func:`judged_pools`: the qrels when records carry them).
     """
     if order not in ("given", "retrieval"):
         raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
@@ -81,7 +153,7 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
     pnr = np.full((n, w), np.nan)
     utility = np.zeros((n, w))
     distractor = np.zeros((n, w), dtype=bool)
-    n_relevant = np.zeros(n)
+    pools = judged_pools(records, relevance_threshold)
     answers = selector_features and llm is not None and n > 0 and all(
         isinstance(p.annotations.get(llm, {}).get("answer_alone"), str) for r in records for p in r.passages)
     lexical = LEXICAL_FEATURES if selector_features else ()
@@ -90,7 +162,6 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
         idf = records_idf(records)
     for i, rec in enumerate(records):
         passages = list(rec.passages)
-        n_relevant[i] = sum(p.is_relevant(relevance_threshold) for p in passages)
         if order == "retrieval":
             keyed = sorted(enumerate(passages), key=lambda t: (
                 t[1].rank if t[1].rank is not None else np.inf,
@@ -117,5 +188,6 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
                 utility[i, j] = p.utility(llm, relevance_threshold)
     return PaddedSlates(qids=[r.qid for r in records], pids=pids, mask=mask, relevance=relevance,
                         relevant=relevant, retrieval_score=score, retrieval_rank=rank, p_no_response=pnr,
-                        utility=utility, is_distractor=distractor, n_relevant=n_relevant,
-                        probes=probes)
+                        utility=utility, is_distractor=distractor, n_relevant=pools.n_relevant,
+                        probes=probes, ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask,
+                        judged=pools.judged)

@@ -10,9 +10,15 @@ A record carries everything the rest of the toolkit needs:
   probability of the first token of ``NO-RESPONSE`` at the first answer position, UDCG paper
   Eq. 2) and any further fields (``answer_alone``, ``erag_em``, ``answer_logprob`` ...).
 
-Validation (:func:`validate_record`) reports, never drops: an empty candidate list, a duplicate
-passage id within one query, a probability outside [0, 1] or a relevance label outside 0..5 raise
-:class:`DataError` naming the file, line and field.
+Validation (:func:`validate_record`) reports, never drops: an empty query or passage id, an empty
+candidate list, a duplicate passage id within one query, a rank below 1, a non-finite score, a
+probability outside [0, 1] or a relevance label outside 0..5 raise :class:`DataError` naming the
+file, line and field.
+
+Typed field access for the readers (:func:`get_field`, :func:`get_str_list`) lives here too, so
+that every reader -- and :mod:`udcg_ltr.data.contexts`, below the readers -- checks JSON types the
+same way: a string where a list belongs (``"answers": "yes"``), a ``null`` id, a boolean where a
+number belongs, a non-finite number are all :class:`DataError` s naming the field.
 """
 
 from __future__ import annotations
@@ -22,27 +28,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from udcg_ltr.io import DataError, MissingFileError
+
+__all__ = ["MAX_GRADE", "PROBABILITY_FIELDS", "DataError", "MissingFileError", "Passage", "QueryRecord", "get_field",
+           "get_str_list", "is_finite_number", "iter_validated", "validate_record"]
+
 #: Annotation fields that hold probabilities and must lie in [0, 1].
 PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
 
 #: Highest graded relevance label the data model accepts (RA-nWG's 0..5 scale).
 MAX_GRADE = 5
-
-
-class DataError(ValueError):
-    """Malformed input. The message names the file, the (1-based) line and the field."""
-
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
-                 field: str | None = None):
-        self.path, self.line, self.field, self.reason = path, line, field, message
-        where = []
-        if path is not None:
-            where.append(str(path))
-        if line is not None:
-            where.append(f"line {line}")
-        if field is not None:
-            where.append(f"field '{field}'")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
 @dataclass
@@ -176,12 +171,17 @@ class QueryRecord:
 def validate_record(record: QueryRecord, *, path: str | None = None, line: int | None = None,
                     allow_empty: bool = False) -> QueryRecord:
     """Check the invariants the metrics rely on; raise :class:`DataError` on the first violation."""
+    if not isinstance(record.qid, str) or not record.qid.strip():
+        raise DataError(f"empty query id {record.qid!r}", path=path, line=line, field="qid")
     if not record.passages and not allow_empty:
         raise DataError(f"query {record.qid!r} has an empty candidate list", path=path, line=line,
                         field="passages")
     seen: set[str] = set()
     for i, p in enumerate(record.passages):
         where = f"passages[{i}]"
+        if not isinstance(p.pid, str) or not p.pid.strip():
+            raise DataError(f"empty passage id {p.pid!r} in query {record.qid!r}", path=path, line=line,
+                            field=f"{where}.pid")
         if p.pid in seen:
             raise DataError(f"duplicate passage id {p.pid!r} in query {record.qid!r}", path=path, line=line,
                             field=f"{where}.pid")
@@ -189,7 +189,9 @@ def validate_record(record: QueryRecord, *, path: str | None = None, line: int |
         if p.relevance is not None and not 0 <= p.relevance <= MAX_GRADE:
             raise DataError(f"relevance {p.relevance} outside 0..{MAX_GRADE}", path=path, line=line,
                             field=f"{where}.relevance")
-        if p.score is not None and not math.isfinite(p.score):
+        if p.rank is not None and (isinstance(p.rank, bool) or not isinstance(p.rank, int) or p.rank < 1):
+            raise DataError(f"rank {p.rank!r} is not a 1-based position", path=path, line=line, field=f"{where}.rank")
+        if p.score is not None and not is_finite_number(p.score):
             raise DataError(f"score {p.score} is not finite", path=path, line=line, field=f"{where}.score")
         for llm, ann in p.annotations.items():
             if not isinstance(ann, Mapping):
@@ -198,8 +200,7 @@ def validate_record(record: QueryRecord, *, path: str | None = None, line: int |
             for key in PROBABILITY_FIELDS:
                 if key in ann:
                     value = ann[key]
-                    if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                            or not 0.0 <= float(value) <= 1.0):
+                    if not is_finite_number(value) or not 0.0 <= float(value) <= 1.0:
                         raise DataError(f"probability {value!r} outside [0, 1]", path=path, line=line,
                                         field=f"{where}.annotations[{llm!r}].{key}")
     return record
@@ -208,6 +209,16 @@ def validate_record(record: QueryRecord, *, path: str | None = None, line: int |
 def iter_validated(records: Iterable[QueryRecord], *, path: str | None = None) -> Iterable[QueryRecord]:
     for i, r in enumerate(records, start=1):
         yield validate_record(r, path=path, line=i)
+
+
+def is_finite_number(value: Any) -> bool:
+    """A JSON number that is not a boolean, NaN or infinite (an int too large for a float counts as infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _typed(value: Any, kind: type, name: str, *, optional: bool = False) -> Any:
@@ -226,4 +237,59 @@ def _number(value: Any, name: str, *, optional: bool = False) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DataError(f"expected a number, got {value!r:.60}", field=name)
+    if not is_finite_number(value):
+        raise DataError(f"expected a finite number, got {value!r:.60}", field=name)
     return value
+
+
+# ---- typed field access for the readers ------------------------------------------------------
+
+_MISSING = object()
+
+#: Human names for the JSON types :func:`get_field` checks against.
+_TYPE_NAMES = {str: "a string", bool: "true/false", int: "an integer", float: "a number",
+               list: "a list", dict: "an object"}
+
+
+def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str = "",
+              *, optional: bool = False, default: Any = None) -> Any:
+    """``obj[key]`` checked to be of JSON type ``kind``; a :class:`DataError` naming the field otherwise.
+
+    ``where`` is the field path of ``obj`` (e.g. ``"passages[2]"``); the error field is
+    ``where.key``. ``float`` accepts integers too (JSON has one number type) and refuses NaN and
+    infinities; ``int`` and ``float`` refuse booleans (``true`` is not a label or a score). With
+    ``optional=True`` a missing key or a JSON ``null`` gives ``default``; otherwise a ``null`` is
+    an error (an id of ``null`` must not become the string ``'None'``).
+    """
+    name = f"{where}.{key}" if where else key
+    if not isinstance(obj, Mapping):
+        raise DataError(f"expected an object, got {type(obj).__name__}", field=where or None)
+    value = obj.get(key, _MISSING)
+    if value is _MISSING or value is None:
+        if optional:
+            return default
+        raise DataError("missing" if value is _MISSING else "must not be null", field=name)
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if float in kinds and int not in kinds:
+        kinds = kinds + (int,)
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if not ok:
+        expected = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds if not (k is int and float in kinds))
+        raise DataError(f"expected {expected}, got {type(value).__name__} {value!r:.60}", field=name)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float in kinds \
+            and not is_finite_number(value):
+        raise DataError(f"expected a finite number, got {value!r:.60}", field=name)
+    return value
+
+
+def get_str_list(obj: Mapping[str, Any], key: str, where: str = "", *, optional: bool = False) -> list[str]:
+    """A list of strings under ``key`` (e.g. gold answers), each element checked.
+
+    A bare string is refused: ``"answers": "yes"`` must not be read as ``['y', 'e', 's']``.
+    """
+    values = get_field(obj, key, list, where, optional=optional, default=[])
+    name = f"{where}.{key}" if where else key
+    for i, v in enumerate(values):
+        if not isinstance(v, str):
+            raise DataError(f"expected a string, got {type(v).__name__} {v!r:.60}", field=f"{name}[{i}]")
+    return list(values)

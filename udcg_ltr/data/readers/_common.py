@@ -2,66 +2,29 @@
 
 Malformed input is reported the same way by every reader: a :class:`DataError` naming the file,
 the line and the field (for whole-file JSON the field starts with the record index, e.g.
-``[3].passages[2].is_relevant``).
+``[3].passages[2].is_relevant``), in the file's own names (:func:`validate_as_in_file`). The typed
+field getters (:func:`get_field`, :func:`get_str_list`) live in :mod:`udcg_ltr.data.schema`, below
+the readers, and are re-exported here; strict JSON (no NaN / Infinity) is
+:func:`udcg_ltr.data.jsonl.loads_json`. Every reader refuses an empty file ("no records") and a
+query id given twice.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+import re
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from udcg_ltr.data.schema import DataError
+from udcg_ltr.data.jsonl import loads_json, raw_decode_json
+from udcg_ltr.data.schema import DataError, QueryRecord, get_field, get_str_list, validate_record
 from udcg_ltr.io import open_text
 
 T = TypeVar("T")
 
-_MISSING = object()
-
-#: Human names for the JSON types :func:`get_field` checks against.
-_TYPE_NAMES = {str: "a string", bool: "true/false", int: "an integer", float: "a number",
-               list: "a list", dict: "an object"}
-
-
-def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str = "",
-              *, optional: bool = False, default: Any = None) -> Any:
-    """``obj[key]`` checked to be of JSON type ``kind``; a :class:`DataError` naming the field otherwise.
-
-    ``where`` is the field path of ``obj`` (e.g. ``"passages[2]"``); the error field is
-    ``where.key``. ``float`` accepts integers too (JSON has one number type); ``int`` and
-    ``float`` refuse booleans (``true`` is not a label or a score). With ``optional=True`` a
-    missing key or a JSON ``null`` gives ``default``.
-    """
-    name = f"{where}.{key}" if where else key
-    if not isinstance(obj, Mapping):
-        raise DataError(f"expected an object, got {type(obj).__name__}", field=where or None)
-    value = obj.get(key, _MISSING)
-    if value is _MISSING or value is None:
-        if optional:
-            return default
-        raise DataError("missing" if value is _MISSING else "must not be null", field=name)
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if float in kinds and int not in kinds:
-        kinds = kinds + (int,)
-    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-    if not ok:
-        expected = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds if not (k is int and float in kinds))
-        raise DataError(f"expected {expected}, got {type(value).__name__} {value!r:.60}", field=name)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise DataError(f"expected a finite number, got {value!r}", field=name)
-    return value
-
-
-def get_str_list(obj: Mapping[str, Any], key: str, where: str = "", *, optional: bool = False) -> list[str]:
-    """A list of strings under ``key`` (e.g. gold answers), each element checked."""
-    values = get_field(obj, key, list, where, optional=optional, default=[])
-    name = f"{where}.{key}" if where else key
-    for i, v in enumerate(values):
-        if not isinstance(v, str):
-            raise DataError(f"expected a string, got {type(v).__name__} {v!r:.60}", field=f"{name}[{i}]")
-    return list(values)
+__all__ = ["file_field", "get_field", "get_str_list", "iter_json_array", "load_json", "parse_grade",
+           "parse_json_array", "prefix_field", "validate_as_in_file"]
 
 
 def prefix_field(err: DataError, prefix: str, *, path: str | os.PathLike | None = None,
@@ -76,14 +39,74 @@ def prefix_field(err: DataError, prefix: str, *, path: str | os.PathLike | None 
                      line=line if line is not None else err.line, field=field)
 
 
+def validate_as_in_file(record: QueryRecord, *, qid: str = "qid", passages: str = "passages",
+                        names: Mapping[str, str] | None = None, order: Sequence[int] | None = None) -> QueryRecord:
+    """:func:`validate_record`, with the error's field renamed to the file's own names.
+
+    ``validate_record`` speaks the data model (``qid``, ``passages[j].pid``); a user reads the file
+    (``example_id``, ``ctxs[j].id``). ``qid`` is the file's query id key, ``passages`` its list of
+    candidates, ``names`` maps passage attributes (``{"pid": "doc_id", "relevance": "is_relevant"}``),
+    ``order[j]`` is the file position of the record's ``j``-th passage when the reader reordered them.
+    """
+    try:
+        return validate_record(record)
+    except DataError as err:
+        raise DataError(err.reason, field=file_field(err.field, qid=qid, passages=passages, names=names,
+                                                     order=order)) from None
+
+
+def file_field(name: str | None, *, qid: str = "qid", passages: str = "passages",
+               names: Mapping[str, str] | None = None, order: Sequence[int] | None = None) -> str | None:
+    """A data-model field name (``passages[3].pid``) in a file's own names (see :func:`validate_as_in_file`)."""
+    if name is None:
+        return None
+    if name == "qid":
+        return qid
+    match = re.fullmatch(r"passages\[(\d+)\](?:\.(\w+)(.*))?", name)
+    if match is None:
+        return passages if name == "passages" else name
+    j = int(match.group(1))
+    where = f"{passages}[{order[j] if order is not None else j}]"
+    if match.group(2) is None:
+        return where
+    return f"{where}.{(names or {}).get(match.group(2), match.group(2))}{match.group(3)}"
+
+
+def parse_grade(text: str) -> int:
+    """An integer relevance grade from a TSV / TREC column: ``"2"``, or ``"2.0"`` as some BEIR sets write.
+
+    ``"inf"``, ``"nan"``, ``"1.5"``, ``"high"`` are :class:`DataError` s (without location: the caller
+    adds file, line and column).
+    """
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"expected an integer grade, got {text!r}") from None
+    if not value.is_integer():  # False for nan and +-inf too
+        raise DataError(f"expected an integer grade, got {text!r}")
+    return int(value)
+
+
 def load_json(path: str | os.PathLike) -> Any:
-    """Parse a whole JSON file (``.gz`` transparently); invalid JSON names the file, line and column."""
+    """Parse a whole JSON file (``.gz`` transparently); invalid JSON names the file, line and column.
+
+    An empty file is "no records"; a NaN / Infinity anywhere names its field (see
+    :func:`udcg_ltr.data.jsonl.loads_json`).
+    """
     with open_text(path) as f:
         text = f.read()
+    if not text.strip():
+        raise DataError("no records (the file is empty)", path=str(path))
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as err:
         raise DataError(f"invalid JSON ({err.msg} at column {err.colno})", path=str(path), line=err.lineno) from None
+    except DataError as err:
+        raise DataError(err.reason, path=str(path), field=err.field) from None
 
 
 def iter_json_array(path: str | os.PathLike) -> Iterator[tuple[int, int, Any]]:
@@ -94,7 +117,8 @@ def iter_json_array(path: str | os.PathLike) -> Iterator[tuple[int, int, Any]]:
     """
     with open_text(path) as f:
         text = f.read()
-    decoder = json.JSONDecoder()
+    if not text.strip():
+        raise DataError("no records (the file is empty)", path=str(path))
     pos = _skip_ws(text, 0)
 
     def where(p: int) -> int:
@@ -112,10 +136,12 @@ def iter_json_array(path: str | os.PathLike) -> Iterator[tuple[int, int, Any]]:
         line += text.count("\n", lines_seen_pos, pos)
         lines_seen_pos = pos
         try:
-            obj, end = decoder.raw_decode(text, pos)
+            obj, end = raw_decode_json(text, pos)
         except json.JSONDecodeError as err:
             raise DataError(f"invalid JSON ({err.msg} at column {err.colno})", path=str(path),
                             line=err.lineno, field=f"[{index}]") from None
+        except DataError as err:
+            raise prefix_field(err, f"[{index}]", path=path, line=line) from None
         yield index, line, obj
         index += 1
         pos = _skip_ws(text, end)
@@ -129,14 +155,31 @@ def iter_json_array(path: str | os.PathLike) -> Iterator[tuple[int, int, Any]]:
                         field=f"[{index - 1}]")
 
 
-def parse_json_array(path: str | os.PathLike, parse: Callable[[Any], T]) -> list[T]:
-    """Apply ``parse`` to each element of a JSON-array file, errors naming file, line and ``[i].field``."""
-    out = []
+def parse_json_array(path: str | os.PathLike, parse: Callable[[Any], T], *,
+                     unique: Callable[[T], Hashable] | None = None, unique_field: str = "qid",
+                     allow_empty: bool = False) -> list[T]:
+    """Apply ``parse`` to each element of a JSON-array file, errors naming file, line and ``[i].field``.
+
+    ``unique(item)`` is an element's identity (its query id): a repeated one is an error naming
+    the element's line and ``[i].<unique_field>``. An empty array is "no records" unless ``allow_empty``.
+    """
+    out: list[T] = []
+    seen: dict[Hashable, int] = {}
     for index, line, obj in iter_json_array(path):
         try:
-            out.append(parse(obj))
+            item = parse(obj)
         except DataError as err:
             raise prefix_field(err, f"[{index}]", path=path, line=line) from None
+        if unique is not None:
+            key = unique(item)
+            if key in seen:
+                raise DataError(f"duplicate {unique_field} {key!r}: appears twice (also at [{seen[key]}])",
+                                path=str(path),
+                                line=line, field=f"[{index}].{unique_field}")
+            seen[key] = index
+        out.append(item)
+    if not out and not allow_empty:
+        raise DataError("no records (the JSON array is empty)", path=str(path))
     return out
 
 

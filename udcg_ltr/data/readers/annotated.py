@@ -9,60 +9,73 @@ fields under ``annotations[ANNOTATED_LLM]``. ``squad_contexts.jsonl.gz``: end-to
 
 from __future__ import annotations
 
-import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.contexts import ContextRun, read_context_runs
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers._common import get_field, get_str_list, load_json, validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.paths import shared_file
 
 #: The LLM behind the shared annotations (the demo LLM), as an annotation key.
 ANNOTATED_LLM = "qwen2.5-coder-0.5b-instruct"
 
 
+#: Keys of ``meta.json`` that hold prompt text.
+META_TEXT_FIELDS = ("system_prompt", "user_template", "document_template", "document_separator", "no_response_token")
+
+
 def annotated_dir() -> Path:
     return shared_file("annotated")
 
 
-def _passage(obj: dict[str, Any], i: int) -> Passage:
+def _passage(obj: Any, i: int) -> Passage:
     where = f"passages[{i}]"
-    for key in ("pid", "text", "has_answer", "p_no_response"):
-        if key not in obj:
-            raise DataError("missing", field=f"{where}.{key}")
-    if not isinstance(obj["has_answer"], bool):
-        raise DataError(f"expected true/false, got {obj['has_answer']!r}", field=f"{where}.has_answer")
-    annotation = {"p_no_response": obj["p_no_response"]}
-    if "answer_alone" in obj:
-        annotation["answer_alone"] = obj["answer_alone"]
+    # checked here (not only by validate_record) so that the error names the file's own field
+    p_no_response = get_field(obj, "p_no_response", float, where)
+    if not 0.0 <= p_no_response <= 1.0:
+        raise DataError(f"probability {p_no_response!r} outside [0, 1]", field=f"{where}.p_no_response")
+    annotation: dict[str, Any] = {"p_no_response": p_no_response}
+    answer = get_field(obj, "answer_alone", str, where, optional=True)
+    if answer is not None:
+        annotation["answer_alone"] = answer
+    same_article = get_field(obj, "same_article", bool, where, optional=True)
+    score = get_field(obj, "retrieval_score", float, where, optional=True)
     return Passage(
-        pid=str(obj["pid"]), title=obj.get("title", ""), text=obj["text"], rank=obj.get("rank"),
-        score=obj.get("retrieval_score"), relevance=int(obj["has_answer"]),
+        pid=str(get_field(obj, "pid", (str, int), where)), title=get_field(obj, "title", str, where, optional=True,
+                                                                         default=""),
+        text=get_field(obj, "text", str, where), rank=get_field(obj, "rank", int, where, optional=True),
+        score=None if score is None else float(score), relevance=int(get_field(obj, "has_answer", bool, where)),
         annotations={ANNOTATED_LLM: annotation},
-        extra={"same_article": obj["same_article"]} if "same_article" in obj else {},
+        extra={"same_article": same_article} if same_article is not None else {},
     )
 
 
-def _record(obj: dict[str, Any]) -> QueryRecord:
-    for key in ("qid", "question", "answers", "passages"):
-        if key not in obj:
-            raise DataError("missing", field=key)
-    if not isinstance(obj["passages"], list):
-        raise DataError("expected a list", field="passages")
+def _record(obj: Any) -> QueryRecord:
+    if not isinstance(obj, Mapping):
+        raise DataError(f"expected a JSON object, got {type(obj).__name__}")
+    article = get_field(obj, "article", int, optional=True)
     record = QueryRecord(
-        qid=str(obj["qid"]), question=obj["question"], answers=list(obj["answers"]),
-        passages=[_passage(p, i) for i, p in enumerate(obj["passages"])], split=obj.get("split"),
-        extra={"article": obj["article"]} if "article" in obj else {},
+        qid=str(get_field(obj, "qid", (str, int))), question=get_field(obj, "question", str),
+        answers=get_str_list(obj, "answers"),
+        passages=[_passage(p, i) for i, p in enumerate(get_field(obj, "passages", list))],
+        split=get_field(obj, "split", str, optional=True),
+        extra={"article": article} if article is not None else {},
     )
-    return validate_record(record)
+    return validate_as_in_file(record, names={"score": "retrieval_score", "relevance": "has_answer"})
 
 
 def read_annotated_squad(path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """The 400 annotated SQuAD questions with their MiniLM top-10 pools, in file order."""
+    """The 400 annotated SQuAD questions with their MiniLM top-10 pools, in file order.
+
+    Every field is type-checked (``"answers": "yes"`` is an error, not ``['y', 'e', 's']``); a
+    question id given twice and an empty file are errors naming the file and line.
+    """
     path = Path(path) if path is not None else annotated_dir() / "squad_top10.jsonl.gz"
-    return list(parse_lines(path, _record))
+    return list(parse_lines(path, _record, unique=lambda r: r.qid))
 
 
 def read_annotated_contexts(path: str | os.PathLike | None = None) -> list[ContextRun]:
@@ -72,7 +85,15 @@ def read_annotated_contexts(path: str | os.PathLike | None = None) -> list[Conte
 
 
 def read_annotation_meta(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """``meta.json``: the prompts, templates and decoding the annotations were made with."""
+    """``meta.json``: the prompts, templates and decoding the annotations were made with (a JSON object
+    holding every key of :data:`META_TEXT_FIELDS` as a string)."""
     path = Path(path) if path is not None else annotated_dir() / "meta.json"
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    meta = load_json(path)
+    if not isinstance(meta, dict):
+        raise DataError(f"expected a JSON object, got {type(meta).__name__}", path=str(path), line=1)
+    for key in META_TEXT_FIELDS:  # the prompt pieces are rebuilt verbatim: each must be a string
+        try:
+            get_field(meta, key, str)
+        except DataError as err:
+            raise DataError(err.reason, path=str(path), field=err.field) from None
+    return meta

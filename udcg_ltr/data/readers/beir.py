@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.jsonl import iter_json_lines
-from udcg_ltr.data.readers._common import get_field
+from udcg_ltr.data.jsonl import parse_lines
+from udcg_ltr.data.readers._common import get_field, parse_grade
 from udcg_ltr.data.readers.trec import Qrels, Run, grade_counts, ranked_items, read_trec_run
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.schema import MAX_GRADE, DataError, MissingFileError, Passage, QueryRecord, validate_record
 from udcg_ltr.io import open_text
 
 
@@ -32,11 +32,15 @@ def _find(folder: Path, name: str) -> Path:
     for candidate in (folder / name, folder / f"{name}.gz"):
         if candidate.exists():
             return candidate
-    raise FileNotFoundError(f"{folder / name} (or .gz) not found")
+    raise MissingFileError("no such file (nor its .gz)", path=str(folder / name))
 
 
-def read_beir_qrels(path: str | os.PathLike) -> Qrels:
-    """``{qid: {docid: grade}}`` from a BEIR qrels TSV (header line ``query-id corpus-id score``)."""
+def read_beir_qrels(path: str | os.PathLike, *, grades: tuple[int, int] | None = None) -> Qrels:
+    """``{qid: {docid: grade}}`` from a BEIR qrels TSV (header line ``query-id corpus-id score``).
+
+    Grades are integers (``"1.0"`` accepted; ``"inf"``, ``"0.5"`` not); ``grades=(lowest,
+    highest)`` bounds them. A pair judged twice and a file without judgements are errors.
+    """
     qrels: Qrels = {}
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
@@ -53,49 +57,44 @@ def read_beir_qrels(path: str | os.PathLike) -> Qrels:
                 raise DataError("empty id", path=str(path), line=lineno,
                                 field="column 1 (query-id)" if not qid else "column 2 (corpus-id)")
             try:
-                value = int(grade)
-            except ValueError:
-                try:  # some BEIR sets write "1.0"
-                    as_float = float(grade)
-                except ValueError:
-                    as_float = 0.5
-                if as_float != int(as_float):
-                    raise DataError(f"expected an integer grade, got {grade!r}", path=str(path), line=lineno,
-                                    field="column 3 (score)") from None
-                value = int(as_float)
+                value = parse_grade(grade)
+            except DataError as err:
+                raise DataError(err.reason, path=str(path), line=lineno, field="column 3 (score)") from None
+            if grades is not None and not grades[0] <= value <= grades[1]:
+                raise DataError(f"grade {value} outside {grades[0]}..{grades[1]}", path=str(path), line=lineno,
+                                field="column 3 (score)")
             judged = qrels.setdefault(qid, {})
-            if docid in judged and judged[docid] != value:
+            if docid in judged:
                 raise DataError(f"document {docid!r} of query {qid!r} judged twice ({judged[docid]} and {value})",
                                 path=str(path), line=lineno, field="column 2 (corpus-id)")
             judged[docid] = value
+    if not qrels:
+        raise DataError("no records (no judgement in the file)", path=str(path))
     return qrels
 
 
+def _query(obj: Any) -> tuple[str, str]:
+    return str(get_field(obj, "_id", (str, int))), get_field(obj, "text", str)
+
+
+def _document(obj: Any) -> tuple[str, str, str]:
+    return (str(get_field(obj, "_id", (str, int))), get_field(obj, "text", str),
+            get_field(obj, "title", str, optional=True, default=""))
+
+
 def read_beir_queries(path: str | os.PathLike) -> dict[str, str]:
-    """``{qid: text}`` from ``queries.jsonl``."""
-    queries: dict[str, str] = {}
-    for lineno, obj in iter_json_lines(path):
-        try:
-            qid = str(get_field(obj, "_id", (str, int)))
-            queries[qid] = get_field(obj, "text", str)
-        except DataError as err:
-            raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
-    return queries
+    """``{qid: text}`` from ``queries.jsonl`` (an id given twice, or no query at all, is an error)."""
+    return dict(parse_lines(path, _query, unique=lambda q: q[0], unique_field="_id"))
 
 
 def read_beir_corpus(path: str | os.PathLike, ids: set[str] | None = None) -> dict[str, dict[str, str]]:
     """``{docid: {"title", "text"}}`` from ``corpus.jsonl``; with ``ids``, only those documents.
 
-    Every line is checked (a malformed line is an error even when its document is not wanted).
+    Every line is checked (a malformed line or a repeated id is an error even when its document is
+    not wanted).
     """
     corpus: dict[str, dict[str, str]] = {}
-    for lineno, obj in iter_json_lines(path):
-        try:
-            docid = str(get_field(obj, "_id", (str, int)))
-            text = get_field(obj, "text", str)
-            title = get_field(obj, "title", str, optional=True, default="")
-        except DataError as err:
-            raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
+    for docid, text, title in parse_lines(path, _document, unique=lambda d: d[0], unique_field="_id"):
         if ids is None or docid in ids:
             corpus[docid] = {"title": title, "text": text}
     return corpus
@@ -113,7 +112,7 @@ def read_beir(folder: str | os.PathLike, split: str = "test", run: Run | str | o
     """
     folder = Path(folder)
     qrels_path = _find(folder / "qrels", f"{split}.tsv")
-    qrels = read_beir_qrels(qrels_path)
+    qrels = read_beir_qrels(qrels_path, grades=(0, MAX_GRADE))
     queries_path = _find(folder, "queries.jsonl")
     queries = read_beir_queries(queries_path)
     if run is not None and not isinstance(run, Mapping):

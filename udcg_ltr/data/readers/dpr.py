@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from udcg_ltr.data.jsonl import iter_json_lines
-from udcg_ltr.data.readers._common import get_field, get_str_list, prefix_field
+from udcg_ltr.data.readers._common import get_field, get_str_list, prefix_field, validate_as_in_file
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import answer_tokens, has_answer, has_answer_tokens
@@ -64,6 +64,9 @@ def _ctx(obj: Any, j: int, qid: str, answers: list[str]) -> Passage:
 def _dpr_record(obj: Any, lineno: int) -> QueryRecord:
     if not isinstance(obj, dict):
         raise DataError(f"expected a JSON object, got {type(obj).__name__}")
+    for key in ("id", "qid"):
+        if key in obj and obj[key] is None:  # an explicit null id must not silently become a line number
+            raise DataError("must not be null", field=key)
     raw_id = get_field(obj, "id", (str, int), optional=True)
     if raw_id is None:
         raw_id = get_field(obj, "qid", (str, int), optional=True)
@@ -73,30 +76,35 @@ def _dpr_record(obj: Any, lineno: int) -> QueryRecord:
     ctxs = get_field(obj, "ctxs", list)
     passages = [_ctx(c, j, qid, answers) for j, c in enumerate(ctxs)]
     record = QueryRecord(qid=qid, question=question, answers=answers, passages=passages)
-    try:
-        return validate_record(record)
-    except DataError as err:  # validate_record says "passages[j]"; the file says "ctxs[j]"
-        field = "ctxs" + err.field[len("passages"):] if (err.field or "").startswith("passages") else err.field
-        raise DataError(err.reason, field=field) from None
+    id_key = "id" if "id" in obj else "qid"
+    return validate_as_in_file(record, qid=id_key, passages="ctxs", names={"pid": "id", "relevance": "hasanswer"})
 
 
 def read_dpr(path: str | os.PathLike | None = None, limit: int | None = None) -> list[QueryRecord]:
     """Read a DPR-style ``ctxs`` JSONL file (default: the shared NQ-open oracle file).
 
     ``limit`` keeps the first ``limit`` questions. Errors name the file, the line and the field
-    (e.g. ``ctxs[2].hasanswer``).
+    (e.g. ``ctxs[2].hasanswer``); a question id given twice and a file without questions are errors.
     """
     path = Path(path) if path is not None else shared_file("nq_open", "nq-open-oracle.jsonl.gz")
     records: list[QueryRecord] = []
     if limit is not None and limit <= 0:
         return records
+    seen: dict[str, int] = {}
     for lineno, obj in iter_json_lines(path):
         try:
-            records.append(_dpr_record(obj, lineno))
+            record = _dpr_record(obj, lineno)
         except DataError as err:
             raise prefix_field(err, "", path=path, line=lineno) from None
+        if record.qid in seen:
+            raise DataError(f"duplicate question id {record.qid!r} (first on line {seen[record.qid]})",
+                            path=str(path), line=lineno, field="id" if "id" in obj else "qid")
+        seen[record.qid] = lineno
+        records.append(record)
         if limit is not None and len(records) >= limit:
             break
+    if not records:
+        raise DataError("no records (the file is empty)", path=str(path))
     return records
 
 

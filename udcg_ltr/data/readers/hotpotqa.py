@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.readers._common import get_field, get_str_list
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers._common import get_field, get_str_list, validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import has_answer
 
@@ -62,17 +62,15 @@ def _record(obj: Any) -> QueryRecord:
             text=text, rank=j + 1, relevance=int(supporting), is_distractor=not supporting,
             extra={"has_answer": has_answer(text, answers), "context_id": cid}))
     record = QueryRecord(qid=qid, question=question, answers=answers, passages=passages)
-    try:
-        return validate_record(record)
-    except DataError as err:
-        field = "contexts" + err.field[len("passages"):] if (err.field or "").startswith("passages") else err.field
-        raise DataError(err.reason, field=field) from None
+    return validate_as_in_file(record, qid="question_id", passages="contexts",
+                               names={"pid": "id", "relevance": "is_supporting"})
 
 
 def read_hotpotqa(path: str | os.PathLike | None = None) -> list[QueryRecord]:
     """Read an IRCoT-layout HotpotQA file (default: the shared 300 dev questions).
 
-    Errors name the file, the line and the field (e.g. ``contexts[3].is_supporting``).
+    Errors name the file, the line and the field (e.g. ``contexts[3].is_supporting``); a question id
+    given twice and a file without questions are errors.
     """
     path = Path(path) if path is not None else shared_file("hotpotqa", "dev_300.jsonl.gz")
-    return list(parse_lines(path, _record))
+    return list(parse_lines(path, _record, unique=lambda r: r.qid, unique_field="question_id"))

@@ -151,7 +151,8 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
     order; ``None``: all). Splits: ``article_splits`` (article index -> split name) when given,
     else :func:`assign_splits` with ``split_ratios`` and ``split_seed`` over all articles of the
     file. ``articles`` restricts the output to those article indices. Errors name the file and
-    the field (e.g. ``data[3].paragraphs[2].qas[1].answers[0].text``).
+    the field (e.g. ``data[3].paragraphs[2].qas[1].answers[0].text``); a question id given twice and
+    a file without questions are errors.
     """
     if pool not in ("article", "paragraph"):
         raise ValueError(f"pool must be 'article' or 'paragraph', got {pool!r}")
@@ -165,10 +166,16 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
     wanted = set(range(len(raw_articles))) if articles is None else set(articles)
     rng = random.Random(seed)
     records: list[QueryRecord] = []
+    seen: dict[str, str] = {}  # question id -> where it first appeared, over the whole file
     for a, article in enumerate(raw_articles):
         # sample even for skipped articles so that a subset keeps the same questions
         try:
             questions = _questions(article)
+            for _, q, where in questions:
+                qid = str(get_field(q, "id", (str, int), where))
+                if qid in seen:
+                    raise DataError(f"duplicate question id {qid!r} (first at {seen[qid]})", field=f"{where}.id")
+                seen[qid] = f"data[{a}].{where}"
         except DataError as err:
             raise prefix_field(err, f"data[{a}]", path=path) from None
         if questions_per_article is not None and questions_per_article < len(questions):
@@ -181,6 +188,8 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
                 records.append(_record(q, a, p, passages[a], pool, splits[a] or None))
             except DataError as err:
                 raise prefix_field(err, f"data[{a}].{where}", path=path) from None
+    if not seen:
+        raise DataError("no records (no question in the file)", path=str(path), field="data")
     return records
 
 

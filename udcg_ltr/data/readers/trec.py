@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers._common import get_field, parse_json_array
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers._common import get_field, parse_grade, parse_json_array, validate_as_in_file
+from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
 from udcg_ltr.io import atomic_open, open_text
 from udcg_ltr.paths import shared_file
 
@@ -46,12 +46,14 @@ def _column_error(path, lineno: int, index: int, names: Sequence[str], message: 
     return DataError(message, path=str(path), line=lineno, field=f"column {index + 1} ({names[index]})")
 
 
-def read_trec_qrels(path: str | os.PathLike) -> Qrels:
+def read_trec_qrels(path: str | os.PathLike, *, grades: tuple[int, int] | None = None) -> Qrels:
     """``{qid: {docid: rel}}`` from a TREC qrels file (``.gz`` transparently).
 
-    A pair judged twice with different grades is an error; repeated identical lines are not.
-    Grades may be negative (some collections use -1 or -2 for junk); the schema's 0..5 range is
-    checked only when qrels become record relevance labels.
+    A pair judged twice is an error (with different grades the judgement is ambiguous, with the
+    same grade a merged or repeated file: either way counts would be off). Grades may be negative
+    (some collections use -1 or -2 for junk) unless ``grades=(lowest, highest)`` bounds them, as
+    readers that turn qrels into record relevance labels (0..5) do, so the error names the qrels
+    line rather than a passage. An empty file is an error ("no records").
     """
     qrels: Qrels = {}
     with open_text(path) as f:
@@ -60,14 +62,19 @@ def read_trec_qrels(path: str | os.PathLike) -> Qrels:
                 continue
             qid, _, docid, rel = _columns(path, lineno, line, _QRELS_COLUMNS)
             try:
-                grade = int(rel)
-            except ValueError:
-                raise _column_error(path, lineno, 3, _QRELS_COLUMNS, f"expected an integer grade, got {rel!r}") from None
+                grade = parse_grade(rel)
+            except DataError as err:
+                raise _column_error(path, lineno, 3, _QRELS_COLUMNS, err.reason) from None
+            if grades is not None and not grades[0] <= grade <= grades[1]:
+                raise _column_error(path, lineno, 3, _QRELS_COLUMNS,
+                                    f"grade {grade} outside {grades[0]}..{grades[1]}")
             judged = qrels.setdefault(qid, {})
-            if docid in judged and judged[docid] != grade:
+            if docid in judged:
                 raise _column_error(path, lineno, 2, _QRELS_COLUMNS,
                                     f"document {docid!r} of query {qid!r} judged twice ({judged[docid]} and {grade})")
             judged[docid] = grade
+    if not qrels:
+        raise DataError("no records (no judgement in the file)", path=str(path))
     return qrels
 
 
@@ -75,7 +82,7 @@ def read_trec_run(path: str | os.PathLike) -> Run:
     """``{qid: {docid: score}}`` from a 6-column TREC run file (``.gz`` transparently).
 
     Errors: a wrong number of columns, a non-integer rank, a non-finite or non-numeric score,
-    a document listed twice for one query.
+    a document listed twice for one query, an empty file.
     """
     run: Run = {}
     with open_text(path) as f:
@@ -97,6 +104,8 @@ def read_trec_run(path: str | os.PathLike) -> Run:
             if docid in ranked:
                 raise _column_error(path, lineno, 2, _RUN_COLUMNS, f"document {docid!r} listed twice for query {qid!r}")
             ranked[docid] = value
+    if not run:
+        raise DataError("no records (no ranked document in the file)", path=str(path))
     return run
 
 
@@ -112,22 +121,82 @@ def ranked_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
-def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "udcg_ltr") -> Path:
-    """Write a 6-column TREC run atomically; documents ranked by descending score (stable on ties).
+def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "udcg_ltr", *,
+                   ties: str = "stable") -> Path:
+    """Write a 6-column TREC run atomically, ranked by descending score; the rank column is the order
+    trec_eval re-derives on reading (it ignores the column, reads each score into a C ``float`` and
+    sorts by it, then by docid descending: ``comp_sim_docno`` in its ``form_res_rels.c``).
 
-    Scores are written with ``repr`` so :func:`read_trec_run` gives back the same floats.
+    Ties (equal scores of one query), as :func:`udcg_ltr.metrics.rank_by_scores`:
+
+    * ``ties="stable"`` (default): input order, scores compared as given (float64). So that
+      trec_eval reads the same order, a score that trec_eval would see tied with (or, after 32-bit
+      rounding, above) the one written before it is written as the next 32-bit float below that
+      one: a change of a few float32 ulps, only where scores tie;
+    * ``ties="trec"``: trec_eval's own order (scores as 32-bit floats, then docid descending);
+      scores written unchanged.
+
+    Scores are written with ``repr``, so :func:`read_trec_run` gives back the same floats (all of
+    them with ``ties="trec"``; the untied ones with ``"stable"``).
     """
     tag = _check_id(tag, "run tag")
     path = Path(path)
     with atomic_open(path, "w") as f:
         for qid, scores in run.items():
             q = _check_id(qid, "query id")
-            for rank, (docid, score) in enumerate(ranked_items(scores), start=1):
-                score = float(score)
-                if not math.isfinite(score):
-                    raise ValueError(f"score {score} of document {docid!r} in query {qid!r} is not finite")
+            for rank, (docid, score) in enumerate(_trec_ordered(qid, scores, ties), start=1):
                 f.write(f"{q} Q0 {_check_id(docid, 'document id')} {rank} {score!r} {tag}\n")
     return path
+
+
+def _c_float(x: float) -> float:
+    """``x`` as trec_eval holds a score: a 32-bit C ``float`` (``float sim``), rounded to nearest."""
+    import struct  # stdlib, local: this function's edit leaves the module's imports to the readers
+
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _c_float_below(x: float) -> float:
+    """The largest 32-bit float strictly below the 32-bit float ``x`` (sign-magnitude bit pattern)."""
+    import struct
+
+    bits = struct.unpack("<i", struct.pack("<f", x))[0]
+    if x > 0:
+        bits -= 1
+    elif x == 0:
+        bits = -(2**31) + 1  # 0x80000001: the negative float closest to 0
+    else:
+        bits += 1  # a larger magnitude for a negative float
+    return struct.unpack("<f", struct.pack("<i", bits))[0]
+
+
+def _trec_ordered(qid: str, scores: Mapping[str, float], ties: str) -> list[tuple[str, float]]:
+    """``(docid, score to write)`` in the order trec_eval will read them (see :func:`write_trec_run`)."""
+    if ties not in ("stable", "trec"):
+        raise ValueError(f"ties must be 'stable' or 'trec', got {ties!r}")
+    items = []
+    for docid, score in scores.items():
+        score = float(score)
+        if not math.isfinite(score):
+            raise ValueError(f"score {score} of document {docid!r} in query {qid!r} is not finite")
+        items.append((str(docid), score))
+    if ties == "trec":  # two stable sorts: docid descending (code points = UTF-8 bytes, as strcmp), then score
+        items.sort(key=lambda kv: kv[0], reverse=True)
+        items.sort(key=lambda kv: -_c_float(kv[1]))
+        return items
+    items.sort(key=lambda kv: -kv[1])
+    out, last = [], math.inf
+    for docid, score in items:
+        if not _c_float(score) < last:  # trec_eval would tie it with the previous one: strictly below it
+            score = _c_float_below(last)
+            if not math.isfinite(score):
+                raise ValueError(f"cannot make the tied scores of query {qid!r} distinct below {last!r}")
+        out.append((docid, score))
+        last = _c_float(score)
+    return out
 
 
 def write_trec_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]]) -> Path:
@@ -285,14 +354,9 @@ def _dl19_record(obj: Any, qrels: Qrels) -> QueryRecord:
                 for rank, _, docid, text, score in rows]
     record = QueryRecord(qid=qid, question=query, passages=passages,
                          extra={"judged_grades": grade_counts(judged)})
-    try:
-        return validate_record(record)
-    except DataError as err:  # name the hit as the file holds it, not its position after sorting
-        field = err.field or ""
-        if field.startswith("passages["):
-            pos = int(field[len("passages["):field.index("]")])
-            field = f"hits[{rows[pos][1]}]" + field[field.index("]") + 1:]
-        raise DataError(err.reason, field=field or None) from None
+    # errors name the hit as the file holds it (its position before sorting by rank, its own keys)
+    return validate_as_in_file(record, qid="hits[0].qid", passages="hits", names={"pid": "docid"},
+                               order=[row[1] for row in rows])
 
 
 def read_dl19(results_path: str | os.PathLike | None = None,
@@ -307,12 +371,6 @@ def read_dl19(results_path: str | os.PathLike | None = None,
     """
     results_path = Path(results_path) if results_path is not None else dl19_dir() / "retrieve_results_dl19.json.gz"
     qrels_path = Path(qrels_path) if qrels_path is not None else dl19_dir() / "qrels.dl19-passage.txt.gz"
-    qrels = read_trec_qrels(qrels_path)
-    records = parse_json_array(results_path, lambda obj: _dl19_record(obj, qrels))
-    seen: dict[str, int] = {}
-    for index, record in enumerate(records):
-        if record.qid in seen:
-            raise DataError(f"query {record.qid!r} appears twice (also at [{seen[record.qid]}])",
-                            path=str(results_path), field=f"[{index}].hits[0].qid")
-        seen[record.qid] = index
-    return records
+    qrels = read_trec_qrels(qrels_path, grades=(0, MAX_GRADE))
+    return parse_json_array(results_path, lambda obj: _dl19_record(obj, qrels), unique=lambda r: r.qid,
+                            unique_field="hits[0].qid")

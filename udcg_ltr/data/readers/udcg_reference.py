@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers._common import get_field, parse_json_array
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers._common import get_field, parse_json_array, validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.paths import shared_file
 
 
@@ -39,10 +39,19 @@ def _passage(obj: Any, i: int) -> Passage:
     info = get_field(obj, "models_info", dict, where, optional=True, default={})
     for llm, fields in info.items():
         fwhere = f"{where}.models_info[{llm!r}]"
-        # validate_record checks the [0, 1] range; the type is checked here to name the source key
+        # checked here (not only by validate_record) so that the error names the file's own key
         p = get_field(fields, "no_res_prob", float, fwhere)
+        if not 0.0 <= p <= 1.0:
+            raise DataError(f"probability {p!r} outside [0, 1]", field=f"{fwhere}.no_res_prob")
         annotations[llm] = {"p_no_response": float(p)}
     return Passage(pid=str(doc_id), text=text, rank=i + 1, relevance=int(relevant), annotations=annotations)
+
+
+def _reference_value(reference: Any, llm: str) -> float:
+    value = float(get_field(reference, llm, float, "udcg"))
+    if not 0.0 <= value <= 1.0:  # Eq. 4 is a sigmoid
+        raise DataError(f"UDCG {value} outside [0, 1]", field=f"udcg.{llm}")
+    return value
 
 
 def _record(obj: Any) -> QueryRecord:
@@ -55,16 +64,17 @@ def _record(obj: Any) -> QueryRecord:
     extra: dict[str, Any] = {}
     reference = get_field(obj, "udcg", dict, optional=True)
     if reference is not None:
-        extra["reference_udcg"] = {llm: float(get_field(reference, llm, float, "udcg")) for llm in reference}
+        extra["reference_udcg"] = {llm: _reference_value(reference, llm) for llm in reference}
     record = QueryRecord(qid=str(qid), question=question, passages=passages, extra=extra)
-    return validate_record(record)
+    return validate_as_in_file(record, qid="example_id", names={"pid": "doc_id", "relevance": "is_relevant"})
 
 
 def read_udcg_reference(path: str | os.PathLike | None = None) -> list[QueryRecord]:
     """Read one of the UDCG reference files (default: ``dataset_with_udcg.json`` of the shared data).
 
     Malformed input raises :class:`DataError` naming the file, the line where the record starts
-    and the field, e.g. ``[1].passages[2].is_relevant``.
+    and the field, e.g. ``[1].passages[2].is_relevant``; an ``example_id`` given twice and an empty
+    array are errors.
     """
     path = Path(path) if path is not None else reference_dir() / "dataset_with_udcg.json"
-    return parse_json_array(path, _record)
+    return parse_json_array(path, _record, unique=lambda r: r.qid, unique_field="example_id")
