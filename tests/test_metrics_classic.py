@@ -246,9 +246,9 @@ def test_metric_table_columns_are_the_library_functions():
     np.testing.assert_allclose(table["UDCG@3"], udcg(slates.utility, m, k=k))
     np.testing.assert_allclose(table["UDCG_theta@3"], udcg_theta(slates.utility, alpha, beta, m, k=k))
     n_rel = slates.n_relevant
-    ideal = np.arange(slates.shape[1])[None, :] < n_rel[:, None]
-    np.testing.assert_allclose(table["nDCG@3"], ndcg(slates.relevant, m, k=k, ideal_gains=ideal.astype(float),
-                                                      ideal_mask=ideal))
+    # nDCG: graded gains (the labels) against the ideal of the whole judged pool (trec_eval ndcg_cut)
+    np.testing.assert_allclose(table["nDCG@3"], ndcg(np.where(m, slates.relevance, 0.0), m, k=k,
+                                                      ideal_gains=np.where(m, slates.relevance, 0.0), ideal_mask=m))
     np.testing.assert_allclose(table["MAP@3"], average_precision(slates.relevant, m, k=k, n_relevant=n_rel))
     np.testing.assert_allclose(table["R@3"], recall(slates.relevant, m, k=k, n_relevant=n_rel))
     np.testing.assert_allclose(table["P@3"], precision(slates.relevant, m, k=k))

@@ -3,6 +3,13 @@ selector, an oracle ...): the metric table of every system's contexts and, with 
 
 A system's output is a list of passage-id lists, one per query, in prompt order. Everything here
 works on those lists, so any ranking or selection method plugs in the same way.
+
+Relevance is judged on each query's whole judged pool (:func:`udcg_ltr.data.padded.judged_pools`):
+with TREC qrels, R and nDCG's ideal come from every qrel, retrieved or not, and a query the qrels
+do not judge is left out of the means (NA) and counted (``unjudged_queries``), as trec_eval does.
+:func:`trec_metrics` / :func:`report_trec` evaluate full rankings with trec_eval's measures. Ties
+between equal scores: ``ties="stable"`` (input order) or ``"trec"`` (document id descending, as
+trec_eval), see :func:`udcg_ltr.metrics.rank_by_scores`.
 """
 
 from __future__ import annotations
@@ -13,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.data.padded import pad_records
+from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.metrics._common import rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
-from udcg_ltr.metrics.table import metric_table
+from udcg_ltr.metrics.table import metric_table, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
@@ -26,11 +34,14 @@ class SystemResult:
     per_query: dict[str, np.ndarray]
     outcomes: list[str] | None = None
     context_sizes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    n_unjudged: int | None = None  # queries the qrels do not judge (NA in the relevance columns); None: no qrels
 
     def summary(self) -> dict[str, float]:
         out = {name: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
                for name, v in self.per_query.items()}
         out["mean_k"] = float(self.context_sizes.mean()) if len(self.context_sizes) else float("nan")
+        if self.n_unjudged is not None:
+            out["unjudged_queries"] = float(self.n_unjudged)
         if self.outcomes is not None:
             n = max(len(self.outcomes), 1)
             for o in ("correct", "abstained", "wrong"):
@@ -38,13 +49,18 @@ class SystemResult:
         return out
 
 
-def top_k_by(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], k: int | np.ndarray) -> list[list[str]]:
-    """Each query's top-``k`` passage ids by descending score (ties: input order); ``k`` may vary per query."""
+def top_k_by(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], k: int | np.ndarray, *,
+             ties: str = "stable") -> list[list[str]]:
+    """Each query's top-``k`` passage ids by descending score; ``k`` may vary per query.
+
+    Ties: ``"stable"`` (input order) or ``"trec"`` (passage id descending, as trec_eval reads a run).
+    """
     ks = np.broadcast_to(np.asarray(k), (len(records),))
     out = []
     for rec, s, kq in zip(records, scores, ks):
-        order = np.argsort(-np.asarray(s, dtype=np.float64), kind="stable")[: int(kq)]
-        out.append([rec.passages[i].pid for i in order])
+        ids = [p.pid for p in rec.passages]
+        order = rank_by_scores(np.asarray(s, dtype=np.float64)[None, :], ties=ties, ids=[ids])[0][: int(kq)]
+        out.append([ids[i] for i in order])
     return out
 
 
@@ -64,6 +80,9 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
                     erag_scorer: str | None = "contains") -> dict[str, np.ndarray]:
     """The metric table of each query's context (columns in prompt order), relevance judged on the whole pool.
 
+    R and nDCG's graded ideal come from each record's judged pool (the qrels when records carry
+    them); queries the qrels do not judge are NA in the relevance columns.
+
     UDCG_theta uses the first ``len(context)`` positional weights when ``alpha``/``beta`` are given.
     eRAG labels grade each passage's single-passage answer (``answer_alone``) with ``erag_scorer``
     (default ``contains``, the rule the end-to-end grading uses).
@@ -73,7 +92,7 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
     width = max(k, max((len(c) for c in contexts), default=0), 1)
     slates = pad_records(sub, llm=llm, width=width, relevance_threshold=relevance_threshold, order="given",
                          selector_features=False)
-    pool_relevant = np.array([sum(p.is_relevant(relevance_threshold) for p in r.passages) for r in records], float)
+    pools = judged_pools(records, relevance_threshold)  # the whole pool: qrels, else every passage of the record
     erag = None
     if llm is not None and erag_scorer:
         answers = [[r.passage(pid).annotations.get(llm, {}).get("answer_alone") for pid in ctx]
@@ -81,7 +100,8 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
         if any(a is not None for row in answers for a in row):
             erag = erag_labels(answers, [r.answers for r in records], erag_scorer, width=slates.shape[1])
     scores = np.where(slates.mask, slates.retrieval_score, 0.0)
-    return metric_table(slates, k=k, gamma=gamma, alpha=alpha, beta=beta, n_relevant=pool_relevant,
+    return metric_table(slates, k=k, gamma=gamma, alpha=alpha, beta=beta, n_relevant=pools.n_relevant,
+                        ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask, judged=pools.judged,
                         erag_labels=erag, erag_mask=None if erag is None else slates.mask & np.isfinite(erag),
                         utilities=slates.utility if llm is not None else None,
                         scores=scores if np.isfinite(scores).all() else None)
@@ -98,6 +118,8 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
     """
     alpha = None if theta is None else np.asarray(theta.alpha)
     beta = None if theta is None else np.asarray(theta.beta)
+    pools = judged_pools(records, relevance_threshold)
+    n_unjudged = pools.n_unjudged if pools.from_qrels.any() else None
     results = []
     for name, contexts in systems.items():
         contexts = [list(c) for c in contexts]
@@ -108,7 +130,8 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
             outcomes = _end_to_end(records, contexts, scorer, match_rule=match_rule,
                                    relevance_threshold=relevance_threshold)
         results.append(SystemResult(name=name, per_query=per_query, outcomes=outcomes,
-                                    context_sizes=np.array([len(c) for c in contexts], dtype=float)))
+                                    context_sizes=np.array([len(c) for c in contexts], dtype=float),
+                                    n_unjudged=n_unjudged))
     return results
 
 
@@ -119,6 +142,65 @@ def _end_to_end(records, contexts, scorer, *, match_rule: str, relevance_thresho
 
     return end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
                                 match_rule=match_rule, return_outcomes=True)["outcomes"]
+
+
+def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *, relevance_threshold: int = 1,
+                 cutoffs: Sequence[int] = (5, 10), ties: str = "stable") -> dict[str, np.ndarray]:
+    """trec_eval's measures (:func:`udcg_ltr.metrics.table.trec_table`) of each query's full ranking by ``scores``.
+
+    ``scores`` are per-record arrays aligned with ``record.passages``; relevance is the passages'
+    grades, R and the ideal the judged pool (the qrels when records carry them). With
+    ``ties="trec"`` the values equal trec_eval's (``-l relevance_threshold``) on the run the scores
+    make; with ``"stable"`` they do wherever no two passages of a query share a score.
+    """
+    n = len(records)
+    width = max((len(r.passages) for r in records), default=0)
+    padded = np.full((n, width), -np.inf)
+    grades = np.zeros((n, width))
+    ids = np.full((n, width), "", dtype=object)
+    mask = np.zeros((n, width), dtype=bool)
+    for i, (rec, s) in enumerate(zip(records, scores)):
+        s = np.asarray(s, dtype=np.float64)
+        if s.shape != (len(rec.passages),):
+            raise ValueError(f"query {rec.qid!r}: {len(rec.passages)} passages but {s.shape} scores")
+        padded[i, :len(s)] = s
+        grades[i, :len(s)] = [p.relevance or 0 for p in rec.passages]
+        ids[i, :len(s)] = [p.pid for p in rec.passages]
+        mask[i, :len(s)] = True
+    order = rank_by_scores(np.where(mask, padded, 0.0), mask, ties=ties, ids=ids)
+    pools = judged_pools(records, relevance_threshold)
+    return trec_table(take_ranked(grades, order), take_ranked(mask, order), ideal_gains=pools.ideal_gains,
+                      ideal_mask=pools.ideal_mask, n_relevant=pools.n_relevant, judged=pools.judged,
+                      threshold=relevance_threshold, cutoffs=cutoffs)
+
+
+def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[np.ndarray]], *, run_dir,
+                logger=None, title: str = "", relevance_threshold: int = 1, cutoffs: Sequence[int] = (5, 10),
+                ties: str = "stable", prefix: str = "test/") -> dict[str, float]:
+    """The TREC table: :func:`trec_metrics` of every ranking (``{system: per-record scores}``), written to
+    ``trec.md`` / ``trec.csv`` beside ``results`` and logged. Returns ``{prefix}trec/{system}/{measure}``
+    plus ``{prefix}trec/judged_queries`` and ``{prefix}trec/unjudged_queries`` (left out of every mean)."""
+    from pathlib import Path
+
+    from udcg_ltr.analysis.report import write_table
+
+    pools = judged_pools(records, relevance_threshold)
+    rows, metrics = [], {}
+    for name, scores in rankings.items():
+        per_query = trec_metrics(records, scores, relevance_threshold=relevance_threshold, cutoffs=cutoffs, ties=ties)
+        means = {m: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan") for m, v in per_query.items()}
+        rows.append({"system": name, **means, "queries": int(pools.judged.sum()), "unjudged_queries": pools.n_unjudged})
+        metrics.update({f"{prefix}trec/{name}/{m}": v for m, v in means.items()})
+    metrics[f"{prefix}trec/judged_queries"] = float(pools.judged.sum())
+    metrics[f"{prefix}trec/unjudged_queries"] = float(pools.n_unjudged)
+    note = (f"trec_eval measures (-l {relevance_threshold}); ties: {ties}; {int(pools.judged.sum())} judged queries, "
+            f"{pools.n_unjudged} without qrels left out")
+    paths = write_table(Path(run_dir) / "trec", rows, title=title or None, note=note)
+    if logger is not None and rows:
+        columns = list(rows[0])
+        logger.log_table("trec", [[row[c] for c in columns] for row in rows], columns)
+    print("\n" + paths["md"].read_text(encoding="utf-8"))
+    return metrics
 
 
 def results_rows(results: Sequence[SystemResult], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:

@@ -8,8 +8,8 @@ fields. Columns (``@k`` is the cutoff):
 =====================  =====================================================================
 ``UDCG@k``             Eq. 4 over LLM utilities (when utilities are available)
 ``UDCG_theta@k``       Eq. 3 with the given positional weights ``alpha``, ``beta``
-``nDCG@k``             binary relevance gains, ideal from the query's ``n_relevant`` passages
-``MRR@k`` ``MAP@k``    reciprocal rank; average precision over ``n_relevant``
+``nDCG@k``             graded gains (the labels), ideal from the query's judged pool (every qrel)
+``MRR@k`` ``MAP@k``    reciprocal rank; average precision over ``n_relevant`` (R of the judged pool)
 ``P@k`` ``R@k``        precision (divided by k) and recall (over ``n_relevant``)
 ``HITS@k``             a relevant passage in the top k
 ``eRAG@k``             eRAG Precision@k over the given per-passage downstream labels
@@ -17,6 +17,14 @@ fields. Columns (``@k`` is the cutoff):
 ``DA-DCG@k``           distractor-aware DCG over heuristic utilities (labels, retriever scores,
                        known distractors), with ``DA-harm@k`` and ``distractor_rate@k``
 =====================  =====================================================================
+
+A query whose qrels judge nothing (``judged`` False, see :func:`udcg_ltr.data.padded.judged_pools`)
+is NA in every column that reads relevance (all but ``eRAG@k``): trec_eval drops such queries, so
+they are left out of the means and counted as NA.
+
+:func:`trec_table` is trec_eval on full rankings: ``ndcg_cut``, ``map_cut``, ``P``, ``recall`` and
+``recip_rank`` at each cutoff plus the uncut ``ndcg``, ``map``, ``recip_rank`` and ``set_recall``
+(:func:`trec_measure` maps its column names to trec_eval's).
 
 :func:`summarize` averages each column with NA left out and counted; :func:`format_markdown`
 prints the summary as the Markdown table that ``train.py`` / ``evaluate.py`` show.
@@ -27,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from udcg_ltr.metrics import classic, distractor, setbased
-from udcg_ltr.metrics._common import MeanResult, _as_2d, _as_mask, mean
+from udcg_ltr.metrics._common import MeanResult, _as_2d, _as_mask, check_not_nan, mean, prepare
 from udcg_ltr.metrics.erag import erag, graded_precision
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_theta
 
@@ -46,14 +54,31 @@ def _binary_ideal(n_relevant: np.ndarray, k: int | None) -> tuple[np.ndarray, np
     return ideal_mask.astype(np.float64), ideal_mask
 
 
+def _ideal(gains, rel, m, ideal_gains, ideal_mask, slates, n_relevant, k):
+    """The judged pool nDCG normalises by: explicit, the slates', ``n_relevant`` ones when the gains are the
+    binary labels themselves (R then describes the same pool), else the row itself."""
+    if ideal_gains is not None:
+        return ideal_gains, ideal_mask
+    if _field(slates, "ideal_gains") is not None:
+        return slates.ideal_gains, slates.ideal_mask
+    if n_relevant is not None and np.array_equal(gains[m], rel[m].astype(np.float64)):
+        return _binary_ideal(n_relevant, k)
+    return gains, m
+
+
 def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMMA, alpha=None, beta=None,
                  erag_labels=None, erag_mask=None, graded=None, graded_mask=None, pool_graded=None,
                  pool_graded_mask=None, utilities=None, relevant=None, mask=None, n_relevant=None, scores=None,
-                 is_distractor=None, heuristic: distractor.HeuristicConfig | None = None) -> dict[str, np.ndarray]:
+                 is_distractor=None, heuristic: distractor.HeuristicConfig | None = None, gains=None,
+                 ideal_gains=None, ideal_mask=None, judged=None) -> dict[str, np.ndarray]:
     """Per-query metrics (``dict[name, float64 [n_queries]]``) for rows in ranked order.
 
     Explicit arrays override the fields of ``slates``: ``mask``, ``relevant`` (binary labels),
-    ``n_relevant`` (relevant passages in the whole judged pool; default the count in the row),
+    ``n_relevant`` (R: relevant passages in the whole judged pool; default ``slates.n_relevant``,
+    else the count in the row), ``gains`` (nDCG's graded gains; default ``slates.relevance``, else
+    ``relevant``), ``ideal_gains``/``ideal_mask`` (the judged pool's gains for nDCG's ideal;
+    default ``slates.ideal_gains``, else the row), ``judged`` (bool per query; default
+    ``slates.judged``: False rows are NA, module doc),
     ``utilities`` (Eq. 2; default ``slates.utility`` when ``slates.p_no_response`` is annotated),
     ``scores`` (retriever scores, default ``slates.retrieval_score``), ``is_distractor``.
     ``graded`` (labels 0..5; ``True`` takes ``slates.relevance``) switches on the set-based
@@ -66,11 +91,19 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     rel = relevant if relevant is not None else _field(slates, "relevant")
     if rel is None:
         raise ValueError("metric_table needs binary relevance: pass slates or relevant=")
-    rel = _as_2d(rel).astype(bool)
+    rel = _as_2d(rel)
     m = np.ones(rel.shape, dtype=bool) if m is None else _as_mask(m, rel.shape)
-    rel = rel & m
-    n_rel = n_relevant if n_relevant is not None else _field(slates, "n_relevant")
-    n_rel = rel.sum(axis=1).astype(np.float64) if n_rel is None else np.asarray(n_rel, dtype=np.float64).reshape(-1)
+    check_not_nan(rel, m, "relevant")
+    rel = rel.astype(bool) & m
+    explicit_n_rel = n_relevant if n_relevant is not None else _field(slates, "n_relevant")
+    n_rel = rel.sum(axis=1).astype(np.float64) if explicit_n_rel is None else \
+        np.asarray(explicit_n_rel, dtype=np.float64).reshape(-1)
+    g = gains if gains is not None else _field(slates, "relevance")
+    g = rel.astype(np.float64) if g is None else _as_2d(g, np.float64)
+    check_not_nan(g, m, "gains")
+    g = np.where(m, g, 0.0)
+    ok = judged if judged is not None else _field(slates, "judged")
+    ok = np.ones(rel.shape[0], dtype=bool) if ok is None else np.asarray(ok, dtype=bool).reshape(-1)
     at = "" if k is None else f"@{k}"
     out: dict[str, np.ndarray] = {}
 
@@ -84,28 +117,25 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
         if alpha is not None and beta is not None:
             out[f"UDCG_theta{at}"] = udcg_theta(u, alpha, beta, m, k=k)
 
-    ideal_gains, ideal_mask = _binary_ideal(n_rel, k)
-    out[f"nDCG{at}"] = classic.ndcg(rel, m, k=k, ideal_gains=ideal_gains, ideal_mask=ideal_mask)
+    pool, pool_mask = _ideal(g, rel, m, ideal_gains, ideal_mask, slates, explicit_n_rel, k)
+    out[f"nDCG{at}"] = classic.ndcg(g, m, k=k, ideal_gains=pool, ideal_mask=pool_mask)
     out[f"MRR{at}"] = classic.reciprocal_rank(rel, m, k=k)
     out[f"MAP{at}"] = classic.average_precision(rel, m, k=k, n_relevant=n_rel)
     out[f"P{at}"] = classic.precision(rel, m, k=k)
     out[f"R{at}"] = classic.recall(rel, m, k=k, n_relevant=n_rel)
     out[f"HITS{at}"] = classic.hits(rel, m, k=k)
 
-    if erag_labels is not None:
-        out[f"eRAG{at}"] = erag(graded_precision, erag_labels, erag_mask, k=k)
-
     if graded is not None and graded is not False:
-        g = _field(slates, "relevance") if graded is True else graded
+        gr = _field(slates, "relevance") if graded is True else graded
         gm = graded_mask if graded_mask is not None else m
-        pool = dict(pool_grades=pool_graded, pool_mask=pool_graded_mask)
-        out[f"RA-nWG{at}"] = setbased.ra_nwg(g, gm, k=k, **pool)
-        out[f"PROC{at}"] = setbased.proc(g, gm, k=k, **pool)
-        out[f"%PROC{at}"] = setbased.pct_proc(g, gm, k=k, **pool)
-        out[f"N-Recall4+{at}"] = setbased.n_recall_4plus(g, gm, k=k, **pool)
-        out[f"N-Recall5{at}"] = setbased.n_recall_5(g, gm, k=k, **pool)
-        out[f"Precision4+{at}"] = setbased.precision_4plus(g, gm, k=k)
-        out[f"Harm{at}"] = setbased.harm_at_k(g, gm, k=k)
+        pool_kw = dict(pool_grades=pool_graded, pool_mask=pool_graded_mask)
+        out[f"RA-nWG{at}"] = setbased.ra_nwg(gr, gm, k=k, **pool_kw)
+        out[f"PROC{at}"] = setbased.proc(gr, gm, k=k, **pool_kw)
+        out[f"%PROC{at}"] = setbased.pct_proc(gr, gm, k=k, **pool_kw)
+        out[f"N-Recall4+{at}"] = setbased.n_recall_4plus(gr, gm, k=k, **pool_kw)
+        out[f"N-Recall5{at}"] = setbased.n_recall_5(gr, gm, k=k, **pool_kw)
+        out[f"Precision4+{at}"] = setbased.precision_4plus(gr, gm, k=k)
+        out[f"Harm{at}"] = setbased.harm_at_k(gr, gm, k=k)
 
     s = scores if scores is not None else _field(slates, "retrieval_score")
     dis = is_distractor if is_distractor is not None else _field(slates, "is_distractor")
@@ -114,6 +144,65 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     out[f"DA-DCG{at}"] = distractor.distractor_aware_dcg(h, m, k=k)
     out[f"DA-harm{at}"] = distractor.distractor_harm(h, m, k=k)
     out[f"distractor_rate{at}"] = distractor.distractor_rate(h, m, k=k)
+
+    if not ok.all():  # unjudged queries: NA wherever relevance is read (trec_eval drops them)
+        out = {name: np.where(ok, v, np.nan) for name, v in out.items()}
+    if erag_labels is not None:  # downstream labels, not relevance: defined for unjudged queries too
+        out[f"eRAG{at}"] = erag(graded_precision, erag_labels, erag_mask, k=k)
+    return out
+
+
+def trec_measure(column: str) -> str:
+    """trec_eval's name for a :func:`trec_table` column: ``nDCG@10`` -> ``ndcg_cut_10``, ``MAP`` -> ``map`` ...
+
+    ``MRR@c`` -> ``recip_rank@c``: trec_eval's ``recip_rank`` on the run cut to its top c per query.
+    """
+    name, _, cut = column.partition("@")
+    base = {"nDCG": ("ndcg", "ndcg_cut_"), "MAP": ("map", "map_cut_"), "P": (None, "P_"),
+            "R": ("set_recall", "recall_"), "MRR": ("recip_rank", "recip_rank@")}
+    if name not in base or (not cut and base[name][0] is None):
+        raise KeyError(f"not a trec_table column: {column!r}")
+    full, prefix = base[name]
+    return f"{prefix}{cut}" if cut else full
+
+
+def trec_table(gains, mask=None, *, ideal_gains=None, ideal_mask=None, n_relevant=None, judged=None,
+               threshold: float = 1, cutoffs=(5, 10)) -> dict[str, np.ndarray]:
+    """trec_eval's measures per query for full rankings in ranked order (``[Q, W]`` grades, column 0 = rank 1).
+
+    trec_eval's definitions (``-l threshold`` for the binary ones): gains are the grades, those
+    <= 0 carry none (``ndcg``); ``R`` (``n_relevant``) and the ideal (``ideal_gains``) come from the
+    qrels, retrieved or not (default: the row itself); ``P@c`` divides by c; ``MRR@c`` is
+    ``recip_rank`` on the top c. Columns for every cutoff ``c``: ``nDCG@c`` ``MAP@c`` ``P@c``
+    ``R@c`` ``MRR@c``; uncut: ``nDCG`` ``MAP`` ``R`` (``set_recall``) ``MRR``. Queries with
+    ``judged`` False are NA (trec_eval leaves queries without qrels out of its averages).
+    """
+    g, m = prepare(gains, mask, None, dtype=np.float64)
+    m = np.ones(g.shape, dtype=bool) if m is None else m
+    g = np.where(m & (g > 0), g, 0.0)  # trec_eval: only positive grades are gains
+    rel = m & (g >= threshold)
+    if ideal_gains is None:
+        ideal_gains, ideal_mask = g, m
+    else:
+        ideal_gains = _as_2d(ideal_gains, np.float64)
+        ideal_mask = np.ones(ideal_gains.shape, bool) if ideal_mask is None else _as_mask(ideal_mask, ideal_gains.shape)
+        check_not_nan(ideal_gains, ideal_mask, "ideal_gains")
+        ideal_mask = ideal_mask & (ideal_gains > 0)
+        ideal_gains = np.where(ideal_mask, ideal_gains, 0.0)
+    n_rel = rel.sum(axis=1).astype(np.float64) if n_relevant is None else \
+        np.asarray(n_relevant, dtype=np.float64).reshape(-1)
+    out: dict[str, np.ndarray] = {}
+    for c in (*sorted(set(int(c) for c in cutoffs)), None):
+        at = "" if c is None else f"@{c}"
+        out[f"nDCG{at}"] = classic.ndcg(g, m, k=c, ideal_gains=ideal_gains, ideal_mask=ideal_mask)
+        out[f"MAP{at}"] = classic.average_precision(rel, m, k=c, n_relevant=n_rel)
+        if c is not None:
+            out[f"P{at}"] = classic.precision(rel, m, k=c)
+        out[f"R{at}"] = classic.recall(rel, m, k=c, n_relevant=n_rel)
+        out[f"MRR{at}"] = classic.reciprocal_rank(rel, m, k=c)
+    if judged is not None:
+        ok = np.asarray(judged, dtype=bool).reshape(-1)
+        out = {name: np.where(ok, v, np.nan) for name, v in out.items()}
     return out
 
 
@@ -142,4 +231,4 @@ def format_markdown(summary: dict[str, MeanResult], *, digits: int = 4) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["format_markdown", "metric_table", "summarize"]
+__all__ = ["format_markdown", "metric_table", "summarize", "trec_measure", "trec_table"]

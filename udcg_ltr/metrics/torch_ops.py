@@ -5,6 +5,14 @@ tensors and agree with them to float precision on hard masks. ``mask`` may also 
 float inclusion weight in [0, 1] per passage, e.g. a relaxed top-k selection): the sums become
 weighted sums and the context size ``k`` becomes ``sum(mask)``, which is what a smooth UDCG@k
 objective differentiates through.
+
+NaN follows the numpy rule (:mod:`udcg_ltr.metrics._common`): a NaN value at a real entry (mask
+True, or a soft weight > 0; every entry without a mask) raises ``ValueError``; a NaN under a
+``False`` mask or a zero weight is padding and is replaced by 0 before any product, so it reaches
+neither the value nor the gradient (``0 * NaN`` would be NaN). The check reads one boolean back
+from the device per call; the losses pass ``validate=False`` (a training step must never wait for
+the GPU), because their targets were checked on the host when the slates were built
+(:func:`udcg_ltr.models.datamodule.build_slates`). Padding is zeroed either way.
 """
 
 from __future__ import annotations
@@ -20,11 +28,29 @@ def _mask(u: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return mask.to(u.dtype)
 
 
+def _checked(values: torch.Tensor, mask: torch.Tensor | None, what: str = "values",
+             validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(values with padding set to 0, inclusion weights)``; ``ValueError`` on NaN at a real entry (if ``validate``)."""
+    w = _mask(values, mask)
+    real = None if mask is None else (mask if mask.dtype == torch.bool else w > 0)
+    if validate:
+        if mask is not None and mask.dtype != torch.bool and bool(torch.isnan(w).any()):
+            raise ValueError("mask: NaN weight (a soft mask must lie in [0, 1])")
+        nan = torch.isnan(values) if real is None else torch.isnan(values) & real
+        if bool(nan.any()):
+            where = [int(i) for i in torch.nonzero(nan)[0].tolist()]
+            raise ValueError(f"{what}: NaN at a real entry (index {where}; {int(nan.sum())} in all). NaN is not a "
+                             "label, gain, utility or score: mask the entry out or fix its source")
+    if real is not None:
+        values = torch.where(real, values, torch.zeros_like(values))
+    return values, w
+
+
 def udcg_logit_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, *,
-                     gamma: float = DEFAULT_GAMMA, eps: float = 1e-8) -> torch.Tensor:
+                     gamma: float = DEFAULT_GAMMA, eps: float = 1e-8, validate: bool = True) -> torch.Tensor:
     """Argument of Eq. 4's sigmoid: ``(sum w u+ + gamma sum w u-) / sum w`` (0 for an empty context)."""
-    w = _mask(utilities, mask)
-    u = utilities * w
+    u, w = _checked(utilities, mask, "utilities", validate)
+    u = u * w
     pos = torch.clamp(u, min=0.0).sum(-1)  # u+ part; u- stays signed below
     neg = torch.clamp(u, max=0.0).sum(-1)
     n = w.sum(-1)
@@ -32,9 +58,9 @@ def udcg_logit_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, 
 
 
 def udcg_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, *,
-               gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
+               gamma: float = DEFAULT_GAMMA, validate: bool = True) -> torch.Tensor:
     """UDCG, Eq. 4, per query: ``sigmoid((1/k) sum u+ + (gamma/k) sum u-)``."""
-    return torch.sigmoid(udcg_logit_torch(utilities, mask, gamma=gamma))
+    return torch.sigmoid(udcg_logit_torch(utilities, mask, gamma=gamma, validate=validate))
 
 
 def _hard_positions(mask: torch.Tensor | None, shape, device) -> torch.Tensor | None:
@@ -59,12 +85,15 @@ def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.T
     boolean mask, weight ``i`` goes to the ``i``-th real passage (padding may sit anywhere, as in
     :func:`udcg_ltr.metrics.udcg.udcg_theta`); with a soft or no mask, column ``i`` is position ``i``.
     """
-    w = _mask(utilities, mask)
+    u, w = _checked(utilities, mask, "utilities")
+    for name, weights in (("alpha", alpha), ("beta", beta)):
+        if bool(torch.isnan(weights).any()):
+            raise ValueError(f"{name}: NaN positional weight")
     k = utilities.shape[-1]
     pos = _hard_positions(mask, utilities.shape, utilities.device)
     a = _positional(alpha.to(utilities.dtype), pos, k)
     b = _positional(beta.to(utilities.dtype), pos, k)
-    u = utilities * w
+    u = u * w
     z = (a * torch.clamp(u, min=0.0) + b * torch.clamp(u, max=0.0)).sum(-1)
     return torch.sigmoid(z)
 
@@ -80,7 +109,7 @@ def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int |
     With a boolean mask, ranks count real entries only (as :func:`udcg_ltr.metrics.classic.dcg`);
     with a soft or no mask, column ``i`` has rank ``i + 1``.
     """
-    w = _mask(gains, mask)
+    g, w = _checked(gains, mask, "gains")
     n = gains.shape[-1]
     disc = log2_discounts_torch(n, dtype=gains.dtype, device=gains.device)
     pos = _hard_positions(mask, gains.shape, gains.device)
@@ -89,4 +118,4 @@ def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int |
     d = disc[pos]
     if k is not None:
         d = torch.where(pos < k, d, torch.zeros_like(d))
-    return (gains * w * d).sum(-1)
+    return (g * w * d).sum(-1)

@@ -11,13 +11,17 @@ UDCG is a set function of a context ``C`` of ``k`` passages:
 ``k`` is the number of real passages in the context (after an optional cutoff). An empty context
 scores ``sigmoid(0) = 0.5``: no evidence either way, which sits between helpful (> 0.5) and
 harmful (< 0.5) contexts, as an abstention sits between a correct and a wrong answer.
+
+A NaN utility at a real entry (or a NaN positional weight) raises ``ValueError``; NaN under a
+``False`` mask is padding and ignored (:mod:`udcg_ltr.metrics._common`), as in
+:mod:`udcg_ltr.metrics.torch_ops`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import column_positions, masked, n_real, prepare
+from udcg_ltr.metrics._common import check_not_nan, column_positions, masked, n_real, prepare
 
 DEFAULT_GAMMA = 1.0 / 3.0
 
@@ -57,6 +61,8 @@ def udcg_theta(utilities, alpha, beta, mask=None, *, k: int | None = None) -> np
     n_max = int(n_real(u, m).max(initial=0))
     alpha = np.asarray(alpha, dtype=np.float64)
     beta = np.asarray(beta, dtype=np.float64)
+    check_not_nan(alpha, None, "alpha")
+    check_not_nan(beta, None, "beta")
     if alpha.shape[-1] < n_max or beta.shape[-1] < n_max:
         raise ValueError(f"need >= {n_max} positional weights, got alpha {alpha.shape}, beta {beta.shape}")
     safe = np.clip(pos_idx, 0, None)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import as_padded
+from udcg_ltr.metrics._common import as_padded, check_not_nan
 
 
 def passage_utility(relevant, p_no_response, mask=None) -> np.ndarray:
     """Eq. 2, elementwise over ``[n_queries, k]``: ``u = (+1 if relevant else -1) * (1 - p_no_response)``.
 
     ``relevant`` is boolean (or anything where ``> 0`` means relevant). Padding gets utility 0.
+    NaN in ``p_no_response`` or ``relevant`` at a real entry raises ``ValueError``.
     """
     p, mask = as_padded(p_no_response, mask)
     if np.any((p < 0) | (p > 1)):
@@ -24,6 +25,8 @@ def passage_utility(relevant, p_no_response, mask=None) -> np.ndarray:
     rel = np.asarray(relevant)
     if rel.ndim == 1:
         rel = rel[None, :]
+    if rel.shape == mask.shape:
+        check_not_nan(rel, mask, "relevant")  # a NaN label is not "not relevant"
     sign = np.where(rel > 0, 1.0, -1.0)
     return np.where(mask, sign * (1.0 - p), 0.0)
 

@@ -1,10 +1,12 @@
 """Scoring a reranker: its top-k contexts under the metric table, and optionally end to end.
 
 :func:`slate_metrics` is what validation uses on padded ``[Q, n]`` arrays: rank each row by
-score (ties: earlier column first), keep the top k, and compute UDCG@k (Eq. 4 on the signed
-utilities of the top-k set), nDCG@k (graded gains, DCG / IDCG with the ideal taken from the
-query's whole judged pool when given, else from the row), MRR@k, Precision@k, Recall@k, HITS@k,
-MAP@k and the mean utility of the context. :func:`evaluate_reranker` does the same from
+score (ties: earlier column first, or ``ties="trec"``: passage id descending as trec_eval), keep
+the top k, and compute UDCG@k (Eq. 4 on the signed utilities of the top-k set), nDCG@k (graded
+gains, DCG / IDCG with the ideal taken from the query's whole judged pool when given, else from
+the row), MRR@k, Precision@k, Recall@k, HITS@k, MAP@k (R of the judged pool) and the mean utility
+of the context. Queries marked unjudged (``judged`` False: their qrels judge nothing) are left out
+of the relevance metrics, as trec_eval does, and counted in ``unjudged_queries``. :func:`evaluate_reranker` does the same from
 :class:`QueryRecord` s and per-passage scores, and with an LLM scorer it also asks the LLM to
 answer each top-k context and grades the answers (correct / abstained / wrong,
 :mod:`udcg_ltr.annotate.grading`).
@@ -18,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr import metrics as M
-from udcg_ltr.data.padded import pad_records
+from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
 def _table_columns(*, k, gamma, mask, utility, graded, relevance_threshold, n_relevant, ideal_gains, ideal_mask,
-                   retrieval_scores) -> dict[str, float]:
+                   retrieval_scores, judged) -> dict[str, float]:
     """Means of the metric helper's table (:func:`udcg_ltr.metrics.table.metric_table`) on ranked rows.
 
     Adds the families not computed here (RA-nWG, PROC, %PROC, N-Recall, Harm, distractor-aware DCG
@@ -35,7 +37,8 @@ def _table_columns(*, k, gamma, mask, utility, graded, relevance_threshold, n_re
     except ImportError:  # pragma: no cover - the table ships with the metrics package
         return {}
     kw: dict[str, Any] = dict(k=k, gamma=gamma, mask=mask, relevant=(graded >= relevance_threshold) & mask,
-                              n_relevant=n_relevant, utilities=utility)
+                              n_relevant=n_relevant, utilities=utility, gains=graded, ideal_gains=ideal_gains,
+                              ideal_mask=ideal_mask, judged=judged)
     ints = np.all(np.equal(np.mod(graded[mask], 1), 0)) and graded[mask].min(initial=0) >= 0 \
         and graded[mask].max(initial=0) <= 5
     if ints:
@@ -48,19 +51,27 @@ def _table_columns(*, k, gamma, mask, utility, graded, relevance_threshold, n_re
 
 def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relevance_threshold: float = 1,
                   n_relevant=None, ideal_gains=None, ideal_mask=None, gamma: float = DEFAULT_GAMMA,
-                  retrieval_scores=None, table: bool = True, prefix: str = "") -> dict[str, float]:
+                  retrieval_scores=None, table: bool = True, prefix: str = "", judged=None, ties: str = "stable",
+                  ids=None) -> dict[str, float]:
     """Metrics of the top-k by ``scores`` of each row: ``{prefix}udcg@k``, ``ndcg@k``, ``mrr@k`` ...
 
     ``utility`` (signed, Eq. 2) enables UDCG@k and ``utility@k``; ``graded`` (raw labels) enables the
-    relevance metrics (binary ones count ``label >= relevance_threshold``); ``n_relevant`` and
-    ``ideal_gains`` describe the whole judged pool when it is larger than the row (TREC qrels).
-    Our names are lower case (``ndcg@k`` uses graded gains); ``table=True`` adds the metric
-    helper's table under its names (``RA-nWG@k``, ``DA-DCG@k`` ...) where they do not repeat ours
-    (its binary ``nDCG@k`` is left out when ``ndcg@k`` is here).
+    relevance metrics (binary ones count ``label >= relevance_threshold``); ``n_relevant`` (R) and
+    ``ideal_gains`` describe the whole judged pool when it is larger than the row (TREC qrels:
+    :func:`udcg_ltr.data.padded.judged_pools`). ``judged`` (bool per row) leaves unjudged queries out
+    of the relevance metrics and adds ``unjudged_queries``. ``ties``/``ids``: the tie-break of
+    :func:`udcg_ltr.metrics.rank_by_scores`. Our names are lower case (``ndcg@k`` uses graded gains);
+    ``table=True`` adds the metric helper's table under its names (``RA-nWG@k``, ``DA-DCG@k`` ...)
+    where they do not repeat ours (its ``nDCG@k`` is left out when ``ndcg@k`` is here).
     """
     scores, mask = M.as_padded(scores, mask)
-    order = M.rank_by_scores(scores, mask)
+    order = M.rank_by_scores(scores, mask, ties=ties, ids=ids)
     m = M.take_ranked(mask, order)
+    ok = None if judged is None else np.asarray(judged, dtype=bool).reshape(-1)
+
+    def avg(values) -> float:  # unjudged queries are NA (left out), as trec_eval drops them
+        return M.mean(values if ok is None else np.where(ok, values, np.nan)).value
+
     out: dict[str, float] = {}
     if utility is not None:
         u = M.take_ranked(M.as_padded(utility, mask)[0], order)
@@ -69,21 +80,24 @@ def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relev
         out[f"utility@{k}"] = float(np.mean(np.where(top, u, 0.0).sum(1) / np.maximum(top.sum(1), 1)))
     if graded is not None:
         g = M.take_ranked(M.as_padded(graded, mask)[0], order)
-        if ideal_gains is None:
+        own_pool = ideal_gains is None
+        if own_pool:
             ideal_gains, ideal_mask = g, m
-        out[f"ndcg@{k}"] = M.mean(M.ndcg(g, m, k=k, ideal_gains=ideal_gains, ideal_mask=ideal_mask)).value
+        out[f"ndcg@{k}"] = avg(M.ndcg(g, m, k=k, ideal_gains=ideal_gains, ideal_mask=ideal_mask))
         b = dict(threshold=relevance_threshold)
-        out[f"mrr@{k}"] = M.mean(M.mrr(g, m, k=k, **b)).value
-        out[f"precision@{k}"] = M.mean(M.precision(g, m, k=k, **b)).value
-        out[f"recall@{k}"] = M.mean(M.recall(g, m, k=k, n_relevant=n_relevant, **b)).value
-        out[f"hits@{k}"] = M.mean(M.hits(g, m, k=k, **b)).value
-        out[f"map@{k}"] = M.mean(M.average_precision(g, m, k=k, n_relevant=n_relevant, **b)).value
+        out[f"mrr@{k}"] = avg(M.mrr(g, m, k=k, **b))
+        out[f"precision@{k}"] = avg(M.precision(g, m, k=k, **b))
+        out[f"recall@{k}"] = avg(M.recall(g, m, k=k, n_relevant=n_relevant, **b))
+        out[f"hits@{k}"] = avg(M.hits(g, m, k=k, **b))
+        out[f"map@{k}"] = avg(M.average_precision(g, m, k=k, n_relevant=n_relevant, **b))
+        if ok is not None:
+            out["unjudged_queries"] = float((~ok).sum())
         if table:
             rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
             extra = _table_columns(k=k, gamma=gamma, mask=m, utility=u if utility is not None else None, graded=g,
                                    relevance_threshold=relevance_threshold, n_relevant=n_relevant,
-                                   ideal_gains=None if ideal_gains is g else ideal_gains,
-                                   ideal_mask=None if ideal_gains is g else ideal_mask, retrieval_scores=rs)
+                                   ideal_gains=None if own_pool else ideal_gains,
+                                   ideal_mask=None if own_pool else ideal_mask, retrieval_scores=rs, judged=ok)
             taken = {name.lower() for name in out} | {f"p@{k}", f"r@{k}"}  # = precision@k, recall@k
             out.update({name: v for name, v in extra.items() if name.lower() not in taken})
     return {f"{prefix}{name}": value for name, value in out.items()}
@@ -111,27 +125,13 @@ def ideal_from_records(records: Sequence[QueryRecord]) -> tuple[np.ndarray, np.n
 
     Read from ``record.extra["judged_grades"]`` (``{"grade": count}`` over all qrels of the query,
     as :mod:`udcg_ltr.data.readers.trec` writes it) or ``record.extra["qrels"]`` (``{pid: grade}``).
-    A record with neither falls back to its own passages' labels.
+    A record with neither falls back to its own passages' labels
+    (:func:`udcg_ltr.data.padded.judged_pools`, which also gives R and the unjudged queries).
     """
-    pools = []
-    for r in records:
-        counts = r.extra.get("judged_grades")
-        if isinstance(counts, Mapping) and counts:
-            pools.append([float(g) for g, c in counts.items() for _ in range(int(c))])
-        elif isinstance(r.extra.get("qrels"), Mapping) and r.extra["qrels"]:
-            pools.append([float(g) for g in r.extra["qrels"].values()])
-        else:
-            pools.append(None)
-    if all(p is None for p in pools):
+    pools = judged_pools(records)
+    if not pools.from_qrels.any():
         return None
-    pools = [p if p is not None else [float(q.relevance or 0) for q in r.passages] for p, r in zip(pools, records)]
-    width = max(1, max(len(p) for p in pools))
-    gains = np.zeros((len(records), width))
-    mask = np.zeros_like(gains, dtype=bool)
-    for i, p in enumerate(pools):
-        gains[i, :len(p)] = p
-        mask[i, :len(p)] = True
-    return gains, mask
+    return pools.ideal_gains, pools.ideal_mask
 
 
 def _scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
@@ -147,26 +147,26 @@ def _scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, rele
 
 def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1, scorer: Any = None,
-                      match_rule: str = "contains", prefix: str = "") -> dict[str, float]:
+                      match_rule: str = "contains", prefix: str = "", ties: str = "stable") -> dict[str, float]:
     """Score each query's top-k by ``scores`` with the metric table (and end to end given ``scorer``).
 
     ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``.
-    ``llm`` names the utility annotations (None: relevance metrics only). With ``scorer`` (an
-    :class:`udcg_ltr.annotate.LLMScorer`), each top-k context (rank order = prompt order) is answered
-    by the LLM and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
+    ``llm`` names the utility annotations (None: relevance metrics only). R and nDCG's ideal come
+    from each query's judged pool (the qrels when records carry them); a query the qrels do not
+    judge is left out of the relevance metrics and counted in ``unjudged_queries`` (records with
+    qrels only). ``ties="trec"`` breaks equal scores by passage id descending, as trec_eval. With
+    ``scorer`` (an :class:`udcg_ltr.annotate.LLMScorer`), each top-k context (rank order = prompt
+    order) is answered by the LLM and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
     """
     aligned, slates, padded_scores = _scored_slates(records, scores, llm, relevance_threshold)
-    ideal = ideal_from_records(records)
-    n_relevant = slates.n_relevant
-    if ideal is not None:
-        n_relevant = ((ideal[0] >= relevance_threshold) & ideal[1]).sum(1).astype(np.float64)
+    qrels = judged_pools(records, relevance_threshold).from_qrels.any()
     retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
     out = slate_metrics(np.where(slates.mask, padded_scores, 0.0), k=k,
                         utility=slates.utility if llm is not None else None, graded=slates.relevance,
-                        mask=slates.mask, relevance_threshold=relevance_threshold, n_relevant=n_relevant,
-                        ideal_gains=None if ideal is None else ideal[0],
-                        ideal_mask=None if ideal is None else ideal[1], gamma=gamma,
-                        retrieval_scores=retrieval if np.isfinite(retrieval).all() else None)
+                        mask=slates.mask, relevance_threshold=relevance_threshold, n_relevant=slates.n_relevant,
+                        ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask, gamma=gamma,
+                        retrieval_scores=retrieval if np.isfinite(retrieval).all() else None,
+                        judged=slates.judged if qrels else None, ties=ties, ids=slates.pids)
     if scorer is not None:
         out.update(end_to_end(records, aligned, scorer, k=k, relevance_threshold=relevance_threshold,
                               match_rule=match_rule))
