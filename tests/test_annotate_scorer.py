@@ -15,7 +15,8 @@ pytest_plugins = ["llm_fixtures"]
 
 from udcg_ltr.annotate.annotator import annotate_records  # noqa: E402
 from udcg_ltr.annotate.cache import AnnotationCache  # noqa: E402
-from udcg_ltr.annotate.scorer import PromptItem, _length_batches  # noqa: E402
+from udcg_ltr.annotate.scorer import PromptItem  # noqa: E402
+from udcg_ltr.batching import length_batches  # noqa: E402
 from udcg_ltr.data.schema import Passage, QueryRecord  # noqa: E402
 
 ITEMS = [
@@ -32,9 +33,16 @@ ITEMS = [
 
 
 def test_length_batches_sort_and_cover():
-    seqs = [[0] * n for n in (5, 9, 2, 9, 7)]
-    batches = list(_length_batches(seqs, 2))
-    assert batches == [[1, 3], [4, 0], [2]]
+    lengths = (5, 9, 2, 9, 7)
+    assert list(length_batches(lengths, 2)) == [[1, 3], [4, 0], [2]]
+    assert list(length_batches(lengths, 8, max_tokens=20)) == [[1, 3], [4, 0], [2]]  # 2 x 9, then 2 x 7, 1 x 2
+
+
+def test_a_token_budget_gives_the_same_scores(smollm2):
+    plain = smollm2.with_options(batch_size=4).score(ITEMS)
+    budget = smollm2.with_options(batch_size=4, max_batch_tokens=150).score(ITEMS)
+    for a, b in zip(plain, budget):
+        assert abs(a.p_no_response - b.p_no_response) < 1e-4
 
 
 def test_batched_prefix_scores_match_the_unbatched_reference(smollm2):

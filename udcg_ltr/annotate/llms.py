@@ -36,8 +36,8 @@ PRESETS = {
     "smollm2": (demo_llm.ensure_smollm2, demo_llm.SMOLLM2_NAME),
 }
 LLM_CONF_DIR = PROJECT_ROOT / "conf" / "llm"
-_SCORER_KEYS = ("name", "gguf_file", "dtype", "device", "batch_size", "max_new_tokens", "prompt", "num_threads",
-                "prefix_cache", "quantize", "exact_tail", "trust_remote_code", "progress")
+_SCORER_KEYS = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "max_new_tokens", "prompt",
+                "num_threads", "prefix_cache", "quantize", "exact_tail", "trust_remote_code", "progress")
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
 
 

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from udcg_ltr.annotate.prompts import PromptConfig, as_prompt_config
+from udcg_ltr.batching import length_batches
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,9 @@ class LLMScorer:
         device: ``cpu`` (default), ``cuda``, ``cuda:N`` or ``auto`` (``device_map="auto"`` across GPUs
             when ``accelerate`` is installed and CUDA is available).
         batch_size: prompts per forward pass (rows of one length bucket).
+        max_batch_tokens: also cap a batch at this many padded prompt tokens (rows x longest prompt;
+            :func:`udcg_ltr.batching.length_batches`): on a GPU, a large ``batch_size`` with a token
+            budget keeps it busy on short prompts without running out of memory on long ones.
         prompt: a :class:`PromptConfig` (or mapping of its fields); defaults to the paper's prompt.
         max_new_tokens: greedy answer length cap (default 24, as the shared annotations).
         num_threads: ``torch.set_num_threads`` (process-wide) when given.
@@ -115,7 +119,8 @@ class LLMScorer:
 
     def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None,
                  gguf_file: str | None = None, dtype: str | torch.dtype = "float32", device: str = "cpu",
-                 batch_size: int = 8, prompt: PromptConfig | dict | None = None, max_new_tokens: int = 24,
+                 batch_size: int = 8, max_batch_tokens: int | None = None,
+                 prompt: PromptConfig | dict | None = None, max_new_tokens: int = 24,
                  num_threads: int | None = None, prefix_cache: bool = True, quantize: str | None = None,
                  exact_tail: int = 16, trust_remote_code: bool = False, model: Any = None, tokenizer: Any = None,
                  progress: bool = True):
@@ -130,6 +135,7 @@ class LLMScorer:
         self.dtype = torch_dtype(dtype)
         self.device = resolve_device(device)
         self.batch_size = int(batch_size)
+        self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
         self.prompt = as_prompt_config(prompt)
         self.max_new_tokens = int(max_new_tokens)
         self.prefix_cache = bool(prefix_cache)
@@ -170,7 +176,7 @@ class LLMScorer:
         return {"name": self.name, "model": str(self.model_name_or_path), "gguf_file": self.gguf_file,
                 "dtype": str(self.dtype).replace("torch.", ""), "device": self.device,
                 "quantize": self.quantize, "exact_tail": self.exact_tail if self._fast_switch else None,
-                "batch_size": self.batch_size,
+                "batch_size": self.batch_size, "max_batch_tokens": self.max_batch_tokens,
                 "max_new_tokens": self.max_new_tokens, "chat_template": self._use_chat,
                 "no_response_token_id": self.no_response_token_id,
                 "no_response_token": self.tokenizer.convert_ids_to_tokens(self.no_response_token_id),
@@ -179,8 +185,8 @@ class LLMScorer:
     def with_options(self, **changes: Any) -> LLMScorer:
         """A scorer sharing this one's model and tokenizer with other options (prompt, batch size ...)."""
         kwargs = dict(name=self.name, gguf_file=self.gguf_file, dtype=self.dtype, device=self.device,
-                      batch_size=self.batch_size, prompt=self.prompt, max_new_tokens=self.max_new_tokens,
-                      prefix_cache=self.prefix_cache, quantize=self.quantize, exact_tail=self.exact_tail,
+                      batch_size=self.batch_size, max_batch_tokens=self.max_batch_tokens, prompt=self.prompt,
+                      max_new_tokens=self.max_new_tokens, prefix_cache=self.prefix_cache, quantize=self.quantize, exact_tail=self.exact_tail,
                       progress=self.progress)
         forbidden = {"dtype", "device", "quantize", "gguf_file"} & set(changes)
         if forbidden:
@@ -422,7 +428,7 @@ class LLMScorer:
             results: list[ScoreResult | None] = [None] * len(items)
             bar = _progress(len(items), self.name, self.progress if progress is None else progress)
             try:
-                for batch in _length_batches(seqs, self.batch_size):
+                for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                     logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
                     logp = logits[:, -1].float().log_softmax(-1)
                     p_no = logp[:, self.no_response_token_id].exp().tolist()
@@ -483,7 +489,7 @@ class LLMScorer:
             out: list[float] = [math.nan] * len(items)
             bar = _progress(len(items), f"{self.name} logP(answer)", self.progress if progress is None else progress)
             try:
-                for batch in _length_batches(seqs, self.batch_size):
+                for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                     A = max(len(targets[i]) for i in batch)
                     logits, *_ = self._prefill([seqs[i] for i in batch], prefix, keep=A + 1)
                     logp = logits.float().log_softmax(-1)  # [B, A+1, V]: column c predicts token at A+1-c from the end
@@ -554,7 +560,7 @@ class LLMScorer:
             out: list[str] = [""] * len(seqs)
             bar = _progress(len(seqs), f"{self.name} generate", self.progress if progress is None else progress)
             try:
-                for batch in _length_batches(seqs, self.batch_size):
+                for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                     logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
                     toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new_tokens,
                                         lambda lg: lg.argmax(-1))
@@ -744,13 +750,6 @@ def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
             m["content"] = f"{system}\n\n{m['content']}"
             break
     return rest
-
-
-def _length_batches(seqs: Sequence[Sequence[int]], batch_size: int) -> Iterable[list[int]]:
-    """Indices sorted by length (longest first, ties in input order), cut into batches."""
-    order = sorted(range(len(seqs)), key=lambda i: (-len(seqs[i]), i))
-    for start in range(0, len(order), batch_size):
-        yield order[start:start + batch_size]
 
 
 def _progress(total: int, desc: str, enabled: bool):

@@ -69,10 +69,13 @@ def prepare(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | No
 
 
 def masked_mean_over_queries(per_query: torch.Tensor, defined: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
-    """Mean of ``per_query[defined]``; a graph-carrying zero (``0 * anchor.sum()``) when nothing is defined."""
-    if bool(defined.any()):
-        return per_query[defined].mean()
-    return anchor.sum() * 0.0
+    """Mean of ``per_query[defined]``; a graph-carrying zero (``0 * anchor.sum()``) when nothing is defined.
+
+    Written without data-dependent branching or boolean indexing, so it never waits for a GPU.
+    """
+    weight = defined.to(per_query.dtype)
+    total = torch.where(defined, per_query, torch.zeros((), dtype=per_query.dtype, device=per_query.device)).sum()
+    return total / weight.sum().clamp(min=1.0) + anchor.sum() * 0.0
 
 
 def pair_mask(targets: torch.Tensor, mask: torch.Tensor, *, min_gap: float = 0.0) -> torch.Tensor:

@@ -38,7 +38,7 @@ from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, udcg_logit_torch
 
 
 def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: float = 1.0,
-               rows: int | None = None, sinkhorn_iters: int = 0, sinkhorn_tol: float = 1e-6) -> torch.Tensor:
+               rows: int | None = None, sinkhorn_iters: int = 0) -> torch.Tensor:
     """NeuralSort relaxed sort (Grover et al. 2019, Eq. 8) over the real slots: ``[Q, rows, n]``.
 
     Row ``r`` (0-based) is a distribution over slots for "the passage at rank r + 1" (descending
@@ -64,16 +64,17 @@ def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: f
     row_ok = (r[None, :] <= m)  # [Q, rows]
     p = p * (row_ok[:, :, None] & mask[:, None, :])
     if sinkhorn_iters > 0:
-        p = sinkhorn(p, row_ok, mask, iters=sinkhorn_iters, tol=sinkhorn_tol)
+        p = sinkhorn(p, row_ok, mask, iters=sinkhorn_iters)
     return p[:, :rows]
 
 
-def sinkhorn(p: torch.Tensor, row_ok: torch.Tensor, col_ok: torch.Tensor, *, iters: int = 50,
-             tol: float = 1e-6) -> torch.Tensor:
+def sinkhorn(p: torch.Tensor, row_ok: torch.Tensor, col_ok: torch.Tensor, *, iters: int = 50) -> torch.Tensor:
     """Alternate column and row normalisation of the real ``m x m`` block of each ``[n, n]`` matrix.
 
     Rows are normalised last, so every real row is exactly a distribution (the soft top-k mass is
-    exactly k) and columns sum to 1 within ``tol`` once converged.
+    exactly k); after 50 iterations columns sum to 1 within ~2e-3 on SQuAD-like slates (tau 0.5).
+    A fixed number of iterations, with no convergence test: reading the error back to the host
+    (``float(err)``) would synchronise a GPU every iteration, and the test saves little on a CPU.
     """
     eps = 1e-12
     valid = (row_ok[:, :, None] & col_ok[:, None, :]).to(p.dtype)
@@ -81,9 +82,6 @@ def sinkhorn(p: torch.Tensor, row_ok: torch.Tensor, col_ok: torch.Tensor, *, ite
     for _ in range(iters):
         p = p / p.sum(-2, keepdim=True).clamp(min=eps) * valid
         p = p / p.sum(-1, keepdim=True).clamp(min=eps) * valid
-        col_err = (p.sum(-2) - col_ok.to(p.dtype)).abs().max()
-        if float(col_err) < tol:
-            break
     return p
 
 
@@ -176,7 +174,7 @@ class DirectUDCGLoss(RankingLoss):
         if self.alpha is None:
             w = soft_topk_weights(scores, mask, self.k, tau=self.tau, relaxation=self.relaxation,
                                   sinkhorn_iters=self.sinkhorn_iters)
-            return udcg_logit_torch(targets, w, gamma=self.gamma)
+            return udcg_logit_torch(targets, w, gamma=self.gamma, validate=False)  # targets checked in build_slates
         p = neuralsort(scores, mask, tau=self.tau, rows=self.k, sinkhorn_iters=self.sinkhorn_iters)  # [Q, r, n]
         u_pos = torch.clamp(targets, min=0.0)
         u_neg = torch.clamp(targets, max=0.0)

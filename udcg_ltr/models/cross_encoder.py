@@ -68,13 +68,15 @@ class CrossEncoderModule(pl.LightningModule):
         relevance_threshold: graded label counted relevant by the binary validation metrics.
         monitor_metric: validation metric (at ``k``) that checkpointing and early stopping follow:
             ``"udcg"`` (needs utilities) or e.g. ``"ndcg"`` when training on relevance labels only.
+        seed: the random state (dropout) of epoch ``e`` is reset to ``(seed, e)`` when the epoch
+            starts, so a run resumed from ``last.ckpt`` trains exactly as an uninterrupted one.
     """
 
     def __init__(self, model_name_or_path: str | None = None, *, loss: str = "bce",
                  loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
                  gamma: float = DEFAULT_GAMMA, lr: float = 3e-5, weight_decay: float = 0.01,
                  warmup: float = 0.1, schedule: str = "linear", relevance_threshold: int = 1,
-                 monitor_metric: str = "udcg", model: torch.nn.Module | None = None):
+                 monitor_metric: str = "udcg", seed: int = 0, model: torch.nn.Module | None = None):
         super().__init__()
         self.save_hyperparameters(ignore=["model"])
         self.model = model if model is not None else load_sequence_classifier(model_name_or_path)
@@ -112,6 +114,7 @@ class CrossEncoderModule(pl.LightningModule):
         ds = getattr(loader, "dataset", None)
         if hasattr(ds, "set_epoch"):
             ds.set_epoch(self.current_epoch)
+        torch.manual_seed(int(self.hparams.seed) * 1_000_003 + int(self.current_epoch))  # all devices
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         if hasattr(self.loss_fn, "anneal"):
@@ -127,16 +130,12 @@ class CrossEncoderModule(pl.LightningModule):
 
     # ---- evaluation ---------------------------------------------------------------------
     def _collect(self, batch: dict, store: list, stage: str) -> None:
-        scores = self.slate_scores(batch)
+        # Tensors stay on the device until the epoch ends: one transfer (and one synchronisation) per epoch.
+        scores = self.slate_scores(batch).detach()
         loss = self.loss_fn(scores, batch[self.target], batch["mask"])
         self.log(f"{stage}/loss", loss, batch_size=len(batch["qids"]), sync_dist=True)
-        mask = batch["mask"].cpu().numpy()
-        cols = {name: batch[name].detach().float().cpu().numpy() for name in ("utility", "relevance", "graded")}
-        s = scores.detach().float().cpu().numpy()
-        for i, qid in enumerate(batch["qids"]):
-            n = int(mask[i].sum())
-            store.append({"qid": qid, "scores": s[i, :n], "n_relevant": float(batch["n_relevant"][i]),
-                          **{name: v[i, :n] for name, v in cols.items()}})
+        store.append({"scores": scores, "mask": batch["mask"], "n_relevant": batch["n_relevant"],
+                      **{name: batch[name] for name in ("utility", "relevance", "graded")}})
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._collect(batch, self._val, "val")
@@ -144,21 +143,22 @@ class CrossEncoderModule(pl.LightningModule):
     def test_step(self, batch: dict, batch_idx: int) -> None:
         self._collect(batch, self._test, "test")
 
-    def _metrics(self, rows: list[dict[str, Any]]) -> dict[str, float]:
-        width = max(len(r["scores"]) for r in rows)
+    def _metrics(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
+        width = max(b["mask"].shape[1] for b in batches)
 
-        def pad(name):
-            out = np.zeros((len(rows), width))
-            for i, r in enumerate(rows):
-                out[i, :len(r[name])] = r[name]
-            return out
+        def cat(name, dtype=np.float64):
+            parts = []
+            for b in batches:
+                v = b[name].detach().float().cpu().numpy() if name != "mask" else b[name].cpu().numpy()
+                if v.ndim == 2 and v.shape[1] < width:
+                    v = np.pad(v, ((0, 0), (0, width - v.shape[1])))
+                parts.append(v.astype(dtype))
+            return np.concatenate(parts)
 
-        mask = np.zeros((len(rows), width), dtype=bool)
-        for i, r in enumerate(rows):
-            mask[i, :len(r["scores"])] = True
-        return slate_metrics(pad("scores"), k=self.hparams.k, utility=pad("utility"), graded=pad("graded"), mask=mask,
-                             relevance_threshold=self.hparams.relevance_threshold,
-                             n_relevant=np.array([r["n_relevant"] for r in rows]), gamma=self.hparams.gamma)
+        mask = cat("mask", bool)
+        return slate_metrics(np.where(mask, cat("scores"), 0.0), k=self.hparams.k, utility=cat("utility"),
+                             graded=cat("graded"), mask=mask, relevance_threshold=self.hparams.relevance_threshold,
+                             n_relevant=cat("n_relevant"), gamma=self.hparams.gamma)
 
     def _log_epoch(self, store: list, stage: str) -> None:
         if not store:

@@ -4,8 +4,12 @@
 >>> rr.rank("who wrote Hamlet?", ["Hamlet is a tragedy by Shakespeare.", "Paris is in France."], top_k=1)
 [RankedPassage(index=0, pid=None, text='Hamlet is ...', score=3.1, rank=1)]
 
-Pairs are scored in batches sorted by tokenised length (little padding), with a tqdm bar for
-large inputs; results come back in input order. Passages given as :class:`Passage` are formatted
+Pairs are tokenised once, sorted by tokenised length and scored in batches of at most
+``batch_size`` pairs and ``max_tokens`` padded tokens (little padding; on a GPU a large token
+budget keeps it busy), under the autocast of ``precision`` (``"bf16-mixed"`` where the hardware
+has bf16 units, see :mod:`udcg_ltr.models.precision`), on ``device`` (default: CUDA when
+available), with a tqdm bar for large inputs; results come back in input order. Weights are read
+from ``model.safetensors`` only (no pickle). Passages given as :class:`Passage` are formatted
 with the template the model was trained with (saved next to the weights in
 ``udcg_ltr_reranker.json``); plain strings are scored as they are. A saved model directory is an
 ordinary transformers checkpoint (``AutoModelForSequenceClassification``, ``num_labels=1``) that
@@ -26,9 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from udcg_ltr.batching import length_batches
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.io import atomic_directory, atomic_write_json
-from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, passage_text
+from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, encode_pairs, pad_rows, passage_text
+from udcg_ltr.models.precision import autocast, resolve_precision
 
 #: Side file of a saved reranker: how passages were formatted and truncated in training.
 RERANKER_CONFIG = "udcg_ltr_reranker.json"
@@ -77,26 +83,34 @@ def _resolve_device(device: str | torch.device | None) -> torch.device:
 class Reranker:
     """Batched cross-encoder scoring and ranking (see the module docstring)."""
 
-    def __init__(self, model, tokenizer, *, device: str | torch.device | None = "cpu", batch_size: int = 64,
-                 max_length: int = 256, template: str = DEFAULT_TEMPLATE, progress_threshold: int = 2000):
+    def __init__(self, model, tokenizer, *, device: str | torch.device | None = None, batch_size: int = 64,
+                 max_length: int = 256, template: str = DEFAULT_TEMPLATE, progress_threshold: int = 2000,
+                 precision: str = "32-true", max_tokens: int | None = None):
         self.device = _resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.batch_size, self.max_length, self.template = int(batch_size), int(max_length), template
+        self.max_tokens = None if max_tokens is None else int(max_tokens)
+        self.precision = resolve_precision(precision, "gpu" if self.device.type == "cuda" else "cpu")
         self.progress_threshold = progress_threshold
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = "cpu",
+    def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = None,
                         batch_size: int = 64, max_length: int | None = None, dtype: torch.dtype | None = None,
                         **kwargs: Any) -> Reranker:
-        """Load a saved reranker (or any one-logit sequence-classification checkpoint)."""
+        """Load a saved reranker (or any one-logit sequence-classification checkpoint) from safetensors weights.
+
+        ``device=None`` takes CUDA when available; ``precision`` / ``max_tokens`` and the rest go to the constructor.
+        """
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)
         cfg: dict[str, Any] = {}
         if (path / RERANKER_CONFIG).is_file():
             cfg = json.loads((path / RERANKER_CONFIG).read_text(encoding="utf-8"))
-        model = AutoModelForSequenceClassification.from_pretrained(str(path), **({"dtype": dtype} if dtype else {}))
+        # safetensors only: a pickled pytorch_model.bin can run code when loaded.
+        model = AutoModelForSequenceClassification.from_pretrained(str(path), use_safetensors=True,
+                                                                   **({"dtype": dtype} if dtype else {}))
         if model.config.num_labels != 1:
             raise ValueError(f"{path}: expected a one-logit model (num_labels=1), got {model.config.num_labels}")
         tokenizer = AutoTokenizer.from_pretrained(str(path))
@@ -117,25 +131,27 @@ class Reranker:
         n = len(texts)
         if n == 0:
             return np.zeros(0)
-        enc = self.tokenizer(list(questions), list(texts), truncation=True, max_length=self.max_length,
-                             padding=False)
-        lengths = np.array([len(ids) for ids in enc["input_ids"]])
-        order = np.argsort(-lengths, kind="stable")  # longest first: a memory error shows up at once
-        out = np.empty(n, dtype=np.float64)
+        enc = encode_pairs(self.tokenizer, questions, texts, self.max_length)
+        lengths = [len(ids) for ids in enc["input_ids"]]
         show = progress if progress is not None else n >= self.progress_threshold
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n, desc=desc, unit="pair", disable=not show)
-        keys = [key for key in ("input_ids", "attention_mask", "token_type_ids") if key in enc]
         pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         left = getattr(self.tokenizer, "padding_side", "right") == "left"
-        for start in range(0, n, self.batch_size):
-            idx = order[start:start + self.batch_size]
-            batch = {key: _pad([enc[key][i] for i in idx], pad_values.get(key, 0), left).to(self.device) for key in keys}
-            logits = self.model(**batch).logits.squeeze(-1)
-            out[idx] = logits.float().cpu().numpy()
-            bar.update(len(idx))
+        logits, index = [], []
+        with autocast(self.device, self.precision):
+            # longest first: a memory error shows up at once
+            for rows in length_batches(lengths, self.batch_size, self.max_tokens):
+                batch = {key: pad_rows([ids[i] for i in rows], pad_values.get(key, 0), left).to(self.device,
+                                                                                               non_blocking=True)
+                         for key, ids in enc.items()}
+                logits.append(self.model(**batch).logits.reshape(-1).float())  # stays on the device: no sync
+                index.append(rows)
+                bar.update(len(rows))
         bar.close()
+        out = np.empty(n, dtype=np.float64)
+        out[np.concatenate(index)] = torch.cat(logits).cpu().numpy()
         return out
 
     def scores(self, question: str, passages: Sequence[Passage | str]) -> np.ndarray:
@@ -167,18 +183,6 @@ class Reranker:
                   *, progress: bool | None = None) -> Path:
         """Rerank ``records`` and write the TREC run."""
         return write_run(records, self.score_records(records, progress=progress), path, tag)
-
-
-def _pad(rows: Sequence[Sequence[int]], value: int, left: bool = False) -> torch.Tensor:
-    """Pad integer rows to the longest, on the tokenizer's padding side."""
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), value, dtype=torch.long)
-    for i, r in enumerate(rows):
-        if left:
-            out[i, width - len(r):] = torch.as_tensor(r, dtype=torch.long)
-        else:
-            out[i, :len(r)] = torch.as_tensor(r, dtype=torch.long)
-    return out
 
 
 def _ranked(passages, scores, top_k, fmt) -> list[RankedPassage]:
