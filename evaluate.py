@@ -2,7 +2,7 @@
 
     python evaluate.py mode=correlation dataset=annotated_squad     # the real-data correlation table
     python evaluate.py mode=correlation                             # the same study on the demo world, demo LLM
-    python evaluate.py mode=reranker dataset=annotated_squad reranker.path=outputs/train/.../cross_encoder/best
+    python evaluate.py mode=reranker dataset=annotated_squad reranker.path=outputs/train/.../cross_encoder/model
     python evaluate.py mode=sweep_summary sweep_dir=multirun/train/default
 
 Configuration: conf/evaluate.yaml. Returns nothing (metrics go to the run folder and W&B).

@@ -7,15 +7,22 @@ single-passage answers from the demo LLM, Qwen2.5-Coder-0.5B-Instruct) and
 correct only with a relevant passage in the context). Splits come from the file (by article):
 UDCG_theta and gamma are fitted on the train + val queries, the headline table is the test split.
 
-ANSWER_PROB needs ``answer_logprob`` annotations, which the shared file does not hold:
-``--answer-prob cached`` (default) uses the values cached by an earlier ``--answer-prob compute``
-run (no LLM; NA when absent), ``compute`` loads the demo LLM and fills the cache (about 1,560
-teacher-forced prompts, 15-30 CPU-minutes), ``skip`` leaves the row NA.
+ANSWER_PROB needs ``answer_logprob`` annotations, which the shared file does not hold. They go through
+the annotation cache (``cache_dir()/annotations/<llm>``): ``--answer-prob auto`` (default) reads them
+from the cache and loads the demo LLM only for what the cache lacks -- on a fresh clone that is
+every prompt (about 1,560 teacher-forced prompts of single passages, 15-30 CPU-minutes, once; later
+runs take seconds); ``cached`` uses the cache only and stops with a clear message when a prompt is
+missing; ``compute`` loads the LLM first; ``skip`` (the fast path: seconds, no LLM) leaves the
+ANSWER_PROB row NA.
 
 Outputs go to ``--out`` (tables in markdown + CSV, PNG figures, the weights JSON, study.md). The last
 line is machine-read: ``spearman: udcg=A udcg_theta=B ndcg=C precision=D erag=E`` (test-split means).
 
-Run: ``.venv/bin/python bench/correlation_squad.py`` (about 15 s without the LLM).
+The k sweep (context sizes 1..5, ``truncate`` mode: each metric at k' against the full context's
+outcome; no LLM) goes to ``k_sweep.csv`` / ``k_sweep.png``.
+
+Run: ``.venv/bin/python bench/correlation_squad.py`` (about 15 s once the ANSWER_PROB values are cached;
+``--answer-prob skip`` on a fresh clone).
 """
 
 from __future__ import annotations
@@ -42,7 +49,9 @@ def main() -> int:
     ap.add_argument("--n-bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--C", default="1.0", help="SVM-rank C, or 'cv' (query-grouped CV on the fit split)")
-    ap.add_argument("--answer-prob", choices=("cached", "compute", "skip"), default="cached")
+    ap.add_argument("--answer-prob", choices=("auto", "cached", "compute", "skip"), default="auto",
+                    help="auto: from the cache, the demo LLM computes what is missing; cached: cache only; "
+                         "compute: load the LLM first; skip: no ANSWER_PROB row (fast path)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads for the LLM (compute only)")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -61,16 +70,26 @@ def main() -> int:
         # ANSWER_PROB through the annotation cache (udcg_ltr.annotate): "cached" never loads the LLM.
         from udcg_ltr.annotate.annotator import CachedScorer, annotate_records
         from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
-        from udcg_ltr.studies.common import CacheOnlyScorer
+        from udcg_ltr.annotate.llms import load_llm
+        from udcg_ltr.studies.common import CacheMiss, CacheOnlyScorer, LazyScorer
+
+        def load():
+            print("loading the demo LLM for the ANSWER_PROB prompts the cache lacks "
+                  "(--answer-prob skip: no ANSWER_PROB row, no LLM)", flush=True)
+            return load_llm("demo", num_threads=args.threads)
 
         if args.answer_prob == "compute":
-            from udcg_ltr.annotate.llms import load_llm
-
             scorer = load_llm("demo", num_threads=args.threads)
+        elif args.answer_prob == "auto":
+            scorer = LazyScorer(ANNOTATED_LLM, load)
         else:
             scorer = CacheOnlyScorer(ANNOTATED_LLM)
         cached = CachedScorer(scorer, AnnotationCache(default_cache_root(ANNOTATED_LLM)))
-        stats = annotate_records(in_study, cached, fields=["answer_logprob"], progress=args.answer_prob == "compute")
+        try:
+            stats = annotate_records(in_study, cached, fields=["answer_logprob"], progress=args.answer_prob != "cached")
+        except CacheMiss as miss:
+            print(f"{miss}: run with --answer-prob auto (computes them) or skip", file=sys.stderr)
+            return 2
         n = sum("answer_logprob" in p.annotations.get(ANNOTATED_LLM, {}) for r in in_study for p in r.passages)
         print(f"answer_logprob annotations: {n} of {sum(len(r.passages) for r in in_study)} passages "
               f"({args.answer_prob}: {stats.computed} computed, {stats.cached} from the cache)")
@@ -78,6 +97,7 @@ def main() -> int:
     C = args.C if args.C == "cv" else float(args.C)
     res = run_correlation_study(records, runs, llm=ANNOTATED_LLM, k=5, fit_splits=("train", "val"),
                                 report_split="test", C=C, n_bootstrap=args.n_bootstrap, seed=args.seed,
+                                k_sweep=range(1, 6),
                                 out_dir=args.out, title="Shared annotated SQuAD: metric vs end-to-end accuracy")
     md = res.markdown
     print(md[:md.index("## Definitions")])

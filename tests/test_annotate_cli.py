@@ -197,3 +197,33 @@ def test_shards_partition_the_questions(tmp_path):
     assert all(len(s) in (2, 3) for s in shards)
     with pytest.raises(ValueError, match="shard.index"):
         select_shard(records, index=3, count=3)
+
+
+def test_sampling_dataset_configs_resolve_their_seed():
+    """``dataset=squad`` (and the other readers that sample) read ``${seed}``: the CLI config defines it."""
+    from omegaconf import OmegaConf
+
+    for name in ("squad", "nq_open", "demo"):
+        cfg = _compose([f"dataset={name}"])
+        reader = OmegaConf.to_container(cfg.dataset.reader, resolve=True)
+        assert reader["seed"] == 0, name
+    assert _compose(["dataset=squad", "seed=3"]).dataset.reader.seed == 3
+
+
+def test_squad_dataset_runs_from_the_command_line(tmp_path):
+    """The reported failure: ``python -m udcg_ltr.annotate dataset=squad`` stopped on a missing ``seed`` key."""
+    from udcg_ltr.paths import shared_file
+
+    if not shared_file("squad", "dev-v1.1.json.gz").is_file():
+        pytest.skip("shared SQuAD file absent")
+    out = tmp_path / "out.jsonl"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
+    proc = subprocess.run([sys.executable, "-m", "udcg_ltr.annotate", "dataset=squad", "limit=1", "max_passages=1",
+                           "llm=smollm2", "llm.num_threads=1", "fields=[p_no_response]", f"output={out}",
+                           f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["passages"] == 1
+    (record,) = read_records(out)
+    assert "p_no_response" in record.passages[0].annotations["smollm2-135m-instruct"]

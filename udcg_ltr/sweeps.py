@@ -1,12 +1,15 @@
 """Sweep bookkeeping: read finished jobs of a Hydra multirun, read offline W&B runs, one summary table.
 
 A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its
-overrides. A job that finished wrote ``job_result.json`` (status, metrics, resolved config) last
-and atomically, so a killed sweep restarted with the same command skips exactly the jobs that
-completed (:func:`udcg_ltr.jobs.common.finished_result`).
+overrides. A job that finished wrote ``job_result.json`` (status, hash of its resolved config,
+metrics, the config itself) last and atomically, so a killed sweep restarted with the same command
+skips exactly the jobs that completed *with the same configuration*: a folder name can stand for
+several configurations (``paths.data_dir`` is not part of it), so the skip is keyed by the config
+hash (:func:`udcg_ltr.jobs.common.config_hash`), and a killed or failed job reruns.
 
 ``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``,
-``sweep_summary.csv`` and ``sweep_summary.png`` into the sweep folder.
+``sweep_summary.csv`` and ``sweep_summary.png`` into the sweep folder. The plot shows the metric the
+sweep optimised (each job's ``optimized_metric``) unless ``--metric`` names another.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class OfflineRun:
     config: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
     n_history: int = 0
+    exit_code: int | None = None  # None: the run never finished (killed)
 
 
 def _wandb_chunks(path: Path) -> Iterator[bytes]:
@@ -100,6 +104,8 @@ def read_offline_run(run_dir: str | Path) -> OfflineRun:
                 _set_nested(out.summary, keys, json.loads(item.value_json))
         elif kind == "history":
             out.n_history += 1
+        elif kind == "exit":
+            out.exit_code = int(record.exit.exit_code)
     return out
 
 
@@ -114,6 +120,14 @@ class JobResult:
     job_dir: Path
     overrides: list[str]
     metrics: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+    config_hash: str | None = None
+
+    @property
+    def optimized_metric(self) -> str | None:
+        """The metric this job was optimising (``optimized_metric`` of its config), if any."""
+        name = self.config.get("optimized_metric")
+        return str(name) if name else None
 
 
 def _overrides(job_dir: Path) -> list[str]:
@@ -134,7 +148,8 @@ def collect_jobs(sweep_dir: str | Path) -> list[JobResult]:
             result = json.load(f)
         if result.get("status") == "finished":
             jobs.append(JobResult(job_dir=path.parent, overrides=_overrides(path.parent),
-                                  metrics=dict(result.get("metrics", {}))))
+                                  metrics=dict(result.get("metrics", {})), config=dict(result.get("config") or {}),
+                                  config_hash=result.get("config_hash")))
     return jobs
 
 
@@ -144,15 +159,44 @@ def _fmt(value: Any) -> str:
     return "NA" if value is None else str(value)
 
 
+def plotted_metric(jobs: Sequence[JobResult], names: Sequence[str]) -> str | None:
+    """The metric a sweep summary plots when none is asked for: the jobs' ``optimized_metric`` when they agree
+    and report it; ``"optimized_metric"`` (each job's own value, added to its metrics) when every job reports its
+    own but they differ (a sweep over ``k``); else the first metric (not a ``time/`` one) that varies across
+    jobs; else None."""
+    wanted = {j.optimized_metric for j in jobs}
+    if None not in wanted and all(j.optimized_metric in j.metrics for j in jobs):
+        if len(wanted) == 1:
+            return next(iter(wanted))
+        for j in jobs:
+            j.metrics["optimized_metric"] = j.metrics[j.optimized_metric]
+        return "optimized_metric"
+    for name in names:
+        if name.startswith("time/"):
+            continue
+        values = {j.metrics.get(name) for j in jobs}
+        if len(values) > 1:
+            return name
+    return None
+
+
 def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None,
                     metrics: Sequence[str] | None = None) -> dict[str, Path]:
-    """One row per finished job (its overrides and metrics): markdown, CSV and a bar plot of ``metric``."""
+    """One row per finished job (its overrides and metrics): markdown, CSV and a bar plot of ``metric``
+    (default: :func:`plotted_metric`, the metric the sweep optimised), listed first in the table."""
     sweep_dir = Path(sweep_dir)
     jobs = collect_jobs(sweep_dir)
     if not jobs:
         raise FileNotFoundError(f"no finished job (no {RESULT_FILE}) under {sweep_dir}")
     names = list(metrics) if metrics else sorted({k for j in jobs for k in j.metrics
                                                   if isinstance(j.metrics[k], (int, float))})
+    metric = metric or plotted_metric(jobs, names)
+    if metric is not None:
+        if metric == "optimized_metric" and metric not in names:
+            names.append(metric)
+        if all(metric not in j.metrics for j in jobs):
+            raise KeyError(f"metric {metric!r} is not reported by any job of {sweep_dir} (they report {names})")
+        names = [metric, *[n for n in names if n != metric]]
     label = lambda j: " ".join(j.overrides) or j.job_dir.name  # noqa: E731
     header = ["job", *names]
     rows = [[label(j), *[j.metrics.get(n) for n in names]] for j in jobs]
@@ -166,14 +210,13 @@ def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None,
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
-    metric = metric or (names[0] if names else None)
     if metric is not None:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        values = [float(j.metrics.get(metric, math.nan) or math.nan) for j in jobs]
+        values = [math.nan if j.metrics.get(metric) is None else float(j.metrics[metric]) for j in jobs]
         fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(jobs)), 3.5))
         ax.bar(range(len(jobs)), values, color="#4477aa")
         ax.set_xticks(range(len(jobs)))

@@ -11,6 +11,14 @@ Every job (train.py, evaluate.py, the studies) logs through a :class:`RunLogger`
 
 W&B runs in offline mode unless ``mode: online`` is configured: it never asks for a key, and runs
 can be uploaded later with ``wandb sync <run folder>/wandb/offline-run-*``.
+
+A W&B run is meant to be shared, so it holds no machine paths: every string logged to it (config,
+summary, tables, Lightning hyperparameters) goes through :func:`redact_paths`, which writes the run
+folder as ``<run>``, the project as ``<project>``, the data and cache folders as ``<data>`` /
+``<cache>``, the Python environment as ``<python>``, the home folder as ``~`` and any other absolute
+path as ``<path>/<its file name>``; W&B's own machine metadata (host, program path, git state) is
+not collected. The run folder's local files (``metrics.json``, tables, ``job_result.json``) keep
+the real paths.
 """
 
 from __future__ import annotations
@@ -19,11 +27,16 @@ import csv
 import json
 import math
 import os
+import re
+import sys
+import tempfile
+from argparse import Namespace
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from udcg_ltr.io import atomic_open, atomic_write_json
+from udcg_ltr.paths import PROJECT_ROOT, cache_dir, data_dir
 
 
 def _plain(value: Any) -> Any:
@@ -32,6 +45,44 @@ def _plain(value: Any) -> Any:
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    return value
+
+
+_ABS_PATH = re.compile(r"(?<![\w.~<>:/-])/(?:[^/\s'\"<>:,;()\[\]{}|]+/)*([^/\s'\"<>:,;()\[\]{}|]+)")
+
+
+def path_placeholders(run_dir: str | os.PathLike | None = None,
+                      config: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """``(machine prefix, placeholder)`` pairs, most specific first, for :func:`redact_paths`."""
+    paths = (config or {}).get("paths") or {}
+    pairs = [(run_dir, "<run>"), (paths.get("output_dir"), "<run>"), (paths.get("data_dir"), "<data>"),
+             (data_dir(), "<data>"), (paths.get("cache_dir"), "<cache>"), (cache_dir(), "<cache>"),
+             (paths.get("root_dir"), "<project>"), (PROJECT_ROOT, "<project>"), (sys.prefix, "<python>"),
+             (sys.base_prefix, "<python>"), (tempfile.gettempdir(), "<tmp>"), (os.path.expanduser("~"), "~")]
+    out, seen = [], set()
+    for prefix, label in pairs:
+        if not prefix or not isinstance(prefix, (str, os.PathLike)):
+            continue
+        for variant in {os.path.abspath(prefix), os.path.realpath(prefix)}:
+            variant = variant.rstrip("/")
+            if variant and variant != "/" and variant not in seen:
+                seen.add(variant)
+                out.append((variant, label))
+    return sorted(out, key=lambda pair: -len(pair[0]))
+
+
+def redact_paths(value: Any, placeholders: Sequence[tuple[str, str]]) -> Any:
+    """``value`` (nested dicts / lists / strings) with machine paths replaced by placeholders (module doc)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str):
+        for prefix, label in placeholders:
+            value = re.sub(re.escape(prefix) + r"(?![\w.\-])", label, value)
+        return _ABS_PATH.sub(lambda m: f"<path>/{m.group(1)}", value)
+    if isinstance(value, Mapping):
+        return {k: redact_paths(v, placeholders) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_paths(v, placeholders) for v in value]
     return value
 
 
@@ -67,8 +118,8 @@ class RunLogger:
     def lightning(self):
         return False  # Lightning: no logger
 
-    def finish(self) -> None:
-        pass
+    def finish(self, exit_code: int = 0) -> None:
+        """Close the run; ``exit_code != 0`` marks it failed where the backend records that."""
 
 
 class CSVRunLogger(RunLogger):
@@ -102,24 +153,45 @@ class WandbRunLogger(RunLogger):
             os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_SILENT", "true")
         self._wandb = wandb
+        self._placeholders = path_placeholders(self.run_dir, self.config)
+        # No machine metadata (host, user, program and Python paths, git state) in a run meant to be shared.
+        settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True,
+                                  x_disable_machine_info=True, disable_git=True, disable_code=True, save_code=False)
         self.run = wandb.init(
             project=project, entity=entity, mode=mode, dir=str(self.run_dir), group=group,
-            tags=[str(t) for t in tags], name=name, job_type=job_type, config=self.config,
-            reinit="finish_previous", settings=wandb.Settings(console="off", x_disable_stats=True),
+            tags=[self.redact(str(t)) for t in tags], name=name, job_type=job_type,
+            config=self.redact(self.config), reinit="finish_previous", settings=settings,
         )
 
+    @property
+    def run_folder(self) -> str | None:
+        """This run's offline folder relative to the run folder (``wandb/offline-run-...``), if under it."""
+        if self.run is None:
+            return None
+        try:
+            return Path(self.run.dir).parent.resolve().relative_to(self.run_dir.resolve()).as_posix()
+        except ValueError:
+            return None
+
+    def redact(self, value: Any) -> Any:
+        """``value`` without machine paths (:func:`redact_paths`)."""
+        return redact_paths(value, self._placeholders)
+
     def log_metrics(self, metrics, step=None):
-        self.run.log({k: _plain(v) for k, v in metrics.items()}, step=step)
+        self.run.log({k: self.redact(_plain(v)) for k, v in metrics.items()}, step=step)
 
     def summary(self, metrics):
         super().summary(metrics)
         for k, v in metrics.items():
-            self.run.summary[k] = _plain(v)
+            self.run.summary[k] = self.redact(_plain(v))
 
     def log_table(self, name, rows, columns):
         path = super().log_table(name, rows, columns)
-        self.run.log({name: self._wandb.Table(columns=list(columns),
-                                              data=[[_plain(v) for v in r] for r in rows])})
+        table = self._wandb.Table(columns=list(columns), data=[[self.redact(_plain(v)) for v in r] for r in rows])
+        # Bound to the run first, the table is logged as a media file of the run (a relative path) instead of a
+        # table artifact, whose manifest records W&B's absolute staging path under the home folder.
+        table.bind_to_run(self.run, name, self.run.step)
+        self.run.log({name: table})
         return path
 
     def log_image(self, name, path):
@@ -128,12 +200,21 @@ class WandbRunLogger(RunLogger):
     def lightning(self):
         from pytorch_lightning.loggers import WandbLogger
 
-        # Re-uses the active run (wandb.run) instead of starting a second one.
-        return WandbLogger(experiment=self.run, save_dir=str(self.run_dir))
+        redact = self.redact
 
-    def finish(self):
+        class RedactingWandbLogger(WandbLogger):
+            """Lightning's W&B logger whose hyperparameters (model paths ...) are redacted like the config."""
+
+            def log_hyperparams(self, params, *args, **kwargs):
+                params = vars(params) if isinstance(params, Namespace) else dict(params)
+                return super().log_hyperparams(redact(params), *args, **kwargs)
+
+        # Re-uses the active run (wandb.run) instead of starting a second one.
+        return RedactingWandbLogger(experiment=self.run, save_dir=str(self.run_dir))
+
+    def finish(self, exit_code: int = 0):
         if self.run is not None:
-            self.run.finish()
+            self.run.finish(exit_code=exit_code)
             self.run = None
 
 

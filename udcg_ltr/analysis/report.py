@@ -262,5 +262,10 @@ def log_to_wandb(logger, *, tables: Mapping[str, Sequence[Mapping[str, Any]]] = 
         payload[f"{prefix}{name}"] = value
     run = _wandb_run(logger)
     if run is not None and payload:
+        for name, value in payload.items():
+            # Bound first, a table is a media file of the run (relative path), not a table artifact whose
+            # manifest records W&B's absolute staging folder (udcg_ltr.tracking: no machine paths in a run).
+            if isinstance(value, wandb.Table) and isinstance(run, wandb.Run):
+                value.bind_to_run(run, name, run.step)
         run.log(payload)
     return payload

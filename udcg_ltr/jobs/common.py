@@ -1,23 +1,67 @@
-"""Plumbing every job shares: offline environment, seeds, run folder, resume check, logger, dataset."""
+"""Plumbing every job shares: offline environment, seeds, run folder, config validation, resume check, logger,
+dataset.
+
+The life of a job (:func:`run_job`) is recorded in ``<run folder>/job_result.json``, written atomically:
+
+* ``{"status": "running", "config_hash": H}`` when the job starts its work;
+* ``{"status": "finished", "config_hash": H, "metrics": ..., "config": ...}`` last, once every artefact
+  is complete;
+* ``{"status": "failed", "config_hash": H, "error": ...}`` when it raised (its W&B run is marked failed).
+
+``H`` (:func:`config_hash`) is a sha256 of the job's resolved configuration (without the keys that
+cannot change a result: :data:`RESULT_INDEPENDENT_KEYS`) and of the size and modification time of
+every input file the dataset config names. A restarted sweep skips a job only when its folder holds
+a *finished* result of the *same* hash; a folder whose result came from another configuration (the
+data path changed, say) is cleared and the job reruns; a killed or failed job reruns in place (its
+previous W&B run is removed; resumable artefacts such as ``last.ckpt`` stay).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import logging
 import os
 import random
-from collections.abc import Callable, Mapping, Sequence
+import re
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.annotate.grading import answer_matches
+from udcg_ltr.annotate.llms import _SCORER_KEYS as LLM_KEYS
+from udcg_ltr.annotate.llms import PRESETS as LLM_PRESETS
+from udcg_ltr.data.schema import DataError, QueryRecord
 from udcg_ltr.io import atomic_write_json
+from udcg_ltr.paths import PROJECT_ROOT
 from udcg_ltr.tracking import RunLogger, make_logger
 
 log = logging.getLogger("udcg_ltr")
 
 FINISHED_FILE = "job_result.json"
+
+#: Config keys that cannot change a job's results (where things are logged or cached, the sweep's
+#: name, ``force``): left out of :func:`config_hash`, so moving the cache or renaming a sweep does
+#: not rerun finished jobs. The annotation cache is a memo of deterministic LLM calls.
+RESULT_INDEPENDENT_KEYS = ("force", "sweep_name", "logger", "paths.output_dir", "paths.log_dir", "paths.root_dir",
+                           "paths.cache_dir", "cache_dir", "annotate.cache_dir")
+
+#: Files the run folder keeps when a stale result is cleared: Hydra's record of this launch and its log.
+_HYDRA_FILES = (".hydra",)
+
+
+class ConfigError(ValueError):
+    """An invalid job configuration, found before any stage runs; the message lists every problem."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("invalid configuration:\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
 def prepare_environment(cfg) -> None:
@@ -53,36 +97,387 @@ def output_dir(cfg) -> Path:
         return Path(cfg.paths.output_dir)
 
 
-def is_multirun() -> bool:
+def _hydra_mode():
     try:
         from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
 
-        return HydraConfig.get().mode == RunMode.MULTIRUN
+        return HydraConfig.get().mode
     except (ImportError, ValueError):
-        return False
+        return None
 
 
-def finished_result(run_dir: Path) -> dict[str, Any] | None:
-    """The metrics of a job that already finished in ``run_dir`` (resume: skip it), else None."""
-    path = run_dir / FINISHED_FILE
+def is_multirun() -> bool:
+    from hydra.types import RunMode
+
+    return _hydra_mode() == RunMode.MULTIRUN
+
+
+# ---- config hash -------------------------------------------------------------------------------
+def _drop(container: dict, dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    node: Any = container
+    for key in parents:
+        node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            return
+    if isinstance(node, dict):
+        node.pop(last, None)
+
+
+def _path_values(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted key, value)`` of every string under ``node`` whose key is ``path`` or ends in ``_path`` / ``_file``."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, str) and (key == "path" or str(key).endswith(("_path", "_file"))):
+                yield name, value
+            else:
+                yield from _path_values(value, name)
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from _path_values(value, f"{prefix}[{i}]")
+
+
+def _file_fingerprint(path: str) -> list[int] | str:
+    """``[size, mtime_ns]`` of a file (the sum over a folder's files), or ``"missing"``."""
+    p = Path(path)
+    if p.is_file():
+        st = p.stat()
+        return [st.st_size, st.st_mtime_ns]
+    if p.is_dir():
+        stats = [f.stat() for f in sorted(p.rglob("*")) if f.is_file()]
+        return [sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)]
+    return "missing"
+
+
+def config_hash(cfg) -> str:
+    """sha256 of what determines a job's results: the resolved config minus :data:`RESULT_INDEPENDENT_KEYS`,
+    plus size and modification time of each input file named under ``dataset`` (a changed file at the same
+    path changes the hash too)."""
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    for key in RESULT_INDEPENDENT_KEYS:
+        _drop(container, key)
+    inputs = {key: _file_fingerprint(value) for key, value in _path_values(container.get("dataset") or {})}
+    blob = json.dumps({"config": container, "inputs": inputs}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+# ---- job state ---------------------------------------------------------------------------------
+def read_job_state(run_dir: Path) -> dict[str, Any] | None:
+    """The parsed ``job_result.json`` of ``run_dir`` (None when absent or unreadable: a torn file means no state)."""
+    path = Path(run_dir) / FINISHED_FILE
     if not path.is_file():
         return None
-    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
 
-    with open(path, encoding="utf-8") as f:
-        result = json.load(f)
-    return result if result.get("status") == "finished" else None
+
+def finished_result(run_dir: Path, config_hash_: str | None = None) -> dict[str, Any] | None:
+    """The metrics of a job that already finished in ``run_dir`` (resume: skip it), else None.
+
+    With ``config_hash_``, only a result of that configuration counts: a result written by another
+    configuration in the same folder is stale.
+    """
+    state = read_job_state(run_dir)
+    if state is None or state.get("status") != "finished":
+        return None
+    if config_hash_ is not None and state.get("config_hash") != config_hash_:
+        return None
+    return state
 
 
-def mark_finished(run_dir: Path, metrics: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+def mark_finished(run_dir: Path, metrics: Mapping[str, Any], config: Mapping[str, Any],
+                  config_hash_: str | None = None) -> None:
     """Written last and atomically: its presence means every artefact of the job is complete."""
-    atomic_write_json(run_dir / FINISHED_FILE, {"status": "finished", "metrics": dict(metrics), "config": config})
+    atomic_write_json(run_dir / FINISHED_FILE, {"status": "finished", "config_hash": config_hash_,
+                                                "metrics": dict(metrics), "config": config})
 
 
+def _mark(run_dir: Path, status: str, config_hash_: str, **extra: Any) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_dir / FINISHED_FILE, {"status": status, "config_hash": config_hash_, **extra})
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def is_dedicated_run_dir(run_dir: Path) -> bool:
+    """False for a folder that holds more than a job's run (the working directory or one of its parents, the
+    project, a git checkout): artefacts are never cleared there (``hydra.run.dir=.`` must not empty a checkout)."""
+    run_dir = run_dir.resolve()
+    for protected in (Path.cwd().resolve(), PROJECT_ROOT.resolve(), Path.home().resolve()):
+        if run_dir == protected or run_dir in protected.parents:
+            return False
+    return not any((run_dir / name).exists() for name in (".git", "pyproject.toml", "setup.py"))
+
+
+def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None) -> list[str]:
+    """Remove what an earlier attempt left in ``run_dir``; returns the removed names.
+
+    Always removed: ``job_result.json`` and the earlier attempt's W&B run (the one its state names, or all of
+    ``wandb/`` in a dedicated run folder), so a rerun logs exactly one run. ``keep_resumable=False`` (a result
+    of another configuration, or ``force``) removes every artefact too, in a dedicated run folder only
+    (:func:`is_dedicated_run_dir`: ``hydra.run.dir=.`` must not empty a checkout); Hydra's ``.hydra/`` (this
+    launch's config) and ``*.log`` files stay.
+    """
+    removed: list[str] = []
+    if not run_dir.is_dir():
+        return removed
+    dedicated = is_dedicated_run_dir(run_dir)
+    if not dedicated:
+        if not keep_resumable:
+            log.warning("%s is not a dedicated run folder: only the earlier attempt's job_result.json and W&B run "
+                        "are removed; its other artefacts may remain", run_dir)
+        targets = [run_dir / FINISHED_FILE]
+        wandb_run = (previous or {}).get("wandb_run")
+        if isinstance(wandb_run, str) and wandb_run.startswith("wandb/") and ".." not in wandb_run:
+            targets.append(run_dir / wandb_run)
+    else:
+        targets = [child for child in sorted(run_dir.iterdir())
+                   if not (child.name in _HYDRA_FILES or (child.is_file() and child.suffix == ".log"))
+                   and (not keep_resumable or child.name in (FINISHED_FILE, "wandb"))]
+    for target in targets:
+        if target.exists() or target.is_symlink():
+            _remove(target)
+            removed.append(target.relative_to(run_dir).as_posix())
+    return removed
+
+
+# ---- validation --------------------------------------------------------------------------------
+def _resolved(cfg, problems: list[str]) -> dict[str, Any] | None:
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as err:
+        key = getattr(err, "full_key", None) or str(err)
+        problems.append(f"{key} is required but not set (e.g. `{key}=...` on the command line)")
+    except OmegaConfBaseException as err:
+        problems.append(f"the configuration does not resolve: {err}")
+    return None
+
+
+def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=None, high=None,
+                  low_open=False) -> None:
+    try:
+        number = kind(value)
+        if kind is int and (isinstance(value, bool) or number != value):
+            raise ValueError
+    except (TypeError, ValueError):
+        problems.append(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+        return
+    if low is not None and (number <= low if low_open else number < low):
+        problems.append(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+    elif high is not None and number > high:
+        problems.append(f"{name} must be <= {high}, got {value!r}")
+
+
+def _check_match_rule(problems: list[str], name: str, rule: Any) -> None:
+    try:
+        answer_matches("a", ["a"], rule=str(rule))
+    except ValueError as err:
+        problems.append(f"{name}: {err}")
+
+
+def _check_dataset(problems: list[str], dataset: Mapping[str, Any] | None) -> None:
+    """The reader exists and accepts the configured arguments; every input file the config names exists."""
+    if not dataset:
+        problems.append("no dataset configured (dataset=<name>)")
+        return
+    reader = dataset.get("reader")
+    if not isinstance(reader, Mapping) or "_target_" not in reader:
+        problems.append("dataset.reader needs a _target_ (a function returning QueryRecords)")
+    else:
+        from hydra.utils import get_method
+
+        try:
+            fn = get_method(reader["_target_"])
+        except Exception as err:  # noqa: BLE001 - Hydra wraps import errors in several types
+            problems.append(f"dataset.reader._target_ {reader['_target_']!r} cannot be imported: {err}")
+        else:
+            kwargs = {k: v for k, v in reader.items() if not str(k).startswith("_")}
+            try:
+                inspect.signature(fn).bind(**kwargs)
+            except TypeError as err:
+                problems.append(f"dataset.reader: {reader['_target_']} does not accept {sorted(kwargs)}: {err}")
+    for key, value in _path_values(dataset, "dataset"):
+        if not Path(value).exists():
+            problems.append(f"{key}: {value} does not exist (data folder: paths.data_dir=... or UDCG_LTR_DATA)")
+    _check_number(problems, "dataset.relevance_threshold", dataset.get("relevance_threshold", 1))
+
+
+_HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
+
+
+def _check_llm(problems: list[str], llm: Mapping[str, Any] | None) -> None:
+    """Known keys and a model reference that can load: a preset, a local folder or a Hugging Face id."""
+    if llm is None:
+        return
+    unknown = sorted(set(llm) - set(LLM_KEYS) - {"model", "_target_"})
+    if unknown:
+        problems.append(f"llm: unknown keys {unknown} (known: model, {', '.join(LLM_KEYS)})")
+    model = llm.get("model")
+    if not model:
+        problems.append("llm.model is not set (a preset 'demo' / 'smollm2', a local folder or a Hugging Face id)")
+        return
+    model = str(model)
+    if model in LLM_PRESETS or Path(model).exists():
+        return
+    if not _HUB_ID.match(model):
+        problems.append(f"llm.model {model!r} is neither a preset ({sorted(LLM_PRESETS)}), an existing folder, "
+                        f"nor a Hugging Face id of the form 'org/name'")
+    elif os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        # Not an error: a job whose data already carries this LLM's annotations never loads it.
+        log.warning("llm.model %r is a Hugging Face id and the hub is offline (HF_HUB_OFFLINE=1): the job fails "
+                    "if it needs the LLM and the model is not in the local Hugging Face cache", model)
+
+
+def _check_loss(problems: list[str], loss: Any) -> None:
+    from udcg_ltr.losses import get_loss
+
+    if loss is None:
+        problems.append("the cross_encoder stage needs a loss (loss=<name>)")
+        return
+    if isinstance(loss, str):
+        name, kwargs = loss, {}
+    else:
+        kwargs = dict(loss)
+        name = kwargs.pop("name", None)
+        if not name:
+            problems.append("loss.name is not set")
+            return
+    try:
+        get_loss(str(name), **kwargs)
+    except (KeyError, ValueError, TypeError) as err:
+        problems.append(f"loss {name!r}: {err.args[0] if err.args else err}")
+
+
+def _check_selector(problems: list[str], where: str, kind: Any, hparams: Mapping[str, Any], gamma: float) -> None:
+    from udcg_ltr.select.io import make_selector
+    from udcg_ltr.select.training import LEARNED_KINDS
+
+    kwargs = dict(hparams or {})
+    if kind in (*LEARNED_KINDS, "oracle"):
+        kwargs.setdefault("gamma", gamma)
+    try:
+        make_selector(str(kind), **kwargs)
+    except (KeyError, ValueError, TypeError) as err:
+        problems.append(f"{where}: {err}")
+
+
+def _check_study(problems: list[str], name: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+    from udcg_ltr.studies import get_study
+    from udcg_ltr.studies.common import config_from
+
+    _, config_cls = get_study(name)
+    params = dict(params)
+    for key, value in defaults.items():  # as evaluate_job.mode_study fills them in
+        params.setdefault(key, value)
+    try:
+        config_from(params, config_cls)
+    except (TypeError, ValueError) as err:
+        problems.append(f"studies.{name}: {err}")
+
+
+STUDY_MODES = {"distractors": "distractors", "position": "position", "oracle_contexts": "oracle",
+               "context_size": "context_size"}
+
+
+def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: Sequence[str] = (),
+                    mode: str | None = None, known_modes: Sequence[str] = ()) -> None:
+    """Check a train.py (``stages``) or evaluate.py (``mode``) configuration before any stage runs.
+
+    Raises :class:`ConfigError` listing every problem: unknown stages / modes / losses / selector kinds /
+    LLM keys, ``k < 1``, ``gamma`` outside (0, 1], an unknown answer-matching rule, study parameters the
+    study rejects, a dataset reader that does not accept its arguments, and input files that do not exist.
+    Cheap: nothing is loaded (no data, no model).
+    """
+    problems: list[str] = []
+    c = _resolved(cfg, problems)
+    if c is None:
+        raise ConfigError(problems)
+    _check_number(problems, "k", c.get("k"), low=1)
+    _check_number(problems, "gamma", c.get("gamma"), kind=float, low=0.0, high=1.0, low_open=True)
+    _check_number(problems, "seed", c.get("seed", 0))
+    _check_dataset(problems, c.get("dataset"))
+    _check_llm(problems, c.get("llm"))
+    gamma = float(c.get("gamma") or 1 / 3)
+    if stages is not None:  # train.py
+        stages = list(stages)
+        unknown = [s for s in stages if s not in known_stages]
+        if unknown:
+            problems.append(f"model.stages: unknown stages {unknown} (known: {list(known_stages)})")
+        if not stages:
+            problems.append("model.stages is empty")
+        model, evaluation = c.get("model") or {}, c.get("evaluation") or {}
+        _check_match_rule(problems, "evaluation.match_rule", evaluation.get("match_rule", "contains"))
+        if "cross_encoder" in stages:
+            _check_loss(problems, model.get("loss", c.get("loss")))
+            pretrained = (model.get("cross_encoder") or {}).get("pretrained")
+            if pretrained and not Path(str(pretrained)).exists() and not _HUB_ID.match(str(pretrained)):
+                problems.append(f"model.cross_encoder.pretrained {pretrained!r} is neither a folder nor a "
+                                f"Hugging Face id")
+            _check_number(problems, "trainer.max_epochs", (c.get("trainer") or {}).get("max_epochs", 1), low=1)
+        if "dynamic_k" in stages:
+            dk = model.get("dynamic_k") or {}
+            _check_selector(problems, "model.dynamic_k.selector", dk.get("selector"), dk.get("hparams") or {}, gamma)
+            _check_number(problems, "model.dynamic_k.max_k", dk.get("max_k", 1), low=1)
+        if "udcg_theta" in stages:
+            ut = model.get("udcg_theta") or {}
+            _check_number(problems, "model.udcg_theta.n_contexts", ut.get("n_contexts", 1), low=1)
+            if ut.get("variant") not in (None, "full", "relevance_only", "binary"):
+                problems.append(f"model.udcg_theta.variant must be full, relevance_only or binary, "
+                                f"got {ut.get('variant')!r}")
+    if mode is not None:  # evaluate.py
+        if mode not in known_modes:
+            problems.append(f"mode: unknown mode {mode!r} (known: {sorted(known_modes)})")
+        _check_match_rule(problems, "match_rule", c.get("match_rule", "contains"))
+        if mode == "selectors":
+            sc = c.get("selectors") or {}
+            if sc.get("scores") not in ("reranker", "retriever"):
+                problems.append(f"selectors.scores must be 'reranker' or 'retriever', got {sc.get('scores')!r}")
+            for kind in sc.get("kinds") or []:
+                _check_selector(problems, f"selectors.kinds ({kind})", kind, {}, gamma)
+            if not sc.get("kinds"):
+                problems.append("selectors.kinds is empty")
+        needs_reranker = mode == "reranker" or (mode == "selectors" and (c.get("selectors") or {}).get("scores")
+                                                == "reranker")
+        path = (c.get("reranker") or {}).get("path")
+        if needs_reranker and not path:
+            problems.append(f"mode={mode} needs a trained reranker: reranker.path=<run>/cross_encoder/model")
+        elif path and not Path(str(path)).exists():
+            problems.append(f"reranker.path: {path} does not exist (train.py saves <run>/cross_encoder/model)")
+        if mode == "correlation":
+            cc = c.get("correlation") or {}
+            _check_number(problems, "correlation.n_contexts", cc.get("n_contexts", 1), low=1)
+            for x in cc.get("k_sweep") or []:
+                _check_number(problems, "correlation.k_sweep[]", x, low=1)
+            if cc.get("sweep_mode") not in ("auto", "resample", "truncate"):
+                problems.append(f"correlation.sweep_mode must be auto, resample or truncate, "
+                                f"got {cc.get('sweep_mode')!r}")
+            if cc.get("na_policy") not in ("na", "zero"):
+                problems.append(f"correlation.na_policy must be 'na' or 'zero', got {cc.get('na_policy')!r}")
+            if cc.get("C") != "cv":
+                _check_number(problems, "correlation.C", cc.get("C"), kind=float, low=0.0, low_open=True)
+        if mode == "sweep_summary" and not c.get("sweep_dir"):
+            problems.append("mode=sweep_summary needs sweep_dir=<multirun folder>")
+        if mode in STUDY_MODES:
+            study = STUDY_MODES[mode]
+            defaults = {"seed": c.get("seed", 0), "rule": c.get("match_rule", "contains"),
+                        "relevance_threshold": (c.get("dataset") or {}).get("relevance_threshold", 1)}
+            _check_study(problems, study, (c.get("studies") or {}).get(study) or {}, defaults)
+    if problems:
+        raise ConfigError(problems)
+
+
+# ---- logger, records ---------------------------------------------------------------------------
 def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
-    from omegaconf import OmegaConf
-
     lcfg = OmegaConf.to_container(cfg.logger, resolve=True) if cfg.get("logger") else {"backend": "none"}
     backend = lcfg.pop("backend", "none")
     config = OmegaConf.to_container(cfg, resolve=True)
@@ -98,11 +493,18 @@ def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
 
 def load_records(cfg) -> list[QueryRecord]:
     """Instantiate the dataset's reader (``dataset.reader._target_``) and validate what it returns."""
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
     from udcg_ltr.data.schema import validate_record
 
-    records = instantiate(cfg.dataset.reader)
+    try:
+        records = instantiate(cfg.dataset.reader)
+    except InstantiationException as err:  # Hydra wraps the reader's own error: give the DataError back
+        cause = err.__cause__
+        if isinstance(cause, (DataError, FileNotFoundError)):
+            raise cause from None
+        raise
     if not isinstance(records, list) or not all(isinstance(r, QueryRecord) for r in records):
         raise TypeError(f"dataset {cfg.dataset.name!r}: the reader must return a list of QueryRecord")
     limit = cfg.dataset.get("limit")
@@ -130,28 +532,63 @@ def get_metric_value(metrics: Mapping[str, Any], name: str | None) -> float | No
     return float(metrics[name])
 
 
+# ---- the job -----------------------------------------------------------------------------------
 def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, float]],
             check: Callable[[], None] | None = None) -> dict[str, float]:
-    """The life of a train.py / evaluate.py job: skip it when its run folder holds finished metrics (unless
-    ``force``), ``check`` the config, prepare the environment, open the logger, run ``body(run_dir, logger)``,
-    then write the summary and ``job_result.json`` and close the logger (also on failure)."""
-    from omegaconf import OmegaConf
+    """The life of a train.py / evaluate.py job (see the module doc).
 
+    1. skip it when its run folder holds a finished result of the same :func:`config_hash` (unless ``force``);
+    2. ``check()`` the configuration (:func:`validate_config`) before anything runs;
+    3. clear what an earlier attempt left (:func:`clear_run_dir`), mark the job running, prepare the
+       environment, open the logger, run ``body(run_dir, logger)``;
+    4. write the summary and the finished ``job_result.json``; on an exception mark the job (and its W&B run)
+       failed. Under Hydra a :class:`DataError` or :class:`ConfigError` ends a single run with its one-paragraph
+       message on stderr and exit status 1, without a traceback.
+    """
     job_log = logging.getLogger(f"udcg_ltr.{cfg.get('task_name', 'job')}")
     run_dir = output_dir(cfg)
-    done = finished_result(run_dir)
-    if done is not None and not cfg.get("force", False):
-        job_log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
-        return done["metrics"]
-    if check is not None:
-        check()
-    prepare_environment(cfg)
-    logger = open_logger(cfg, run_dir, job_type=job_type)
     try:
-        metrics = body(run_dir, logger)
-        logger.summary(metrics)
-        mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True))
-        job_log.info("results in %s", run_dir)
-        return metrics
-    finally:
+        try:
+            chash = config_hash(cfg)
+        except OmegaConfBaseException:
+            chash = None  # unresolvable: validation says why
+        force = bool(cfg.get("force", False))
+        done = finished_result(run_dir, chash) if chash is not None else None
+        if done is not None and not force:
+            job_log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
+            return done["metrics"]
+        previous = read_job_state(run_dir)
+        try:
+            if check is not None:
+                check()
+        except ConfigError as err:
+            if previous is None:  # a new run folder says why it is empty; an earlier result stays untouched
+                _mark(run_dir, "failed", chash, error=str(err))
+            raise
+        stale = previous is not None and (previous.get("config_hash") != chash or force)
+        if previous is not None:
+            removed = clear_run_dir(run_dir, keep_resumable=not stale, previous=previous)
+            why = ("force=true" if force else "its config changed") if stale else f"last attempt {previous.get('status')}"
+            job_log.warning("%s held a result of an earlier attempt (%s): rerunning; removed %s", run_dir, why,
+                            removed)
+        _mark(run_dir, "running", chash)
+        prepare_environment(cfg)
+        logger = open_logger(cfg, run_dir, job_type=job_type)
+        wandb_run = {"wandb_run": logger.run_folder} if getattr(logger, "run_folder", None) else {}
+        if wandb_run:  # a rerun removes exactly this W&B run of the attempt
+            _mark(run_dir, "running", chash, **wandb_run)
+        try:
+            metrics = body(run_dir, logger)
+            logger.summary(metrics)
+            mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True), chash)
+            job_log.info("results in %s", run_dir)
+        except BaseException as err:
+            _mark(run_dir, "failed", chash, error=f"{type(err).__name__}: {err}", **wandb_run)
+            logger.finish(exit_code=1)
+            raise
         logger.finish()
+        return metrics
+    except (DataError, ConfigError) as err:
+        if _hydra_mode() is not None and not is_multirun():
+            raise SystemExit(f"error: {err}") from None
+        raise

@@ -11,14 +11,16 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from udcg_ltr.data.padded import judged_pools
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.jobs.common import (
     load_records,
     run_job,
     select_split,
+    validate_config,
 )
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
-from udcg_ltr.jobs.systems import report_systems, retrieval_scores, top_k_by
+from udcg_ltr.jobs.systems import report_systems, report_trec, retrieval_scores, top_k_by
 from udcg_ltr.tracking import RunLogger
 
 log = logging.getLogger("udcg_ltr.evaluate")
@@ -86,19 +88,28 @@ def _reranker_scores(ctx: EvalContext, records: list[QueryRecord]) -> list[np.nd
 
 
 def mode_reranker(ctx: EvalContext) -> dict[str, float]:
-    """A trained reranker's top-k against the retriever's and the utility oracle's, with the LLM end to end."""
+    """A trained reranker's top-k against the retriever's and the utility oracle's, with the LLM end to end.
+
+    With qrels (TREC data) the full rankings also get the TREC table (:func:`report_trec`: trec_eval's
+    measures, unjudged queries dropped and counted). ``ties`` (``stable`` | ``trec``) breaks equal scores.
+    """
     cfg, k = ctx.cfg, int(ctx.cfg.k)
-    records = _rows_with_annotations(ctx, select_split(ctx.records, list(cfg.splits)))
+    ties = str(cfg.get("ties") or "stable")
+    splits = None if cfg.splits is None else list(cfg.splits)  # null (dl19_rerank): every query
+    records = _rows_with_annotations(ctx, select_split(ctx.records, splits))
     llm = ctx.llm.name
-    systems = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k),
-               f"reranker@{k}": top_k_by(records, _reranker_scores(ctx, records), k)}
+    rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records)}
     if llm is not None:
-        utility = [np.array([p.utility(llm, ctx.threshold) for p in r.passages]) for r in records]
-        systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
+        rankings["oracle_utility"] = [np.array([p.utility(llm, ctx.threshold) for p in r.passages]) for r in records]
+    systems = {f"{name}@{k}": top_k_by(records, scores, k, ties=ties) for name, scores in rankings.items()}
+    title = f"reranker {cfg.reranker.path} on {cfg.dataset.name}: {len(records)} queries"
     _, metrics = report_systems(records, systems, run_dir=ctx.run_dir, logger=ctx.logger, llm=llm, k=k,
                                 gamma=float(cfg.gamma), relevance_threshold=ctx.threshold,
                                 match_rule=str(cfg.match_rule), scorer=ctx.llm.scorer if ctx.uses_llm() else None,
-                                title=f"reranker {cfg.reranker.path} on {cfg.dataset.name}: {len(records)} queries")
+                                title=title)
+    if judged_pools(records, ctx.threshold).from_qrels.any():
+        metrics.update(report_trec(records, rankings, run_dir=ctx.run_dir, logger=ctx.logger, title=title,
+                                   relevance_threshold=ctx.threshold, cutoffs=sorted({5, 10, k}), ties=ties))
     return metrics
 
 
@@ -251,8 +262,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     mode = str(cfg.mode)
 
     def check() -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; choose from {sorted(MODES)}")
+        validate_config(cfg, mode=mode, known_modes=list(MODES))
 
     def body(run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()

@@ -32,8 +32,10 @@ from udcg_ltr.jobs.common import (
     load_records,
     run_job,
     select_split,
+    validate_config,
 )
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
+from udcg_ltr.models.precision import on_gpu, resolve_precision
 from udcg_ltr.tracking import RunLogger
 
 log = logging.getLogger("udcg_ltr.train")
@@ -133,8 +135,8 @@ def stage_cross_encoder(state: PipelineState) -> None:
     loss = OmegaConf.to_container(loss, resolve=True) if isinstance(loss, DictConfig) else loss
     loss_name, loss_kwargs = (loss, {}) if isinstance(loss, str) else (loss.pop("name"), loss)
     trainer = cfg.trainer
-    extra = {key: trainer[key] for key in ("limit_train_batches", "limit_val_batches", "num_nodes")
-             if trainer.get(key) is not None}
+    extra = {key: trainer[key] for key in ("limit_train_batches", "limit_val_batches", "num_nodes", "num_workers",
+                                           "pin_memory", "length_buckets") if trainer.get(key) is not None}
     path, metrics = fit_reranker(
         train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
         k=int(cfg.k), gamma=float(cfg.gamma), epochs=int(trainer.max_epochs), batch_size=int(mcfg.batch_size),
@@ -147,7 +149,10 @@ def stage_cross_encoder(state: PipelineState) -> None:
         num_threads=trainer.get("num_threads"), **extra)
     state.reranker_path = path
     state.record_metrics(metrics, prefix="cross_encoder/")
-    reranker = Reranker.from_pretrained(path, batch_size=int(mcfg.eval_batch_size), max_length=int(mcfg.max_length))
+    # Scored where and as it was trained: the trainer's accelerator and precision (bf16 autocast where "auto" picks it).
+    reranker = Reranker.from_pretrained(path, batch_size=int(mcfg.eval_batch_size), max_length=int(mcfg.max_length),
+                                        device="cuda" if on_gpu(trainer.accelerator) else "cpu",
+                                        precision=resolve_precision(trainer.precision, trainer.accelerator))
     scored = state.split(list(cfg.evaluation.splits) + [mcfg.val_split])
     for rec, s in zip(scored, reranker.score_records(scored, progress=True)):
         state.scores[rec.qid] = np.asarray(s, dtype=np.float64)
@@ -229,10 +234,8 @@ STAGE_FUNCS = {"annotate": stage_annotate, "udcg_theta": stage_udcg_theta, "cros
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Run ``cfg.model.stages`` and return the metrics (skipping a job that already finished)."""
 
-    def check() -> None:
-        unknown = [s for s in cfg.model.stages if s not in STAGE_FUNCS]
-        if unknown:
-            raise ValueError(f"unknown stages {unknown}; known: {list(STAGE_FUNCS)}")
+    def check() -> None:  # before any stage: a bad loss name must not cost the annotation and fitting stages
+        validate_config(cfg, stages=list(cfg.model.get("stages") or []), known_stages=list(STAGE_FUNCS))
 
     def body(run_dir: Path, logger) -> dict[str, float]:
         t0 = time.perf_counter()

@@ -24,6 +24,7 @@ _EXPORTS = {
     "run_oracle_contexts": "oracle", "OracleConfig": "oracle",
     "run_context_size": "context_size", "ContextSizeConfig": "context_size",
     "StudyReport": "common", "StudyContext": "common", "CacheOnlyScorer": "common", "CacheMiss": "common",
+    "LazyScorer": "common",
 }
 
 #: ``mode`` name -> (module, entry point, config class).

@@ -580,3 +580,43 @@ class CacheOnlyScorer:
     def score(self, items, **_: Any):
         raise CacheMiss(f"{len(items)} prompts for {self.name!r} are not in the cache (e.g. question "
                         f"{items[0].question[:80]!r}); run the study with the LLM first")
+
+
+class LazyScorer(CacheOnlyScorer):
+    """A :class:`CacheOnlyScorer` that loads the real LLM (``load()``) on the first prompt the cache lacks.
+
+    Behind a ``CachedScorer`` it reproduces a study or bench from the cache without loading any model when
+    every answer is cached, and computes exactly what is missing otherwise (a fresh clone). The loaded
+    scorer must key the cache as this stand-in does (name, prompt version, precision, ``max_new_tokens``),
+    else the answers it computes could not be found again: a mismatch is an error.
+    """
+
+    def __init__(self, name: str, load, **kwargs: Any):
+        super().__init__(name, **kwargs)
+        self._load = load
+        self._llm = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._llm is not None
+
+    def llm(self):
+        """The real scorer, loaded on first use and checked against this stand-in's cache keys."""
+        if self._llm is None:
+            llm = self._load()
+            mine = (self.name, self.prompt_version, str(self.dtype), self.quantize, self.max_new_tokens)
+            theirs = (llm.name, llm.prompt_version, str(getattr(llm, "dtype", "float32")).replace("torch.", ""),
+                      getattr(llm, "quantize", None), int(getattr(llm, "max_new_tokens", 24)))
+            if mine != theirs:
+                raise ValueError(f"the loaded LLM keys the cache as {theirs}, the stand-in as {mine}")
+            self._llm = llm
+        return self._llm
+
+    def score(self, items, **kwargs: Any):
+        return self.llm().score(items, **kwargs)
+
+    def answer_logprobs(self, items, answers, **kwargs: Any):
+        return self.llm().answer_logprobs(items, answers, **kwargs)
+
+    def sample_answers(self, items, **kwargs: Any):
+        return self.llm().sample_answers(items, **kwargs)

@@ -24,6 +24,13 @@ arms would share a passage or not separate (weak max DE >= hard min DE), or whos
 than ``2 (k - 1)`` irrelevant passages, are left out and counted. The report states how many queries
 used adapted thresholds for each arm, and the effective thresholds (median and range).
 
+Context size. ``k`` is fixed unless ``adapt_k`` is on: then ``k`` is an upper bound and the study
+uses the largest ``k' <= k`` at which at least half of the candidate queries (those with a relevant
+passage in the chosen splits) hold the ``2 (k' - 1)`` irrelevant passages two disjoint arms need
+(:func:`fit_k_to_pools`); a lowered ``k`` is logged and stated in the report. Pools of 8 passages
+(the demo world) cannot hold 2 x 4 distractors, so the job default (``k = 5``) becomes 4 there,
+while a fixed ``k`` that no pool supports is an error naming the largest ``k`` that would work.
+
 Statistics: accuracy (``correct`` rate; correct needs a relevant passage in the context, which both
 arms have) per arm with bootstrap 95% CIs over queries; the paired difference weak - hard (accuracy
 points lost to hard distractors) with its bootstrap CI and centred-bootstrap p; the Wilcoxon
@@ -35,9 +42,10 @@ Public entry: :func:`run_distractor_sensitivity` (parameters: :class:`Distractor
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +69,7 @@ from udcg_ltr.studies.common import (
     fmt_pct_ci,
     mcnemar_exact,
     open_cache,
+    order_by_splits,
     outcome_indicators,
     paired_difference,
     query_rng,
@@ -71,6 +80,8 @@ from udcg_ltr.studies.common import (
     split_scorer_or_runs,
     wilcoxon_paired,
 )
+
+log = logging.getLogger(__name__)
 
 ARMS = ("weak", "hard")
 
@@ -85,6 +96,7 @@ class DistractorConfig(StudyParams):
     fixed-threshold arm picks its ``k - 1`` passages among its candidates (``"random"`` seeded, or
     ``"extreme"``: the lowest / highest DE). ``splits``: the queries' splits in order of preference
     (``None``: all, input order); ``max_queries`` caps the eligible queries taken in that order.
+    ``adapt_k``: ``k`` is an upper bound, lowered to what the pools hold (:func:`fit_k_to_pools`).
     """
 
     k: int = 5
@@ -94,6 +106,7 @@ class DistractorConfig(StudyParams):
     relevant: str = "top_ranked"
     relevant_position: str | int = "random"
     selection: str = "random"
+    adapt_k: bool = False
 
     def __post_init__(self):
         if self.k < 2:
@@ -203,6 +216,28 @@ def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> Distract
                           hard_adapted=bool(hard_adapted), n_irrelevant=len(irr))
 
 
+def fit_k_to_pools(records: Sequence[QueryRecord], cfg: DistractorConfig) -> tuple[int, str | None]:
+    """``(k', note)``: the largest ``k' <= cfg.k`` (at least 2) at which at least half of the candidate queries
+    (a relevant passage, in ``cfg.splits``) hold ``2 (k' - 1)`` irrelevant passages; ``note`` says why when
+    ``k' < cfg.k`` (else None)."""
+    counts = []
+    for r in order_by_splits(records, cfg.splits):
+        rel = sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages)
+        if rel:
+            counts.append(len(r.passages) - rel)
+    if not counts:
+        return cfg.k, None
+    k = cfg.k
+    while k > 2 and sum(n >= 2 * (k - 1) for n in counts) * 2 < len(counts):
+        k -= 1
+    if k == cfg.k:
+        return k, None
+    return k, (f"k lowered from {cfg.k} to {k}: two disjoint arms need 2(k-1) = {2 * (cfg.k - 1)} irrelevant "
+               f"passages, which {sum(n >= 2 * (cfg.k - 1) for n in counts)} of {len(counts)} candidate pools hold "
+               f"(at most {max(counts)} irrelevant passages a pool); at k = {k}, "
+               f"{sum(n >= 2 * (k - 1) for n in counts)} do")
+
+
 def plan_distractor_contexts(records: Sequence[QueryRecord], llm: str, cfg: DistractorConfig
                              ) -> tuple[list[DistractorPlan], list[StudyContext], dict[str, Any]]:
     """Plans for the selected queries, their contexts (weak then hard per query) and the selection info."""
@@ -240,6 +275,14 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
         params: :class:`DistractorConfig` fields (or ``config=DistractorConfig(...)``).
     """
     cfg = config_from(params, DistractorConfig)
+    k_note = None
+    if cfg.adapt_k:
+        k, k_note = fit_k_to_pools(records, cfg)
+        if k_note is not None:
+            log.warning("distractor study: %s", k_note)
+            if isinstance(cfg.relevant_position, int) and cfg.relevant_position > k:
+                raise ValueError(f"relevant_position {cfg.relevant_position} > k = {k} after {k_note}")
+            cfg = replace(cfg, k=k)
     name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -248,7 +291,11 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     by_qid = {r.qid: r for r in records}
     plans, contexts, info = plan_distractor_contexts(records, name, cfg)
     if not plans:
-        raise ValueError(f"no eligible query for the distractor study (excluded: {info['excluded']})")
+        feasible, _ = fit_k_to_pools(records, replace(cfg, adapt_k=True))
+        hint = (f"; the pools support k = {feasible} (studies.distractors.k={feasible}, or adapt_k=true)"
+                if feasible < cfg.k else "")
+        raise ValueError(f"no eligible query for the distractor study at k = {cfg.k} "
+                         f"(excluded: {info['excluded']}){hint}")
     graded = answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
                              relevance_threshold=cfg.relevance_threshold, progress=progress)
     weak_runs, hard_runs = graded[0::2], graded[1::2]
@@ -374,11 +421,11 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                              title=f"weak vs hard distractors, k={cfg.k}, {len(plans)} queries")
 
     n_either = int((weak_ad | hard_ad).sum())
-    meta = {"study": "distractors", "llm": name, "config": asdict(cfg), "n_queries": len(plans),
+    meta = {"study": "distractors", "llm": name, "config": asdict(cfg), "k_note": k_note, "n_queries": len(plans),
             "n_contexts": len(graded), "selection": info, "annotations": ann, "source": "scorer" if runner else "runs",
             "n_weak_adapted": int(weak_ad.sum()), "n_hard_adapted": int(hard_ad.sum()), "n_any_adapted": n_either,
             "wilcoxon": wil, "mcnemar": mcn, "difference": diff}
-    scalars = {"acc_weak": rows[0]["correct"], "acc_hard": rows[1]["correct"], "acc_diff": diff["diff"],
+    scalars = {"k": cfg.k, "acc_weak": rows[0]["correct"], "acc_hard": rows[1]["correct"], "acc_diff": diff["diff"],
                "acc_diff_lo": diff["lo"], "acc_diff_hi": diff["hi"], "p_wilcoxon": wil["p"], "n_queries": len(plans),
                "n_adapted_weak": int(weak_ad.sum()), "n_adapted_hard": int(hard_ad.sum())}
     md = _markdown(cfg, name, rows, info, meta, t["md"].read_text(encoding="utf-8") + "\n"
@@ -393,6 +440,7 @@ def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str,
     weak, hard, diff = rows
     lines = [f"# Distractor sensitivity (UDCG paper, Table 1): LLM `{name}`, k = {cfg.k}", "",
              f"- Queries: {describe_selection(info, cfg.max_queries)}.",
+             *([f"- Context size: {meta['k_note']} (adapt_k)."] if meta.get("k_note") else []),
              f"- Each query: its {'best-ranked' if cfg.relevant == 'top_ranked' else 'highest-utility'} relevant "
              f"passage at {'a seeded random position' if cfg.relevant_position == 'random' else 'position ' + str(cfg.relevant_position)}"
              f" (the same in both arms) plus {cfg.k - 1} distractors; "
