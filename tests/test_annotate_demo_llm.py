@@ -7,6 +7,7 @@ import hashlib
 import pytest
 
 from udcg_ltr.annotate import demo_llm
+from udcg_ltr.io import read_json_dict
 
 
 def _parts(tmp_path, chunks):
@@ -138,7 +139,7 @@ def test_a_stale_verification_cache_does_not_hide_a_change_from_a_full_check(tmp
     folder = _conversion(tmp_path / "m", FILES)
     assert demo_llm.is_converted(folder)
     (folder / "config.json").write_bytes(b'{"model_type": "evil"}')
-    stamp = demo_llm._read_json(folder / demo_llm.VERIFIED)
+    stamp = read_json_dict(folder / demo_llm.VERIFIED)
     # forged: the new file's signature, checked long after it changed
     stamp["files"]["config.json"]["stat"] = demo_llm._stat_signature(folder / "config.json")
     stamp["checked_at_ns"] = time.time_ns() + 10 * demo_llm.RACY_NS
@@ -193,6 +194,6 @@ def test_the_installed_fixture_conversion_matches_its_hashes():
     except demo_llm.DemoLLMError as err:
         pytest.skip(str(err))
     assert demo_llm.verify_converted(folder, full=True) is None
-    marker = demo_llm._read_json(folder / demo_llm.MARKER)
+    marker = read_json_dict(folder / demo_llm.MARKER)
     assert set(marker["files"]) >= {"model.safetensors", "config.json"}
     assert "/" not in marker["source"]  # no machine path in the marker

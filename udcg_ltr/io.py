@@ -222,6 +222,16 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def read_json_dict(path: str | os.PathLike) -> dict | None:
+    """The JSON object in ``path``, or None when the file is absent, torn or not an object (a state file's reader)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def json_safe(obj: Any) -> Any:
     """A JSON-serialisable copy of ``obj``: numpy -> Python, NaN/inf -> None, paths -> str, recursively."""
     import math

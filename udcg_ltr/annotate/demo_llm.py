@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from udcg_ltr.io import atomic_write_json
+from udcg_ltr.io import atomic_write_json, read_json_dict
 from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -181,15 +181,6 @@ def _stat_signature(path: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> str | None:
     """``None`` when ``folder`` holds exactly the files its marker lists, with their sha256; else the reason.
 
@@ -201,7 +192,7 @@ def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> 
         full = os.environ.get("UDCG_LTR_VERIFY_MODELS", "").lower() == "full"
     if not folder.is_dir():
         return "not converted yet"
-    marker = _read_json(folder / MARKER)
+    marker = read_json_dict(folder / MARKER)
     if marker is None:
         return f"no readable {MARKER} (an interrupted or foreign conversion)"
     expected = marker.get("files")
@@ -211,7 +202,7 @@ def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> 
     if present != set(expected):
         missing, extra = sorted(set(expected) - present), sorted(present - set(expected))
         return f"files differ from the conversion (missing {missing}, unexpected {extra})"
-    stamp = _read_json(folder / VERIFIED) or {}
+    stamp = read_json_dict(folder / VERIFIED) or {}
     checked_at = stamp.get("checked_at_ns", 0) if isinstance(stamp.get("checked_at_ns"), int) else 0
     known = stamp.get("files") if isinstance(stamp.get("files"), dict) else {}
     now = time.time_ns()  # before hashing: a file changed while it is hashed is racy next time

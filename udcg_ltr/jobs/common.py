@@ -38,7 +38,7 @@ from udcg_ltr.annotate.grading import answer_matches
 from udcg_ltr.annotate.llms import _SCORER_KEYS as LLM_KEYS
 from udcg_ltr.annotate.llms import PRESETS as LLM_PRESETS
 from udcg_ltr.data.schema import DataError, QueryRecord
-from udcg_ltr.io import atomic_write_json
+from udcg_ltr.io import atomic_write_json, read_json_dict
 from udcg_ltr.paths import PROJECT_ROOT
 from udcg_ltr.tracking import RunLogger, make_logger
 
@@ -165,15 +165,7 @@ def config_hash(cfg) -> str:
 # ---- job state ---------------------------------------------------------------------------------
 def read_job_state(run_dir: Path) -> dict[str, Any] | None:
     """The parsed ``job_result.json`` of ``run_dir`` (None when absent or unreadable: a torn file means no state)."""
-    path = Path(run_dir) / FINISHED_FILE
-    if not path.is_file():
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
+    return read_json_dict(Path(run_dir) / FINISHED_FILE)
 
 
 def finished_result(run_dir: Path, config_hash_: str | None = None) -> dict[str, Any] | None:

@@ -48,7 +48,9 @@ def load_sequence_classifier(model_name_or_path: str | None = None, **kwargs):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, **kwargs)
+        # safetensors only (kwargs may override): pickled weights can run code when loaded.
+        model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1,
+                                                                   **{"use_safetensors": True, **kwargs})
     finally:
         hf_logging.set_verbosity(verbosity)
     model.config.problem_type = "regression"  # one raw score per pair; no softmax over labels
