@@ -83,7 +83,10 @@ class Slate:
 
 
 def _encoder_key(tokenizer, max_length: int) -> tuple:
-    return (getattr(tokenizer, "name_or_path", None), id(tokenizer), int(max_length))
+    # What the ids depend on, not the object's id(): a DataLoader worker started with "spawn" holds a copy of
+    # the tokenizer, and an id-based key would make it tokenise every batch again.
+    return (getattr(tokenizer, "name_or_path", None), getattr(tokenizer, "vocab_size", None),
+            getattr(tokenizer, "truncation_side", "right"), int(max_length))
 
 
 def encode_pairs(tokenizer, questions: Sequence[str], texts: Sequence[str], max_length: int) -> dict[str, list]:
