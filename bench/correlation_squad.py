@@ -37,8 +37,8 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from udcg_ltr.analysis.end_to_end import load_shared_runs, run_summary  # noqa: E402
 from udcg_ltr.analysis.study import run_correlation_study  # noqa: E402
+from udcg_ltr.annotate.end_to_end import load_shared_runs, run_summary  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, annotated_dir, read_annotated_squad  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
 
@@ -68,10 +68,15 @@ def main() -> int:
 
     if args.answer_prob != "skip":
         # ANSWER_PROB through the annotation cache (udcg_ltr.annotate): "cached" never loads the LLM.
-        from udcg_ltr.annotate.annotator import CachedScorer, annotate_records
-        from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
+        from udcg_ltr.annotate.annotator import (
+            CacheMiss,
+            CacheOnlyScorer,
+            LazyScorer,
+            annotate_records,
+            with_cache,
+        )
+        from udcg_ltr.annotate.cache import open_cache
         from udcg_ltr.annotate.llms import load_llm
-        from udcg_ltr.studies.common import CacheMiss, CacheOnlyScorer, LazyScorer
 
         def load():
             print("loading the demo LLM for the ANSWER_PROB prompts the cache lacks "
@@ -84,7 +89,7 @@ def main() -> int:
             scorer = LazyScorer(ANNOTATED_LLM, load)
         else:
             scorer = CacheOnlyScorer(ANNOTATED_LLM)
-        cached = CachedScorer(scorer, AnnotationCache(default_cache_root(ANNOTATED_LLM)))
+        cached = with_cache(scorer, open_cache(True, ANNOTATED_LLM))
         try:
             stats = annotate_records(in_study, cached, fields=["answer_logprob"], progress=args.answer_prob != "cached")
         except CacheMiss as miss:

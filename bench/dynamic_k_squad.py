@@ -16,7 +16,7 @@ means no passage and scores UDCG 0.5), and we report the mean UDCG (Eq. 4) of th
   configurations each (objective, architecture; 3-seed ensembles) over three feature sets: the scores'
   list features; plus the retriever's score (reranker ranking) and the question's lexical coverage of
   each passage (:mod:`udcg_ltr.data.lexical`, no model); plus the **reader probes** of
-  :mod:`udcg_ltr.annotate.probes` (the LLM's own single-passage P(NO-RESPONSE), abstention, whether its
+  :mod:`udcg_ltr.data.probes` (the LLM's own single-passage P(NO-RESPONSE), abstention, whether its
   answer quotes the passage, agreement across the pool: label-free, but one LLM call per candidate at
   inference; ``--no-probes`` leaves them out). Trained on **held-out** scores of the train split and
   selected on val UDCG;
@@ -219,8 +219,8 @@ def learned_candidates(extra: list[str], quick: bool, probes: bool = False) -> l
     also plus the reader probes (:data:`READER_PROBES`). The calibrated selector's prior reads
     :data:`PRIOR_FEATURES` and the lexical features (plus the reader probes with ``probes``).
     """
-    from udcg_ltr.annotate.probes import READER_PROBES
     from udcg_ltr.data.lexical import LEXICAL_FEATURES
+    from udcg_ltr.data.probes import READER_PROBES
 
     base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3, "n_seeds": 1 if quick else 3}
     lexical = [*extra, *LEXICAL_FEATURES]
@@ -247,7 +247,7 @@ def learned_candidates(extra: list[str], quick: bool, probes: bool = False) -> l
 
 
 def uses_probes(hparams: dict) -> bool:
-    from udcg_ltr.annotate.probes import READER_PROBES
+    from udcg_ltr.data.probes import READER_PROBES
 
     return bool(set(hparams.get("extra_features", ())) & set(READER_PROBES))
 
@@ -375,7 +375,7 @@ def main(argv=None) -> dict:
                          "epochs=3); trains its own cached full model and folds")
     ap.add_argument("--quick", action="store_true", help="a smaller grid of learned selectors (development)")
     ap.add_argument("--probes", action=argparse.BooleanOptionalAction, default=True,
-                    help="also offer the learned selectors the reader probes (udcg_ltr.annotate.probes: the demo LLM's "
+                    help="also offer the learned selectors the reader probes (udcg_ltr.data.probes: the demo LLM's "
                          "single-passage P(NO-RESPONSE) and answers, label-free, one LLM call per candidate)")
     ap.add_argument("--out-dir", default="outputs/bench/dynamic_k_squad")
     ap.add_argument("--progress", action="store_true")

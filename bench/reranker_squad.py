@@ -23,7 +23,11 @@ BCE; paired bootstrap CI and p-value, :func:`udcg_ltr.analysis.bootstrap.paired_
 With ``--e2e`` the demo LLM also answers every test question's top-5 context of each system (through the
 annotation cache) and ``wrong@5_test: ...`` reports the wrong-answer rates.
 
-Ends with ``udcg@5_test: retriever=A bce=B udcg=C`` and ``ndcg@5_test: retriever=A bce=B udcg=C``.
+``--dataset annotated_full`` reads the full set (10,570 questions; ``--train-questions`` / ``--val-questions``
+subsample train and val, test stays whole); paired tests then cover UDCG@5, nDCG@5 and hits@5.
+
+Ends with ``udcg@5_test: retriever=A bce=B udcg=C`` and ``ndcg@5_test: retriever=A bce=B udcg=C`` (and, on the
+full set, ``udcg@5_test_full: retriever=A bce=B udcg=C p_udcg_vs_retriever=P1 p_udcg_vs_bce=P2``).
 """
 
 from __future__ import annotations
@@ -43,9 +47,24 @@ HEADLINE = (f"udcg@{K}", f"ndcg@{K}")
 
 
 def system_specs(args) -> dict[str, dict]:
-    """Loss name, loss kwargs and learning rate of each trained system."""
+    """Loss name, loss kwargs and learning rate of each trained system (``listnet`` and ``lambda_udcg``: the
+    cheap neighbours of ``losses/``, ListNet on signed utility and LambdaLoss with UDCG@5 deltas)."""
     return {"bce": {"loss": "bce", "loss_kwargs": {}, "lr": args.bce_lr or args.lr},
-            "udcg": {**udcg_loss_spec(vars(args), K), "lr": args.udcg_lr or args.lr}}
+            "udcg": {**udcg_loss_spec(vars(args), K), "lr": args.udcg_lr or args.lr},
+            "listnet": {"loss": "listnet", "loss_kwargs": {}, "lr": args.lr},
+            "lambda_udcg": {"loss": "lambda_udcg", "loss_kwargs": {"k": K}, "lr": args.lr}}
+
+
+DATASETS = {"annotated": "annotated", "annotated_full": "annotated_full"}  # folders of ../shared/data
+PAIRED = (f"udcg@{K}", f"ndcg@{K}", f"hits@{K}")
+
+
+def subsample(records: list, n: int | None, seed: int) -> list:
+    """``n`` questions drawn without replacement (seeded), in file order; all of them when ``n`` is None or 0."""
+    if not n or n >= len(records):
+        return records
+    keep = set(np.random.default_rng(seed).choice(len(records), size=n, replace=False).tolist())
+    return [r for i, r in enumerate(records) if i in keep]
 
 
 RECIPE_FILE = "bench_recipe.json"
@@ -53,8 +72,12 @@ RECIPE_FILE = "bench_recipe.json"
 
 def run_recipe(args, spec: dict, seed: int) -> dict:
     """Everything that decides a trained model (not threads, progress or which splits are scored)."""
-    return {"spec": spec, "epochs": args.epochs, "batch_size": args.batch_size, "warmup": args.warmup,
-            "max_length": args.max_length, "seed": seed}
+    recipe = {"spec": spec, "epochs": args.epochs, "batch_size": args.batch_size, "warmup": args.warmup,
+              "max_length": args.max_length, "seed": seed}
+    if getattr(args, "dataset", "annotated") != "annotated":  # older recipe files stay valid for the small set
+        recipe.update(dataset=args.dataset, train_questions=args.train_questions, val_questions=args.val_questions,
+                      precision=args.precision)
+    return recipe
 
 
 def finished_run(run_dir: Path, recipe: dict, previous: dict, key: str) -> bool:
@@ -92,6 +115,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--udcg-ks", default="5",
                     help="cut-offs of the direct UDCG loss, e.g. 1,2,3,4,5 (mean of UDCG@k' losses; trains the prefix order)")
     ap.add_argument("--seeds", default="0")
+    ap.add_argument("--dataset", default="annotated", choices=sorted(DATASETS),
+                    help="shared annotated SQuAD set: the 400-question one or the full dev set (10,570 questions)")
+    ap.add_argument("--train-questions", type=int, default=None,
+                    help="train on this many train questions (seeded subsample, the same for every system and seed; "
+                         "0 = all)")
+    ap.add_argument("--val-questions", type=int, default=None,
+                    help="select epochs on this many val questions (seeded subsample); test is always whole")
+    ap.add_argument("--precision", default="32-true", help="training precision (Lightning name or auto)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-test", action="store_true", help="tuning mode: evaluate val only")
     ap.add_argument("--out-dir", default="outputs/bench/reranker_squad")
@@ -106,31 +137,34 @@ def main(argv=None) -> dict:
 
     from udcg_ltr.analysis.bootstrap import paired_bootstrap_test
     from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad
-    from udcg_ltr.models import Reranker, evaluate_reranker, fit_reranker, per_query_udcg
+    from udcg_ltr.models import Reranker, evaluate_reranker, fit_reranker, per_query_metrics
+    from udcg_ltr.paths import shared_file
 
     torch.set_num_threads(args.threads)
-    records = read_annotated_squad()
+    records = read_annotated_squad(shared_file(DATASETS[args.dataset], "squad_top10.jsonl.gz"))
     split = {s: [r for r in records if r.split == s] for s in ("train", "val", "test")}
+    split["train"] = subsample(split["train"], args.train_questions, seed=1234)
+    split["val"] = subsample(split["val"], args.val_questions, seed=4321)
     eval_splits = ["val"] if args.no_test else ["val", "test"]
     print(f"questions: train={len(split['train'])} val={len(split['val'])} test={len(split['test'])}", flush=True)
 
     llm = None
     if args.e2e:  # answers go through the shared annotation cache: a rerun costs no LLM time
-        from udcg_ltr.annotate.annotator import CachedScorer
-        from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
+        from udcg_ltr.annotate.annotator import with_cache
+        from udcg_ltr.annotate.cache import open_cache
         from udcg_ltr.annotate.llms import load_llm
 
-        llm = CachedScorer(load_llm("demo", num_threads=args.threads), AnnotationCache(default_cache_root(ANNOTATED_LLM)))
+        llm = with_cache(load_llm("demo", num_threads=args.threads), open_cache(True, ANNOTATED_LLM))
 
     def evaluate(s: str, scores) -> dict[str, float]:
         return evaluate_reranker(split[s], scores, ANNOTATED_LLM, K, scorer=llm if s == "test" else None)
 
     results: dict[str, dict[str, dict[str, float]]] = {}
-    per_query: dict[str, dict[str, list[np.ndarray]]] = {}  # system -> split -> per-seed [Q] UDCG@K
+    per_query: dict[str, dict[str, list[dict]]] = {}  # system -> split -> per-seed {metric: [Q] values}
     for s in eval_splits:
         scores = [np.array([-float(p.rank) for p in r.passages]) for r in split[s]]
         results.setdefault("retriever", {})[s] = evaluate(s, scores)
-        per_query.setdefault("retriever", {})[s] = [per_query_udcg(split[s], scores, ANNOTATED_LLM, K)]
+        per_query.setdefault("retriever", {})[s] = [per_query_metrics(split[s], scores, ANNOTATED_LLM, K)]
 
     specs = system_specs(args)
     out = Path(args.out_dir)
@@ -153,14 +187,15 @@ def main(argv=None) -> dict:
                     split["train"], split["val"], llm=ANNOTATED_LLM, loss=spec["loss"], loss_kwargs=spec["loss_kwargs"],
                     k=K, epochs=args.epochs, batch_size=args.batch_size, lr=spec["lr"], warmup=args.warmup,
                     max_length=args.max_length, seed=seed, output_dir=run_dir,
-                    early_stopping_patience=None, enable_progress_bar=args.progress, num_threads=args.threads)
+                    early_stopping_patience=None, enable_progress_bar=args.progress, num_threads=args.threads,
+                    precision=args.precision)
                 atomic_write_json(run_dir / RECIPE_FILE, recipe)
             reranker = Reranker.from_pretrained(path, batch_size=64)
             for s in eval_splits:
                 scores = reranker.score_records(split[s])
                 per_seed[s].append(evaluate(s, scores))
                 per_query.setdefault(name, {}).setdefault(s, []).append(
-                    per_query_udcg(split[s], scores, ANNOTATED_LLM, K))
+                    per_query_metrics(split[s], scores, ANNOTATED_LLM, K))
             runs[f"{name}_seed{seed}"] = {"fit": fit_metrics, "minutes": (time.perf_counter() - t0) / 60,
                                           "spec": spec, "reused": reused}
             summary = " ".join(f"{s}/{m}={per_seed[s][-1][m]:.4f}" for s in eval_splits for m in HEADLINE)
@@ -174,12 +209,14 @@ def main(argv=None) -> dict:
     for s in eval_splits:
         for i, name in enumerate(systems):
             for base in [b for b in systems[:i] if b in ("retriever", "bce")]:
-                t = paired_bootstrap_test(np.mean(per_query[name][s], axis=0), np.mean(per_query[base][s], axis=0),
-                                          n_bootstrap=10000, seed=0)
-                paired[f"{name}-{base}_{s}"] = {"mean_diff": t.mean_diff, "lo": t.lo, "hi": t.hi, "p": t.p_value,
-                                                "n": t.n}
+                for m in PAIRED:
+                    t = paired_bootstrap_test(np.mean([q[m] for q in per_query[name][s]], axis=0),
+                                              np.mean([q[m] for q in per_query[base][s]], axis=0),
+                                              n_bootstrap=10000, seed=0)
+                    paired[f"{m}:{name}-{base}_{s}"] = {"mean_diff": t.mean_diff, "lo": t.lo, "hi": t.hi,
+                                                        "p": t.p_value, "n": t.n}
     atomic_write_json(out / "results.json", {"args": vars(args), "results": results, "runs": runs,
-                                             "paired_udcg": paired})
+                                             "paired": paired})
     cols = [f"udcg@{K}", f"ndcg@{K}", f"mrr@{K}", f"utility@{K}", f"hits@{K}"]
     for s in eval_splits:
         print(f"\n{s} ({len(split[s])} questions)")
@@ -187,7 +224,7 @@ def main(argv=None) -> dict:
         print("|---|" + "---:|" * len(cols))
         for name in systems:
             print(f"| {name} | " + " | ".join(f"{results[name][s][c]:.4f}" for c in cols) + " |")
-    print(f"\npaired UDCG@{K} differences (per-query, paired bootstrap, 95% CI, two-sided p):")
+    print("\npaired differences (per query, seed means; paired bootstrap, 95% CI, two-sided p):")
     for key, t in paired.items():
         print(f"  {key}: {t['mean_diff']:+.4f} [{t['lo']:+.4f}, {t['hi']:+.4f}] p={t['p']:.3f} (n={t['n']})")
     print()
@@ -200,6 +237,11 @@ def main(argv=None) -> dict:
     for s in eval_splits:
         for m in HEADLINE:
             print(f"{m}_{s}: " + " ".join(f"{name}={results[name][s][m]:.4f}" for name in systems))
+    if args.dataset == "annotated_full" and not args.no_test and {"bce", "udcg"} <= set(systems):
+        p = {b: paired[f"udcg@{K}:udcg-{b}_test"]["p"] for b in ("retriever", "bce")}
+        print(f"udcg@{K}_test_full: " + " ".join(f"{name}={results[name]['test'][f'udcg@{K}']:.4f}"
+                                                for name in ("retriever", "bce", "udcg"))
+              + f" p_udcg_vs_retriever={p['retriever']:.4g} p_udcg_vs_bce={p['bce']:.4g}")
     return results
 
 

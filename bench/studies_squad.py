@@ -38,10 +38,11 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from udcg_ltr.analysis.end_to_end import load_shared_runs  # noqa: E402
+from udcg_ltr.annotate.annotator import CacheMiss, CacheOnlyScorer, LazyScorer  # noqa: E402
+from udcg_ltr.annotate.cache import open_cache  # noqa: E402
+from udcg_ltr.annotate.end_to_end import load_shared_runs  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, annotated_dir, read_annotated_squad  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
-from udcg_ltr.studies.common import CacheMiss, CacheOnlyScorer, LazyScorer, open_cache  # noqa: E402
 
 ALL = ("distractors", "position", "oracle", "context_size")
 

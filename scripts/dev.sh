@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry for set-up and the two everyday jobs. Idempotent: a second run reuses what the first installed.
 #   bash scripts/dev.sh train [hydra overrides...]   set up, then run the main job (python train.py)
-#   bash scripts/dev.sh test  [pytest args...]       set up, then run the test suite
+#   bash scripts/dev.sh test  [pytest args...]       set up, then run the test suite (2 workers: UDCG_TEST_WORKERS)
 #   bash scripts/dev.sh setup                        set up only
 #   bash scripts/dev.sh evaluate [overrides...]      set up, then python evaluate.py
 set -euo pipefail
@@ -52,6 +52,8 @@ case "$cmd" in
   setup) setup ;;
   train) setup; log "running the main job: python train.py $*"; exec "$PY" train.py "$@" ;;
   evaluate) setup; exec "$PY" evaluate.py "$@" ;;
-  test) setup; log "running the tests"; exec "$PY" -m pytest -q "$@" ;;
+  # Two workers, one test file per worker (module fixtures such as the README's tiny main job are built once):
+  # most tests start subprocesses whose imports run on one core, so two workers halve the suite on 2 cores.
+  test) setup; log "running the tests"; exec "$PY" -m pytest -q -n "${UDCG_TEST_WORKERS:-2}" --dist loadfile "$@" ;;
   *) echo "usage: bash scripts/dev.sh {train|test|evaluate|setup} [args...]" >&2; exit 2 ;;
 esac

@@ -48,8 +48,8 @@ def tiny_records(llm: str) -> list[QueryRecord]:
 
 
 def test_run_contexts_with_smollm2(smollm2_scorer, tmp_path):
-    from udcg_ltr.analysis.end_to_end import run_contexts
     from udcg_ltr.analysis.study import run_correlation_study
+    from udcg_ltr.annotate.end_to_end import run_contexts
     from udcg_ltr.fit.sampling import sample_contexts
 
     name = smollm2_scorer.name

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from udcg_ltr.analysis.end_to_end import grade_runs, load_shared_runs, prompt_items, run_contexts, run_summary
 from udcg_ltr.analysis.study import (
     BENCH_KEYS,
     DEFAULT_METRICS,
     compute_context_metrics,
     run_correlation_study,
 )
+from udcg_ltr.annotate.end_to_end import grade_runs, load_shared_runs, prompt_items, run_contexts, run_summary
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.fit.pairs import build_context_table

@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+from wandb_offline import offline_runs
 
 from udcg_ltr.data.contexts import write_context_runs
 from udcg_ltr.data.jsonl import write_records
 from udcg_ltr.fit.synthetic import SYNTHETIC_LLM, synthetic_study_data
-from udcg_ltr.sweeps import collect_jobs, offline_runs
+from udcg_ltr.sweeps import collect_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("full", "binary", "relevance_only")
@@ -68,8 +69,9 @@ def _kill_during_second_job(cmd: list[str], cwd: Path, sweep_dir: Path) -> None:
                 pytest.fail(f"the sweep ended before it could be killed: {proc.stderr.read()[-3000:]}")
             states = {d.name: _state(d) for d in sweep_dir.iterdir() if d.is_dir()} if sweep_dir.is_dir() else {}
             finished = [n for n, s in states.items() if s and s["status"] == "finished"]
+            # the W&B run file itself, not just its folder: a kill between the two leaves no run to count
             running = [n for n, s in states.items() if s and s["status"] == "running"
-                       and (sweep_dir / n / "wandb").is_dir()]
+                       and any((sweep_dir / n / "wandb").glob("offline-run-*/run-*.wandb"))]
             if len(finished) == 1 and running:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=60)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from udcg_ltr.annotate.probes import ANSWER_PROBES, answer_probes
 from udcg_ltr.data.lexical import LEXICAL_FEATURES
 from udcg_ltr.data.padded import pad_records
+from udcg_ltr.data.probes import ANSWER_PROBES, answer_probes
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.select.base import rank_slates
 

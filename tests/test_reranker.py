@@ -44,21 +44,21 @@ def test_rank_orders_by_score_and_cuts(tiny_reranker):
     rec = records(1, seed=3)[0]
     texts = [p.text for p in rec.passages]
     scores = tiny_reranker.scores(rec.question, texts)
-    ranked = tiny_reranker.rank(rec.question, texts)
+    ranked = tiny_reranker.rank_passages(rec.question, texts)
     assert [r.rank for r in ranked] == list(range(1, len(texts) + 1))
     assert [r.index for r in ranked] == list(np.argsort(-scores, kind="stable"))
     assert all(a.score >= b.score for a, b in zip(ranked, ranked[1:]))
     assert ranked[0].text == texts[ranked[0].index] and ranked[0].pid is None
-    top = tiny_reranker.rank(rec.question, texts, top_k=2)
+    top = tiny_reranker.rank_passages(rec.question, texts, top_k=2)
     assert [r.index for r in top] == [r.index for r in ranked[:2]]
 
 
 def test_ties_keep_input_order_and_passages_use_the_saved_template(tiny_reranker):
-    ranked = tiny_reranker.rank("q", ["same text", "other", "same text"])
+    ranked = tiny_reranker.rank_passages("q", ["same text", "other", "same text"])
     same = [r.index for r in ranked if r.text == "same text"]
     assert same == [0, 2]
     p = Passage(pid="x", title="Title", text="body")
-    r = tiny_reranker.rank("q", [p])[0]
+    r = tiny_reranker.rank_passages("q", [p])[0]
     assert r.pid == "x" and r.text == "Title | body"
     assert tiny_reranker.scores("q", [p])[0] == pytest.approx(tiny_reranker.scores("q", ["Title | body"])[0])
 
@@ -148,6 +148,22 @@ def test_per_query_udcg_averages_to_the_reported_udcg():
     # each value is Eq. 4 on that query's own top-k utilities
     u0 = np.array([p.utility(LLM) for p in recs[0].passages])[np.argsort(-scores[0], kind="stable")][:k]
     assert per_query[0] == pytest.approx(M.udcg(u0[None, :], k=k)[0], abs=1e-12)
+
+
+def test_per_query_metrics_average_to_the_reported_table():
+    """udcg@k, ndcg@k and hits@k per query (for paired tests) average to evaluate_reranker's values."""
+    from udcg_ltr.models.evaluation import evaluate_reranker, per_query_metrics
+
+    recs = records(9, seed=3)
+    k = 4
+    rng = np.random.default_rng(5)
+    scores = [rng.normal(size=len(r.passages)) for r in recs]
+    table = evaluate_reranker(recs, scores, LLM, k)
+    per_query = per_query_metrics(recs, scores, LLM, k)
+    assert set(per_query) == {f"udcg@{k}", f"ndcg@{k}", f"hits@{k}"}
+    for name, values in per_query.items():
+        assert values.shape == (9,)
+        assert values.mean() == pytest.approx(table[name], abs=1e-12), name
 
 
 def test_evaluate_reranker_graded_ideal_from_all_qrels():

@@ -21,18 +21,15 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, chi2, wilcoxon
 
-from udcg_ltr.annotate.annotator import CachedScorer
+from udcg_ltr.annotate.annotator import CachedScorer, CacheMiss, CacheOnlyScorer, ensure_annotations
 from udcg_ltr.annotate.cache import AnnotationCache
 from udcg_ltr.annotate.scorer import ScoreResult
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.studies.common import (
-    CacheMiss,
-    CacheOnlyScorer,
     StudyContext,
     answer_contexts,
     cochran_q,
-    ensure_annotations,
     mcnemar_exact,
     paired_ratio_ci,
     select_queries,

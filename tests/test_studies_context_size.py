@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from test_studies_common import LLM, FakeScorer, annotate, make_record
 
-from udcg_ltr.analysis.end_to_end import run_contexts
 from udcg_ltr.analysis.study import run_correlation_study
 from udcg_ltr.annotate.cache import AnnotationCache
+from udcg_ltr.annotate.end_to_end import run_contexts
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import json_safe
 from udcg_ltr.studies.context_size import ContextSizeConfig, run_context_size

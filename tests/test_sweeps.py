@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from wandb_offline import offline_runs
 
 from udcg_ltr.data.contexts import write_context_runs
 from udcg_ltr.data.jsonl import write_records
 from udcg_ltr.fit.synthetic import SYNTHETIC_LLM, synthetic_study_data
-from udcg_ltr.sweeps import collect_jobs, offline_runs
+from udcg_ltr.sweeps import collect_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -206,7 +206,8 @@ def test_evaluate_dl19_rerank_tables_equal_trec_eval(dl19, tmp_path, monkeypatch
 
 def test_unjudged_queries_are_dropped_and_counted(dl19, tmp_path):
     """A run query the qrels do not judge: NA in every relevance column, counted, the means unchanged."""
-    from udcg_ltr.jobs.systems import evaluate_systems, retrieval_scores, top_k_by
+    from udcg_ltr.jobs.systems import evaluate_systems, retrieval_scores
+    from udcg_ltr.models.evaluation import top_k_by
 
     records, _ = dl19
     extra = QueryRecord(qid="no-qrels", question="?", extra={"judged_grades": {}},

@@ -9,6 +9,7 @@ out of memory on the longest batch or idles on the shortest.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 
 def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None) -> Iterator[list[int]]:
@@ -27,3 +28,20 @@ def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None
             rows = min(rows, max(1, int(max_tokens) // max(1, int(lengths[order[start]]))))
         yield order[start:start + rows]
         start += rows
+
+
+class _NullBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str, enabled: bool, unit: str = "prompt") -> Any:
+    """A tqdm bar over ``total`` items of batched work, or a do-nothing stand-in when disabled or empty."""
+    if not enabled or total <= 0:
+        return _NullBar()
+    from tqdm.auto import tqdm  # imported when a bar is shown
+
+    return tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True, mininterval=1.0)

@@ -1,4 +1,4 @@
-"""Sweep bookkeeping: read finished jobs of a Hydra multirun, read offline W&B runs, one summary table.
+"""Sweep bookkeeping: read the finished jobs of a Hydra multirun and write one summary table and plot.
 
 A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its
 overrides. A job that finished wrote ``job_result.json`` (status, hash of its resolved config,
@@ -10,108 +10,29 @@ hash (:func:`udcg_ltr.jobs.common.config_hash`), and a killed or failed job reru
 ``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``,
 ``sweep_summary.csv`` and ``sweep_summary.png`` into the sweep folder. The plot shows the metric the
 sweep optimised (each job's ``optimized_metric``) unless ``--metric`` names another.
+
+The summary reads the jobs' own result files only (``job_result.json``), never W&B's private run
+log: a sweep logged with ``logger=csv`` or ``logger=none`` summarises the same way, and a W&B
+upgrade cannot break it.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
-import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from udcg_ltr.analysis.report import fmt_float, new_figure, save_figure, set_title
 from udcg_ltr.io import atomic_open, atomic_write_text
 
 RESULT_FILE = "job_result.json"
-
-
-# ---- offline W&B runs ------------------------------------------------------------------------
-@dataclass
-class OfflineRun:
-    """What an offline W&B run recorded: its id, group, tags, config and final summary."""
-
-    path: Path
-    run_id: str = ""
-    group: str = ""
-    tags: list[str] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
-    n_history: int = 0
-    exit_code: int | None = None  # None: the run never finished (killed)
-
-
-def _wandb_chunks(path: Path) -> Iterator[bytes]:
-    """Records of a ``run-*.wandb`` file (W&B's LevelDB-style log: 32 KiB blocks, 7-byte headers)."""
-    data = path.read_bytes()
-    if data[:4] != b":W&B":
-        raise ValueError(f"{path}: not a W&B transaction log")
-    block, offset, pending = 32768, 7, b""
-    while offset + 7 <= len(data):
-        left = block - offset % block
-        if left < 7:  # block trailer padding
-            offset += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[offset:offset + 7])
-        offset += 7
-        chunk = data[offset:offset + length]
-        offset += length
-        if kind == 1:  # FULL
-            yield chunk
-        elif kind == 2:  # FIRST
-            pending = chunk
-        elif kind == 3:  # MIDDLE
-            pending += chunk
-        elif kind == 4:  # LAST
-            yield pending + chunk
-            pending = b""
-        else:  # zero padding at the end of a file being written
-            break
-
-
-def _set_nested(target: dict, keys: Sequence[str], value: Any) -> None:
-    for key in keys[:-1]:
-        target = target.setdefault(key, {})
-    target[keys[-1]] = value
-
-
-def read_offline_run(run_dir: str | Path) -> OfflineRun:
-    """Parse ``offline-run-*/run-*.wandb``: config, summary (last value wins), group and tags."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    run_dir = Path(run_dir)
-    files = sorted(run_dir.glob("run-*.wandb"))
-    if not files:
-        raise FileNotFoundError(f"no run-*.wandb file in {run_dir}")
-    out = OfflineRun(path=run_dir)
-    for chunk in _wandb_chunks(files[0]):
-        record = pb.Record()
-        record.ParseFromString(chunk)
-        kind = record.WhichOneof("record_type")
-        if kind == "run":
-            out.run_id, out.group, out.tags = record.run.run_id, record.run.run_group, list(record.run.tags)
-            for item in record.run.config.update:
-                out.config[item.key] = json.loads(item.value_json)
-        elif kind == "config":
-            for item in record.config.update:
-                keys = list(item.nested_key) or [item.key]
-                _set_nested(out.config, keys, json.loads(item.value_json))
-        elif kind == "summary":
-            for item in record.summary.update:
-                keys = list(item.nested_key) or [item.key]
-                _set_nested(out.summary, keys, json.loads(item.value_json))
-        elif kind == "history":
-            out.n_history += 1
-        elif kind == "exit":
-            out.exit_code = int(record.exit.exit_code)
-    return out
-
-
-def offline_runs(folder: str | Path) -> list[OfflineRun]:
-    """Every offline W&B run below ``folder``."""
-    return [read_offline_run(p) for p in sorted(Path(folder).rglob("offline-run-*")) if p.is_dir()]
 
 
 # ---- sweep summary ---------------------------------------------------------------------------
@@ -180,6 +101,42 @@ def plotted_metric(jobs: Sequence[JobResult], names: Sequence[str]) -> str | Non
     return None
 
 
+def job_label(job: JobResult) -> str:
+    """A job's name in the summary: its overrides (else its folder name)."""
+    return " ".join(job.overrides) or job.job_dir.name
+
+
+def sweep_figure(jobs: Sequence[JobResult], metric: str, *, sweep_name: str = ""):
+    """Bars of ``metric`` per job, each labelled with its value; the title names the sweep, the metric (and
+    whether the jobs optimised it) and the data sets the jobs ran on."""
+    values = np.array([math.nan if j.metrics.get(metric) is None else float(j.metrics[metric]) for j in jobs])
+    optimised = {j.optimized_metric for j in jobs}
+    if metric == "optimized_metric":
+        what = f"each job's optimised metric ({', '.join(sorted(m for m in optimised if m))})"
+    else:
+        what = metric + (" (the optimised metric)" if optimised == {metric} else "")
+    datasets = sorted({str((j.config.get("dataset") or {}).get("name")) for j in jobs
+                       if isinstance(j.config.get("dataset"), dict) and j.config["dataset"].get("name")})
+    width = max(5.0, 1.3 * len(jobs))
+    fig, ax = new_figure(figsize=(width, 4.0))
+    x = np.arange(len(jobs))
+    ax.bar(x, np.nan_to_num(values), color=["#4477aa" if np.isfinite(v) else "none" for v in values])
+    finite = values[np.isfinite(values)]
+    span = float(np.ptp(np.append(finite, 0.0))) or 1.0
+    for xi, v in zip(x, values):
+        ax.text(xi, (v if np.isfinite(v) and v > 0 else 0.0) + 0.01 * span, fmt_float(v, 4), ha="center",
+                va="bottom", fontsize=7)
+    if len(finite):
+        ax.set_ylim(min(0.0, float(finite.min())) * 1.1, max(0.0, float(finite.max())) + 0.12 * span)
+    ax.set_xticks(x)
+    ax.set_xticklabels([job_label(j).replace(" ", "\n") for j in jobs], fontsize=7)
+    ax.set_ylabel(metric)
+    where = f"data set{'s' if len(datasets) > 1 else ''} {', '.join(datasets)}" if datasets else "data set not recorded"
+    set_title(ax, f"sweep {sweep_name}: {what}\n{where}; {len(jobs)} finished jobs", width=int(13 * width), fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
 def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None,
                     metrics: Sequence[str] | None = None) -> dict[str, Path]:
     """One row per finished job (its overrides and metrics): markdown, CSV and a bar plot of ``metric``
@@ -197,38 +154,18 @@ def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None,
         if all(metric not in j.metrics for j in jobs):
             raise KeyError(f"metric {metric!r} is not reported by any job of {sweep_dir} (they report {names})")
         names = [metric, *[n for n in names if n != metric]]
-    label = lambda j: " ".join(j.overrides) or j.job_dir.name  # noqa: E731
     header = ["job", *names]
-    rows = [[label(j), *[j.metrics.get(n) for n in names]] for j in jobs]
+    rows = [[job_label(j), *[j.metrics.get(n) for n in names]] for j in jobs]
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
     out = {"markdown": sweep_dir / "sweep_summary.md", "csv": sweep_dir / "sweep_summary.csv"}
     atomic_write_text(out["markdown"], "\n".join(md) + "\n")
-    import csv
-
     with atomic_open(out["csv"], "w") as f:
         writer = csv.writer(f)
         writer.writerow(header)
         writer.writerows(rows)
     if metric is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        values = [math.nan if j.metrics.get(metric) is None else float(j.metrics[metric]) for j in jobs]
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(jobs)), 3.5))
-        ax.bar(range(len(jobs)), values, color="#4477aa")
-        ax.set_xticks(range(len(jobs)))
-        ax.set_xticklabels([label(j).replace(" ", "\n") for j in jobs], fontsize=7)
-        ax.set_ylabel(metric)
-        ax.set_title(f"sweep {sweep_dir.name}: {metric} per job")
-        fig.tight_layout()
-        out["plot"] = sweep_dir / "sweep_summary.png"
-        tmp = out["plot"].with_suffix(".tmp.png")
-        fig.savefig(tmp, dpi=120)
-        plt.close(fig)
-        tmp.replace(out["plot"])
+        out["plot"] = save_figure(sweep_figure(jobs, metric, sweep_name=sweep_dir.name), sweep_dir / "sweep_summary.png")
     return out
 
 

@@ -1,8 +1,9 @@
-"""Answer normalisation and matching, shared by relevance labelling, answer grading and eRAG.
+"""Answer normalisation and matching, shared by relevance labelling, answer grading, reader probes and eRAG.
 
 ``normalize_answer`` is the SQuAD / DPR convention: lower-case, drop punctuation, drop the articles
 "a", "an", "the", collapse white space. ``has_answer`` is whole-token containment of a normalised
 gold answer in a normalised passage (the DPR ``has_answer`` convention, with its usual noise).
+``is_abstention`` recognises an answer that declines (the ``NO-RESPONSE`` string or a refusal phrase).
 """
 
 from __future__ import annotations
@@ -117,3 +118,31 @@ def distinct_answers(answers: Sequence[str]) -> list[str]:
             seen.add(n)
             out.append(a)
     return out
+
+
+ABSTENTION_STRING = "NO-RESPONSE"
+
+#: Refusal phrases (matched on the normalised answer) besides the abstention string itself.
+REFUSAL_PATTERNS: tuple[str, ...] = (
+    r"^no response\b",
+    r"^noresponse\b",
+    r"\bno[ -]?response\b",
+    r"\bi (do not|dont|don t) know\b",
+    r"\b(cannot|can not|can t|unable to) (answer|be answered|determine|find|provide)\b",
+    r"\b(does not|doesn t|do not|don t) (contain|mention|provide|specify|say|include)\b",
+    r"\bnot (mentioned|provided|specified|stated|found|given|available)\b",
+    r"\bno (information|answer|relevant information|mention)\b",
+    r"\binsufficient information\b",
+    r"^(none|unknown|n a)$",
+)
+_REFUSAL = re.compile("|".join(REFUSAL_PATTERNS))
+
+
+def is_abstention(answer: str, abstention_string: str = ABSTENTION_STRING) -> bool:
+    """True for the abstention string, an empty answer, or a usual refusal phrase."""
+    stripped = answer.strip()
+    if not stripped:
+        return True
+    if abstention_string and abstention_string.lower() in stripped.lower():
+        return True
+    return bool(_REFUSAL.search(normalize_answer(stripped)))

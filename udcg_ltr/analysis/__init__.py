@@ -1,10 +1,10 @@
-"""The correlation study (metrics vs end-to-end RAG accuracy), bootstrap tests, end-to-end runs, reports.
+"""The correlation study (metrics vs end-to-end RAG accuracy), bootstrap tests, reports.
 
-Modules: :mod:`~udcg_ltr.analysis.study` (``run_correlation_study``), :mod:`~udcg_ltr.analysis.end_to_end`
-(``run_contexts``, ``grade_runs``, ``load_shared_runs``), :mod:`~udcg_ltr.analysis.correlation`
-(per-query Spearman / Kendall), :mod:`~udcg_ltr.analysis.bootstrap` (CIs, paired test),
-:mod:`~udcg_ltr.analysis.report` (generic tables, figures and W&B logging shared by every study).
-ANSWER_PROB annotations come from :mod:`udcg_ltr.annotate` (field ``answer_logprob``). Names are imported lazily.
+Modules: :mod:`~udcg_ltr.analysis.study` (``run_correlation_study``), :mod:`~udcg_ltr.analysis.bootstrap` (CIs,
+paired test), :mod:`~udcg_ltr.analysis.report` (generic tables, figures and W&B logging shared by every study).
+Per-query correlations live in :mod:`udcg_ltr.stats`, end-to-end runs in
+:mod:`udcg_ltr.annotate.end_to_end`. ANSWER_PROB annotations come from :mod:`udcg_ltr.annotate`
+(field ``answer_logprob``). Names are imported lazily.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import importlib
 _EXPORTS = {
     "run_correlation_study": "study", "StudyResult": "study", "compute_context_metrics": "study",
     "k_sweep_rows": "study", "summarise": "study", "DEFAULT_METRICS": "study",
-    "run_contexts": "end_to_end", "grade_runs": "end_to_end", "load_shared_runs": "end_to_end",
-    "per_query_correlations": "correlation", "spearman_rows": "correlation", "kendall_rows": "correlation",
     "bootstrap_ci": "bootstrap", "paired_bootstrap_test": "bootstrap",
 }
 

@@ -6,8 +6,10 @@ logging takes a Lightning ``WandbLogger``, a ``wandb`` run, or anything with ``.
 
 * :func:`markdown_table`, :func:`write_csv`, :func:`write_table` (both files, atomic);
 * :func:`fmt_float`, :func:`fmt_ci`, :func:`fmt_p`: number formatting used across reports (NaN -> "NA");
-* :func:`new_figure`, :func:`save_figure`, :func:`plot_lines` (series with optional CI bands),
-  :func:`plot_bars` (values with optional CI error bars);
+* :func:`new_figure`, :func:`save_figure`, :func:`plot_lines` (series with optional CI error bars; identical
+  series merged, each series its own colour, marker and dash, dodged sideways: no line hides another),
+  :func:`plot_bars` (values with optional CI error bars, each bar labelled with its value and CI); the
+  ``*_figure`` functions return the figure unsaved (tests read its artists);
 * :func:`log_to_wandb`: tables as ``wandb.Table`` and PNGs as ``wandb.Image`` in one ``log`` call.
 """
 
@@ -17,6 +19,7 @@ import csv
 import io
 import math
 import os
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,56 +176,158 @@ def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:
     return path
 
 
-def plot_lines(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], path: str | os.PathLike, *,
-               xlabel: str = "", ylabel: str = "", title: str | None = None, hline: float | None = 0.0,
-               xticks: Sequence | None = None) -> Path:
-    """One line per series; a series is ``y`` or ``{"y": ..., "lo": ..., "hi": ...}`` (CI band). NaN gaps allowed."""
-    fig, ax = new_figure()
-    x = np.asarray(x)
-    for name, s in series.items():
-        if isinstance(s, Mapping):
-            y = np.asarray(s["y"], dtype=np.float64)
-            line, = ax.plot(x, y, "-o", ms=3, label=name)
-            if s.get("lo") is not None and s.get("hi") is not None:
-                ax.fill_between(x, np.asarray(s["lo"], float), np.asarray(s["hi"], float), color=line.get_color(),
-                                alpha=0.08, lw=0)
+def set_title(ax, title: str | None, *, width: int = 72, fontsize: float = 10) -> None:
+    """``ax``'s title, each of its lines wrapped at ``width`` characters (a long line would be cut at the figure's edge)."""
+    if title:
+        ax.set_title("\n".join(textwrap.fill(line, width) for line in str(title).split("\n")), fontsize=fontsize)
+
+
+#: Line styles for many series on one axis: colour, marker and dash pattern all change from one series to the
+#: next, so no two series look alike even in greyscale (12 series before a (marker, dash) pair repeats).
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p")
+DASHES = ("-", "--", "-.", ":")
+
+
+def series_style(i: int) -> dict[str, Any]:
+    """Colour, marker and linestyle of the ``i``-th series (see :data:`MARKERS`)."""
+    return {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)], "linestyle": DASHES[i % len(DASHES)]}
+
+
+def _as_series(s) -> dict[str, np.ndarray | None]:
+    if isinstance(s, Mapping):
+        lo, hi = s.get("lo"), s.get("hi")
+        return {"y": np.asarray(s["y"], dtype=np.float64),
+                "lo": None if lo is None else np.asarray(lo, dtype=np.float64),
+                "hi": None if hi is None else np.asarray(hi, dtype=np.float64)}
+    return {"y": np.asarray(s, dtype=np.float64), "lo": None, "hi": None}
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=0.0, atol=1e-12, equal_nan=True))
+
+
+def merge_identical(series: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray | None]]:
+    """Series with identical values (and CIs) merged into one, labelled ``"A = B"``: drawn separately, one
+    would hide the other exactly (MRR and MAP with one relevant passage, nDCG and MRR correlations ...)."""
+    merged: dict[str, dict[str, np.ndarray | None]] = {}
+    for name, raw in series.items():
+        s = _as_series(raw)
+        for label, m in list(merged.items()):
+            if all(_same(s[key], m[key]) for key in ("y", "lo", "hi")):
+                merged[f"{label} = {name}"] = merged.pop(label)
+                break
         else:
-            ax.plot(x, np.asarray(s, dtype=np.float64), "-o", ms=3, label=name)
+            merged[name] = s
+    return merged
+
+
+def draw_lines(ax, x: Sequence, series: Mapping[str, Any], *, dodge: float = 0.25, first_style: int = 0) -> list:
+    """Draw ``series`` (``y`` or ``{"y", "lo", "hi"}``) on ``ax`` so that none hides another; returns the lines.
+
+    Identical series are merged (:func:`merge_identical`); each series gets its own colour, marker and
+    dash (:func:`series_style`); series are shifted sideways by up to ``dodge`` of the x spacing in all
+    (so points and CI whiskers at one x sit side by side); CIs are error bars.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    merged = merge_identical(series)
+    steps = np.diff(np.unique(x[np.isfinite(x)]))
+    spacing = float(steps.min()) if len(steps) else 1.0
+    n = len(merged)
+    lines = []
+    for j, (name, s) in enumerate(merged.items()):
+        shift = (j - (n - 1) / 2) * (dodge * spacing / max(n - 1, 1)) if n > 1 else 0.0
+        style = series_style(first_style + j)
+        line, = ax.plot(x + shift, s["y"], ms=4, lw=1.4, label=name, **style)
+        if s["lo"] is not None and s["hi"] is not None:
+            yerr = np.vstack([np.clip(s["y"] - s["lo"], 0, None), np.clip(s["hi"] - s["y"], 0, None)])
+            ax.errorbar(x + shift, s["y"], yerr=np.nan_to_num(yerr), fmt="none", ecolor=style["color"], elinewidth=0.8,
+                        capsize=2, alpha=0.7)
+        lines.append(line)
+    return lines
+
+
+def lines_figure(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], *, xlabel: str = "",
+                 ylabel: str = "", title: str | None = None, hline: float | None = 0.0, xticks: Sequence | None = None):
+    """The figure of :func:`plot_lines` (returned, not saved: tests read its artists)."""
+    fig, ax = new_figure(figsize=(7.6, 4.4))
+    draw_lines(ax, x, series)
     if hline is not None:
         ax.axhline(hline, color="grey", lw=0.5)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if xticks is not None:
-        ax.set_xticks(list(xticks))
-    if title:
-        ax.set_title(title)
+    ax.set_xticks(list(xticks) if xticks is not None else list(np.asarray(x)))
+    set_title(ax, title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    return save_figure(fig, path)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: hides no point
+    return fig
 
 
-def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, *, lo=None, hi=None,
-              ylabel: str = "", title: str | None = None, highlight: Sequence[str] = ()) -> Path:
-    """Horizontal bars with optional CI error bars; ``highlight`` labels drawn in a second colour. NaN bars are skipped."""
-    fig, ax = new_figure(figsize=(6.4, 0.35 * len(labels) + 1.2))
+def plot_lines(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], path: str | os.PathLike, *,
+               xlabel: str = "", ylabel: str = "", title: str | None = None, hline: float | None = 0.0,
+               xticks: Sequence | None = None) -> Path:
+    """One line per series; a series is ``y`` or ``{"y": ..., "lo": ..., "hi": ...}`` (CI error bars). NaN gaps
+    allowed. No series hides another (:func:`draw_lines`)."""
+    return save_figure(lines_figure(x, series, xlabel=xlabel, ylabel=ylabel, title=title, hline=hline,
+                                    xticks=xticks), path)
+
+
+def value_label(value, lo=None, hi=None, digits: int = 3) -> str:
+    """``0.412`` or, with a CI, ``0.412 [0.350, 0.470]``; ``NA`` for NaN."""
+    if lo is None or hi is None or _isnan(lo) or _isnan(hi):
+        return fmt_float(value, digits)
+    return fmt_ci(value, lo, hi, digits)
+
+
+def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=None, ylabel: str = "",
+                title: str | None = None, highlight: Sequence[str] = (), digits: int = 3):
+    """The figure of :func:`plot_bars`: horizontal bars, CI error bars, each bar labelled with its value and CI."""
+    fig, ax = new_figure(figsize=(7.2, 0.38 * len(labels) + 1.4))
     v = np.asarray(values, dtype=np.float64)
     y = np.arange(len(labels))[::-1]
     colors = ["tab:orange" if lab in set(highlight) else "tab:blue" for lab in labels]
     ok = ~np.isnan(v)
+    lo_ = np.asarray(lo, float) if lo is not None else np.full(len(v), np.nan)
+    hi_ = np.asarray(hi, float) if hi is not None else np.full(len(v), np.nan)
     xerr = None
     if lo is not None and hi is not None:
-        lo_, hi_ = np.asarray(lo, float), np.asarray(hi, float)
         xerr = np.vstack([np.where(ok, v - lo_, 0), np.where(ok, hi_ - v, 0)])
         xerr = np.nan_to_num(np.clip(xerr, 0, None))[:, ok]
     ax.barh(y[ok], v[ok], color=[c for c, o in zip(colors, ok) if o], xerr=xerr, capsize=3)
+    # Each bar's label sits beyond its whisker, on the side the bar points to: never on top of another bar.
+    ends = np.where(np.isfinite(hi_), np.fmax(v, hi_), v)
+    starts = np.where(np.isfinite(lo_), np.fmin(v, lo_), v)
+    finite = np.concatenate([ends[ok], starts[ok], [0.0]])
+    span = float(finite.max() - finite.min()) or 1.0
+    pad = 0.015 * span
+    for yi, vi, a, b, li, hi_i in zip(y, v, starts, ends, lo_, hi_):
+        text = value_label(vi, li, hi_i, digits)
+        if np.isnan(vi):
+            ax.text(pad, yi, text, va="center", ha="left", fontsize=7, color="grey")
+        elif vi < 0:
+            ax.text(a - pad, yi, text, va="center", ha="right", fontsize=7)
+        else:
+            ax.text(b + pad, yi, text, va="center", ha="left", fontsize=7)
+    # room for the labels: about 40% of the data span on each side that has bars
+    left = min(0.0, float(finite.min())) - (0.45 * span if (v[ok] < 0).any() else 0.02 * span)
+    right = max(0.0, float(finite.max())) + (0.45 * span if (v[ok] >= 0).any() or not ok.any() else 0.02 * span)
+    ax.set_xlim(left, right)
     ax.set_yticks(y)
     ax.set_yticklabels(labels)
     ax.axvline(0.0, color="grey", lw=0.5)
     ax.set_xlabel(ylabel)
-    if title:
-        ax.set_title(title)
+    set_title(ax, title, width=64)
     ax.grid(axis="x", alpha=0.3)
-    return save_figure(fig, path)
+    return fig
+
+
+def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, *, lo=None, hi=None,
+              ylabel: str = "", title: str | None = None, highlight: Sequence[str] = (), digits: int = 3) -> Path:
+    """Horizontal bars with optional CI error bars, each labelled with its value (and CI, ``digits`` decimals);
+    ``highlight`` labels drawn in a second colour. NaN bars are not drawn and labelled ``NA``."""
+    return save_figure(bars_figure(labels, values, lo=lo, hi=hi, ylabel=ylabel, title=title, highlight=highlight,
+                                   digits=digits), path)
 
 
 # ---------------------------------------------------------------------------------------------

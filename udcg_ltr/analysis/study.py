@@ -3,7 +3,7 @@
 For every query, several contexts (``k`` passages in prompt order) were answered by the LLM and
 graded correct (2) > abstained (1) > wrong (0). Each metric scores the same contexts; the per-query
 Spearman and Kendall tau-b correlation between the metric's order and the ideal (outcome) order says
-how well the metric predicts end-to-end quality (:mod:`udcg_ltr.analysis.correlation`). Queries where
+how well the metric predicts end-to-end quality (:mod:`udcg_ltr.stats.correlation`). Queries where
 either side is constant have an undefined correlation: NA, counted and reported, never averaged.
 Means over queries come with bootstrap 95% intervals (queries resampled) and a paired bootstrap test
 of UDCG against every other metric (:mod:`udcg_ltr.analysis.bootstrap`).
@@ -52,8 +52,6 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test
-from udcg_ltr.analysis.correlation import QueryCorrelations, per_query_correlations
-from udcg_ltr.analysis.end_to_end import grade_runs, run_contexts, run_summary
 from udcg_ltr.analysis.report import (
     Column,
     fmt_ci,
@@ -65,7 +63,8 @@ from udcg_ltr.analysis.report import (
     plot_lines,
     write_csv,
 )
-from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts, run_summary
+from udcg_ltr.data.schema import QueryRecord, records_by_qid
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID, GammaCalibration, calibrate_gamma, plot_gamma_curve
 from udcg_ltr.fit.pairs import ContextTable, build_context_table, group_index
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts, truncate_contexts
@@ -76,6 +75,7 @@ from udcg_ltr.metrics import classic
 from udcg_ltr.metrics.erag import erag_labels, graded_precision
 from udcg_ltr.metrics.setbased import ra_nwg
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg
+from udcg_ltr.stats.correlation import QueryCorrelations, per_query_correlations
 
 REFERENCE = "UDCG"
 THETA_NAMES = {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)", "binary": "UDCG_theta (binary)"}
@@ -166,7 +166,7 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
     ``theta`` maps a feature variant (``full``/``relevance_only``/``binary``) to fitted weights; UDCG_theta
     rows without weights are skipped, as is ``UDCG (gamma*)`` without ``gamma_star``.
     """
-    by_qid = records if isinstance(records, Mapping) else {r.qid: r for r in records}
+    by_qid = records_by_qid(records)
     wanted = list(metrics) if metrics is not None else list(DEFAULT_METRICS)
     theta = dict(theta or {})
     k = table.k
@@ -430,7 +430,7 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
     """
     from tqdm.auto import tqdm
 
-    by_qid = records if isinstance(records, Mapping) else {r.qid: r for r in records}
+    by_qid = records_by_qid(records)
     if mode not in ("truncate", "resample"):
         raise ValueError(f"mode must be 'truncate' or 'resample', got {mode!r}")
     if mode == "resample" and scorer is None:
@@ -599,10 +599,14 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     paths["bars_png"] = plot_bars([r["metric"] for r in rep], [r["spearman"] for r in rep], out / "correlation_bars.png",
                                   lo=[r["spearman_lo"] for r in rep], hi=[r["spearman_hi"] for r in rep],
                                   ylabel="mean per-query Spearman (95% CI)", highlight=[REFERENCE, "UDCG_theta"],
-                                  title=f"{report_label} split: {n_report_q} queries")
+                                  title=f"{title or 'Metric-accuracy correlation'}\n{report_label} split: "
+                                        f"{n_report_q} queries, LLM {llm_name}")
     if sweep:
         paths["k_sweep_csv"] = write_csv(out / "k_sweep.csv", sweep)
-        paths["k_sweep_png"] = plot_k_sweep(sweep, out / "k_sweep.png")
+        paths["k_sweep_png"] = plot_k_sweep(
+            sweep, out / "k_sweep.png",
+            title=f"{title or 'Metric-accuracy correlation'} vs k ({sweep[0]['mode']}; outcome: "
+                  f"{sweep[0]['outcome_source']})\n{report_label} split: {n_report_q} queries, LLM {llm_name}")
 
     counts = run_summary(graded)
     n_const = sum(r["outcome_constant"] for r in per_query)

@@ -2,11 +2,14 @@
 
 Modules (imported lazily, so ``import udcg_ltr.annotate`` does not load torch):
 
-* :mod:`~udcg_ltr.annotate.prompts` -- :class:`PromptConfig` (UDCG paper, Figure 4) and its version hash;
-* :mod:`~udcg_ltr.annotate.scorer` -- :class:`LLMScorer`, :class:`PromptItem`, :class:`ScoreResult`;
+* :mod:`~udcg_ltr.annotate.prompts` -- :class:`PromptConfig` (UDCG paper, Figure 4), its version hash, the
+  prompt data types :class:`PromptItem` and :class:`ScoreResult`;
+* :mod:`~udcg_ltr.annotate.scorer` -- :class:`LLMScorer` (torch);
 * :mod:`~udcg_ltr.annotate.llms` -- :func:`load_llm` (``"demo"``, ``"smollm2"``, a Hub id or a path);
 * :mod:`~udcg_ltr.annotate.cache` -- :class:`AnnotationCache` (append-only JSONL segments);
-* :mod:`~udcg_ltr.annotate.annotator` -- :class:`CachedScorer`, :func:`annotate_records`;
+* :mod:`~udcg_ltr.annotate.annotator` -- :class:`CachedScorer`, :func:`with_cache`, :func:`annotate_records`,
+  :func:`ensure_annotations`;
+* :mod:`~udcg_ltr.annotate.end_to_end` -- the LLM answering whole contexts, graded (:func:`run_contexts`);
 * :mod:`~udcg_ltr.annotate.baselines` -- eRAG labels, ANSWER_PROB, Monte Carlo P(NO-RESPONSE);
 * :mod:`~udcg_ltr.annotate.relevance` -- relevance from labels, containment or an LLM judge;
 * :mod:`~udcg_ltr.annotate.judge` -- LLM judges (relevance, answer grading) with tolerant parsing;
@@ -22,7 +25,7 @@ from typing import Any
 
 _EXPORTS = {
     "PromptConfig": "prompts",
-    "LLMScorer": "scorer", "PromptItem": "scorer", "ScoreResult": "scorer",
+    "LLMScorer": "scorer", "PromptItem": "prompts", "ScoreResult": "prompts",
     "load_llm": "llms",
     "AnnotationCache": "cache", "cache_key": "cache",
     "CachedScorer": "annotator", "annotate_records": "annotator", "AnnotationStats": "annotator",

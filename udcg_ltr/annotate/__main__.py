@@ -28,7 +28,14 @@ for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("W
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from udcg_ltr.annotate.annotator import annotate_records  # noqa: E402
+from udcg_ltr.annotate.baselines import MonteCarloConfig  # noqa: E402
+from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root  # noqa: E402
+from udcg_ltr.annotate.judge import RELEVANCE_JUDGE, RelevanceJudge  # noqa: E402
+from udcg_ltr.annotate.relevance import label_relevance  # noqa: E402
+from udcg_ltr.data.jsonl import read_records, write_records  # noqa: E402
 from udcg_ltr.data.schema import DataError  # noqa: E402
+from udcg_ltr.io import atomic_write_json  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
 
 log = logging.getLogger("udcg_ltr.annotate")
@@ -40,8 +47,6 @@ BUILTIN_DATASETS = {"annotated_squad": "udcg_ltr.data.readers.annotated.read_ann
 def load_records(cfg: DictConfig) -> tuple[list, str]:
     """The records to annotate and a description of their source."""
     from hydra.utils import get_method, instantiate
-
-    from udcg_ltr.data.jsonl import read_records
 
     dataset = cfg.get("dataset")
     if dataset is not None:
@@ -73,14 +78,7 @@ def select_shard(records: list, *, index: int, count: int) -> list:
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Annotate as ``cfg`` says; returns the summary (also written next to the output)."""
-    from udcg_ltr.annotate.annotator import annotate_records
-    from udcg_ltr.annotate.baselines import MonteCarloConfig
-    from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
-    from udcg_ltr.annotate.judge import RELEVANCE_JUDGE, RelevanceJudge
-    from udcg_ltr.annotate.llms import load_llm
-    from udcg_ltr.annotate.relevance import label_relevance
-    from udcg_ltr.data.jsonl import write_records
-    from udcg_ltr.io import atomic_write_json
+    from udcg_ltr.annotate.llms import load_llm  # torch: loaded when there is work to do
 
     records, source = load_records(cfg)
     if cfg.get("limit") is not None:

@@ -31,8 +31,9 @@ from typing import Any
 
 from udcg_ltr.annotate.baselines import ERAG_FIELDS, MonteCarloConfig, abstention_rate, erag_labels
 from udcg_ltr.annotate.cache import AnnotationCache, cache_key
-from udcg_ltr.annotate.scorer import PromptItem, ScoreResult
-from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.annotate.prompts import PromptItem, ScoreResult, as_prompt_config
+from udcg_ltr.batching import progress_bar
+from udcg_ltr.data.schema import DataError, QueryRecord
 from udcg_ltr.text import distinct_answers
 
 log = logging.getLogger(__name__)
@@ -220,6 +221,127 @@ class CachedScorer:
         return out
 
 
+class DedupScorer:
+    """Scores each distinct prompt of a call once (identical ``(question, passages)`` items share a result).
+
+    Why: a prompt repeated within one call (two oracle schemas picking the same passages, a k = 1 resample
+    drawing one passage twice) would otherwise cost an LLM pass per copy when the scorer is not behind the
+    cache (:class:`CachedScorer` dedups a call itself). Everything else is delegated to the wrapped scorer.
+    """
+
+    def __init__(self, scorer):
+        self.scorer = scorer
+
+    @classmethod
+    def wrap(cls, scorer):
+        return scorer if scorer is None or isinstance(scorer, cls) else cls(scorer)
+
+    def __getattr__(self, name: str):
+        return getattr(self.scorer, name)
+
+    def score(self, items, **kwargs):
+        items = list(items)
+        keys = [(it.question, tuple((str(t), str(x)) for t, x in it.passages)) for it in items]
+        first: dict[tuple, int] = {}
+        unique = []
+        for it, key in zip(items, keys):
+            if key not in first:
+                first[key] = len(unique)
+                unique.append(it)
+        results = self.scorer.score(unique, **kwargs)
+        return [results[first[key]] for key in keys]
+
+
+class CacheMiss(RuntimeError):
+    """A :class:`CacheOnlyScorer` was asked for a prompt that is not in the cache."""
+
+
+class CacheOnlyScorer:
+    """Stands in for an LLM whose answers are all in the annotation cache (reproducing a study offline).
+
+    It carries what :class:`CachedScorer` keys on -- the LLM ``name``, the
+    prompt version, the precision (``dtype`` / ``quantize``) and ``max_new_tokens`` -- so cached
+    entries written by the real ``LLMScorer`` are found; any prompt missing from the cache raises
+    :class:`CacheMiss` instead of loading a model.
+    """
+
+    def __init__(self, name: str, *, prompt=None, prompt_version: str | None = None, dtype: str = "float32",
+                 quantize: str | None = None, exact_tail: int | None = None, max_new_tokens: int = 24):
+        self.name = name
+        self.prompt = as_prompt_config(prompt)
+        self._version = prompt_version
+        self.dtype = dtype
+        self.quantize = quantize
+        self.exact_tail = exact_tail
+        self.max_new_tokens = int(max_new_tokens)
+
+    @property
+    def prompt_version(self) -> str:
+        """The version the cache keys use: ``prompt_version`` when given, else the prompt's hash."""
+        return self._version or self.prompt.version()
+
+    def answer_logprobs(self, items, answers, **_: Any):
+        raise CacheMiss(f"{len(items)} ANSWER_PROB prompts for {self.name!r} are not in the cache; compute them "
+                        "with the LLM first")
+
+    def score(self, items, **_: Any):
+        raise CacheMiss(f"{len(items)} prompts for {self.name!r} are not in the cache (e.g. question "
+                        f"{items[0].question[:80]!r}); run the study with the LLM first")
+
+
+class LazyScorer(CacheOnlyScorer):
+    """A :class:`CacheOnlyScorer` that loads the real LLM (``load()``) on the first prompt the cache lacks.
+
+    Behind a ``CachedScorer`` it reproduces a study or bench from the cache without loading any model when
+    every answer is cached, and computes exactly what is missing otherwise (a fresh clone). The loaded
+    scorer must key the cache as this stand-in does (name, prompt version, precision, ``max_new_tokens``),
+    else the answers it computes could not be found again: a mismatch is an error.
+    """
+
+    def __init__(self, name: str, load, **kwargs: Any):
+        super().__init__(name, **kwargs)
+        self._load = load
+        self._llm = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._llm is not None
+
+    def llm(self):
+        """The real scorer, loaded on first use and checked against this stand-in's cache keys."""
+        if self._llm is None:
+            llm = self._load()
+            mine = (self.name, self.prompt_version, str(self.dtype), self.quantize, self.max_new_tokens)
+            theirs = (llm.name, llm.prompt_version, str(getattr(llm, "dtype", "float32")).replace("torch.", ""),
+                      getattr(llm, "quantize", None), int(getattr(llm, "max_new_tokens", 24)))
+            if mine != theirs:
+                raise ValueError(f"the loaded LLM keys the cache as {theirs}, the stand-in as {mine}")
+            self._llm = llm
+        return self._llm
+
+    def score(self, items, **kwargs: Any):
+        return self.llm().score(items, **kwargs)
+
+    def answer_logprobs(self, items, answers, **kwargs: Any):
+        return self.llm().answer_logprobs(items, answers, **kwargs)
+
+    def sample_answers(self, items, **kwargs: Any):
+        return self.llm().sample_answers(items, **kwargs)
+
+
+def with_cache(scorer, cache: AnnotationCache | None):
+    """``scorer`` behind ``cache``: the one way a scorer is put behind the annotation cache.
+
+    A :class:`CachedScorer` over ``cache`` is kept as is, one over another cache is rebuilt around its
+    scorer with ``cache``; ``cache=None`` leaves ``scorer`` as it is (a test fake needs no cache keys).
+    """
+    if cache is None:
+        return scorer
+    if isinstance(scorer, CachedScorer):
+        return scorer if scorer.cache is cache else CachedScorer(scorer.scorer, cache)
+    return CachedScorer(scorer, cache)
+
+
 def passage_items(records: Iterable[QueryRecord]) -> tuple[list[tuple[int, int]], list[PromptItem]]:
     """One single-passage prompt per (record, passage): ``(positions, items)``."""
     where, items = [], []
@@ -315,6 +437,35 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     return stats
 
 
+def missing_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str]) -> int:
+    """Number of passages lacking one of ``fields`` in ``annotations[llm]``."""
+    return sum(1 for r in records for p in r.passages
+               if any(f not in p.annotations.get(llm, {}) for f in fields))
+
+
+def ensure_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str], scorer=None, *,
+                       progress: bool = True) -> dict[str, Any]:
+    """Make sure every passage has ``fields`` under ``annotations[llm]``.
+
+    Missing ones are computed in place with :func:`~udcg_ltr.annotate.annotator.annotate_records`
+    (single-passage prompts, through the scorer's cache); without a scorer a missing annotation is
+    a :class:`DataError`. Returns ``{"missing": n, "computed": n, "cached": n}``.
+    """
+    n_missing = missing_annotations(records, llm, fields)
+    info = {"missing": n_missing, "computed": 0, "cached": 0}
+    if not n_missing:
+        return info
+    if scorer is None:
+        raise DataError(f"{n_missing} passages lack {list(fields)} annotations for LLM {llm!r}, and no scorer "
+                        "was given to compute them")
+    scorer_name = getattr(scorer, "name", None)
+    if scorer_name is not None and scorer_name != llm:
+        raise ValueError(f"the scorer is {scorer_name!r} but the records need annotations of {llm!r}")
+    todo = [r for r in records if any(f not in p.annotations.get(llm, {}) for p in r.passages for f in fields)]
+    stats = annotate_records(todo, scorer, None, fields=list(fields), progress=progress)
+    info.update(computed=stats.computed, cached=stats.cached)
+    return info
+
+
 def _bar(total: int, desc: str, progress: bool | None):
-    from udcg_ltr.annotate.scorer import _progress
-    return _progress(total, desc, True if progress is None else progress)
+    return progress_bar(total, desc, True if progress is None else progress)

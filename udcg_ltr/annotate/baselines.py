@@ -7,7 +7,7 @@
   same prompt, max over the gold answers (``answer_logprob``) --
   :meth:`udcg_ltr.annotate.scorer.LLMScorer.answer_logprobs`;
 * **Monte Carlo P(NO-RESPONSE)** for LLMs reachable only through a text API: the share of ``n``
-  answers sampled at temperature ``T`` that abstain (:func:`udcg_ltr.annotate.grading.is_abstention`),
+  answers sampled at temperature ``T`` that abstain (:func:`udcg_ltr.text.is_abstention`),
   stored as ``p_no_response_mc`` -- :func:`monte_carlo_p_no_response`.
 """
 
@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from udcg_ltr.annotate.grading import ABSTENTION_STRING, is_abstention
-from udcg_ltr.text import contains_answer, exact_match, token_f1
+from udcg_ltr.text import ABSTENTION_STRING, contains_answer, exact_match, is_abstention, token_f1
 
 #: Annotation fields that :func:`erag_labels` fills.
 ERAG_FIELDS = ("erag_em", "erag_f1", "erag_contains")

@@ -48,6 +48,7 @@ from typing import Any
 
 from udcg_ltr.data.schema import DataError
 from udcg_ltr.io import atomic_open
+from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,19 @@ def default_cache_root(llm_name: str) -> Path:
     The annotation CLI, train.py and evaluate.py all default to it, so annotations made by one are
     reused by the others.
     """
-    from udcg_ltr.paths import cache_dir
-
     return cache_dir() / "annotations" / re.sub(r"[^A-Za-z0-9._-]+", "_", llm_name)
+
+
+def open_cache(cache, llm_name: str) -> AnnotationCache | None:
+    """The annotation cache a job or study asked for: ``True`` -> :func:`default_cache_root` of ``llm_name``;
+    a path -> a cache there; a cache object as is; ``None`` / ``False`` -> no cache."""
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        return AnnotationCache(default_cache_root(llm_name))
+    if isinstance(cache, (str, os.PathLike)):
+        return AnnotationCache(Path(cache))
+    return cache
 
 
 def passages_digest(passages: Sequence[tuple[str, str]]) -> str:

@@ -1,6 +1,7 @@
 """Grading an end-to-end answer as CORRECT / ABSTAINED / WRONG (the outcome order UDCG_theta learns).
 
-* ABSTAINED: the answer is the abstention string (``NO-RESPONSE``) or a usual refusal phrase;
+* ABSTAINED: the answer is the abstention string (``NO-RESPONSE``) or a usual refusal phrase
+  (:func:`udcg_ltr.text.is_abstention`);
 * CORRECT: the answer matches a gold answer under the chosen rule (``contains``: a normalised gold
   answer occurs as whole tokens in the normalised answer, which includes exact match; ``em``:
   normalised exact match; ``f1``: token F1 >= ``f1_threshold``) **and** the context holds at least
@@ -12,10 +13,9 @@
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Sequence
 
-from udcg_ltr.text import contains_answer, exact_match, normalize_answer, token_f1
+from udcg_ltr.text import ABSTENTION_STRING, contains_answer, exact_match, is_abstention, token_f1
 
 
 class Outcome(str, enum.Enum):
@@ -27,34 +27,6 @@ class Outcome(str, enum.Enum):
     def score(self) -> int:
         """Ordinal used for ranking contexts: correct (2) > abstained (1) > wrong (0)."""
         return {"correct": 2, "abstained": 1, "wrong": 0}[self.value]
-
-
-ABSTENTION_STRING = "NO-RESPONSE"
-
-#: Refusal phrases (matched on the normalised answer) besides the abstention string itself.
-REFUSAL_PATTERNS: tuple[str, ...] = (
-    r"^no response\b",
-    r"^noresponse\b",
-    r"\bno[ -]?response\b",
-    r"\bi (do not|dont|don t) know\b",
-    r"\b(cannot|can not|can t|unable to) (answer|be answered|determine|find|provide)\b",
-    r"\b(does not|doesn t|do not|don t) (contain|mention|provide|specify|say|include)\b",
-    r"\bnot (mentioned|provided|specified|stated|found|given|available)\b",
-    r"\bno (information|answer|relevant information|mention)\b",
-    r"\binsufficient information\b",
-    r"^(none|unknown|n a)$",
-)
-_REFUSAL = re.compile("|".join(REFUSAL_PATTERNS))
-
-
-def is_abstention(answer: str, abstention_string: str = ABSTENTION_STRING) -> bool:
-    """True for the abstention string, an empty answer, or a usual refusal phrase."""
-    stripped = answer.strip()
-    if not stripped:
-        return True
-    if abstention_string and abstention_string.lower() in stripped.lower():
-        return True
-    return bool(_REFUSAL.search(normalize_answer(stripped)))
 
 
 def answer_matches(answer: str, gold: Sequence[str], *, rule: str = "contains", f1_threshold: float = 0.5) -> bool:

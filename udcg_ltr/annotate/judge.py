@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from udcg_ltr.annotate.cache import cache_key
 from udcg_ltr.annotate.grading import Outcome, grade_answer
 
 log = logging.getLogger(__name__)
@@ -305,8 +306,6 @@ class LLMJudge:
         return msgs + [{"role": "user", "content": prompt}]
 
     def _run(self, prompts: Sequence[str], *, progress: bool | None = None) -> JudgeResults:
-        from udcg_ltr.annotate.cache import cache_key
-
         name = getattr(self.llm, "name", "llm")
         keys = [cache_key(name, self.config.version(), self.task, p, [], {"max_new_tokens": self.config.max_new_tokens})
                 for p in prompts]

@@ -1,4 +1,5 @@
-"""Prompt configuration for utility annotation (UDCG paper, Figure 4) and its version hash.
+"""Prompt configuration for utility annotation (UDCG paper, Figure 4), its version hash, and the prompt data types
+(:class:`PromptItem` in, :class:`ScoreResult` out; torch-free, so the cache and the annotator need no model).
 
 The annotator asks the LLM one (question, passages) prompt at a time:
 
@@ -23,7 +24,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: The UDCG paper's annotation instruction (Figure 4), as in the shared ``meta.json``.
@@ -36,6 +37,28 @@ PAPER_USER_TEMPLATE = "Documents:\n{documents}\n\nQuestion:\n{question}\n\nAnswe
 PAPER_DOCUMENT_TEMPLATE = "Document [{i}] (Title: {title}) {text}"
 PAPER_DOCUMENT_SEPARATOR = "\n\n"
 ABSTENTION = "NO-RESPONSE"
+
+
+@dataclass
+class PromptItem:
+    """One prompt: a question and its passages in prompt order, as ``(title, text)`` pairs."""
+
+    question: str
+    passages: Sequence[tuple[str, str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str):
+            raise TypeError(f"PromptItem.question must be a string, got {type(self.question).__name__}")
+        self.passages = [(str(t), str(x)) for t, x in self.passages]
+
+
+@dataclass
+class ScoreResult:
+    """P(NO-RESPONSE), the greedy answer (``None`` unless asked for) and the prompt length in tokens."""
+
+    p_no_response: float
+    answer: str | None
+    n_prompt_tokens: int
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from udcg_ltr.annotate.prompts import PromptConfig, as_prompt_config
-from udcg_ltr.batching import length_batches
+from udcg_ltr.annotate.prompts import PromptConfig, PromptItem, ScoreResult, as_prompt_config  # re-exported
+from udcg_ltr.batching import length_batches, progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -47,28 +46,6 @@ _DTYPES = {
 }
 #: Marks where the documents start when locating the shared instruction prefix.
 _SENTINEL = "\u2063UDCG_DOCUMENTS_START\u2063"
-
-
-@dataclass
-class PromptItem:
-    """One prompt: a question and its passages in prompt order, as ``(title, text)`` pairs."""
-
-    question: str
-    passages: Sequence[tuple[str, str]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.question, str):
-            raise TypeError(f"PromptItem.question must be a string, got {type(self.question).__name__}")
-        self.passages = [(str(t), str(x)) for t, x in self.passages]
-
-
-@dataclass
-class ScoreResult:
-    """P(NO-RESPONSE), the greedy answer (``None`` unless asked for) and the prompt length in tokens."""
-
-    p_no_response: float
-    answer: str | None
-    n_prompt_tokens: int
 
 
 def torch_dtype(name: str | torch.dtype) -> torch.dtype:
@@ -426,7 +403,7 @@ class LLMScorer:
             seqs = [self.encode(it) for it in items]
             prefix = self._shared_prefix(seqs, self.prefix_ids())
             results: list[ScoreResult | None] = [None] * len(items)
-            bar = _progress(len(items), self.name, self.progress if progress is None else progress)
+            bar = progress_bar(len(items), self.name, self.progress if progress is None else progress)
             try:
                 for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                     logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
@@ -487,7 +464,7 @@ class LLMScorer:
             seqs = [p + t for p, t in zip(prompts, targets)]
             prefix = self._shared_prefix(prompts, self.prefix_ids())
             out: list[float] = [math.nan] * len(items)
-            bar = _progress(len(items), f"{self.name} logP(answer)", self.progress if progress is None else progress)
+            bar = progress_bar(len(items), f"{self.name} logP(answer)", self.progress if progress is None else progress)
             try:
                 for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                     A = max(len(targets[i]) for i in batch)
@@ -558,7 +535,7 @@ class LLMScorer:
                 seqs = [self._tokenize("\n\n".join(m["content"] for m in c)) for c in conversations]
             prefix = self._shared_prefix(seqs, seqs[0]) if len(seqs) > 1 else []
             out: list[str] = [""] * len(seqs)
-            bar = _progress(len(seqs), f"{self.name} generate", self.progress if progress is None else progress)
+            bar = progress_bar(len(seqs), f"{self.name} generate", self.progress if progress is None else progress)
             try:
                 for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                     logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
@@ -751,17 +728,3 @@ def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
             break
     return rest
 
-
-def _progress(total: int, desc: str, enabled: bool):
-    if not enabled or total <= 0:
-        return _NullBar()
-    from tqdm.auto import tqdm
-    return tqdm(total=total, desc=desc, unit="prompt", dynamic_ncols=True, mininterval=1.0)
-
-
-class _NullBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass

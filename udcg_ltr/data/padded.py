@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from udcg_ltr.annotate.probes import ANSWER_PROBES, answer_probes
 from udcg_ltr.data.lexical import LEXICAL_FEATURES, lexical_features, records_idf
+from udcg_ltr.data.probes import ANSWER_PROBES, answer_probes
 from udcg_ltr.data.schema import QueryRecord
 
 
@@ -30,7 +30,7 @@ class PaddedSlates:
     ``utility`` is NaN-free only when an LLM was given (else zeros); ``relevance`` holds the raw
     labels (graded or binary, 0 when unlabelled); ``relevant`` the binarised labels. ``probes`` holds
     label-free per-passage signals (``[Q, W]`` each): the lexical coverage features of
-    :mod:`udcg_ltr.data.lexical` (always), and the reader probes of :mod:`udcg_ltr.annotate.probes`
+    :mod:`udcg_ltr.data.lexical` (always), and the reader probes of :mod:`udcg_ltr.data.probes`
     when every real passage carries the LLM's ``answer_alone``; selectors read them as ``extra_features``.
     """
 

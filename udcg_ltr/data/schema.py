@@ -31,7 +31,7 @@ from typing import Any
 from udcg_ltr.io import DataError, MissingFileError
 
 __all__ = ["MAX_GRADE", "PROBABILITY_FIELDS", "DataError", "MissingFileError", "Passage", "QueryRecord", "get_field",
-           "get_str_list", "is_finite_number", "iter_validated", "validate_record"]
+           "get_str_list", "is_finite_number", "iter_validated", "records_by_qid", "validate_record"]
 
 #: Annotation fields that hold probabilities and must lie in [0, 1].
 PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
@@ -166,6 +166,11 @@ class QueryRecord:
         for p in self.passages[1:]:
             names &= set(p.annotations)
         return sorted(names)
+
+
+def records_by_qid(records: Iterable[QueryRecord] | Mapping[str, QueryRecord]) -> dict[str, QueryRecord]:
+    """``{qid: record}`` from records (a mapping is taken as already keyed by qid)."""
+    return dict(records) if isinstance(records, Mapping) else {r.qid: r for r in records}
 
 
 def validate_record(record: QueryRecord, *, path: str | None = None, line: int | None = None,

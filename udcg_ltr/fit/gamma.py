@@ -3,7 +3,7 @@
 ``UDCG_gamma(q, C) = sigmoid((1/k) sum u_i+ + (gamma/k) sum u_i-)``: gamma sets how much a
 distractor hurts relative to how much a useful passage helps (paper default 1/3). For each gamma of
 a grid we score every calibration context, compute the per-query Spearman correlation with the
-outcome order (correct > abstained > wrong; :mod:`udcg_ltr.analysis.correlation`) and average it
+outcome order (correct > abstained > wrong; :mod:`udcg_ltr.stats.correlation`) and average it
 over the queries where it is defined; the calibrated gamma maximises that mean. Ties (within
 ``1e-12``) go to the gamma closest to the paper's 1/3, then the smaller one.
 
@@ -19,7 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from udcg_ltr.analysis.report import new_figure, save_figure
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_logit
+from udcg_ltr.stats.correlation import per_query_correlations
+from udcg_ltr.stats.groups import group_index
 
 #: 0, 1/12, ..., 2 in steps of 1/12 (4/12 is exactly the double nearest 1/3, the paper's gamma), and 3.
 DEFAULT_GAMMA_GRID: tuple[float, ...] = tuple(sorted({i / 12 for i in range(25)} | {DEFAULT_GAMMA, 3.0}))
@@ -50,9 +53,6 @@ class GammaCalibration:
 def calibrate_gamma(utility: np.ndarray, mask: np.ndarray | None, outcome: np.ndarray, qids: Sequence, *,
                     grid: Sequence[float] = DEFAULT_GAMMA_GRID, default: float = DEFAULT_GAMMA) -> GammaCalibration:
     """Grid search of gamma maximising the mean per-query Spearman of UDCG against outcomes (module docstring)."""
-    from udcg_ltr.analysis.correlation import per_query_correlations
-    from udcg_ltr.fit.pairs import group_index
-
     grid_arr = np.asarray(sorted(set(float(g) for g in grid)), dtype=np.float64)
     if grid_arr.size == 0:
         raise ValueError("empty gamma grid")
@@ -76,8 +76,6 @@ def calibrate_gamma(utility: np.ndarray, mask: np.ndarray | None, outcome: np.nd
 
 def plot_gamma_curve(cal: GammaCalibration, path: str | os.PathLike, *, title: str | None = None) -> Path:
     """PNG: mean per-query Spearman against gamma, with the calibrated and the default gamma marked."""
-    from udcg_ltr.analysis.report import new_figure, save_figure
-
     fig, ax = new_figure()
     ax.plot(cal.grid, cal.mean_spearman, "-o", ms=3)
     ax.axvline(cal.gamma, color="tab:orange", ls="--", label=f"calibrated gamma = {cal.gamma:.3g}")

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from udcg_ltr.data.schema import DataError, QueryRecord
+from udcg_ltr.data.schema import DataError, QueryRecord, records_by_qid
+from udcg_ltr.stats.groups import group_index, to_padded
 
 FEATURE_VARIANTS = ("full", "relevance_only", "binary")
 
@@ -91,7 +92,7 @@ def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecor
 
     Raises :class:`DataError` for an unknown query or passage, or a context longer than ``k``.
     """
-    by_qid = records if isinstance(records, Mapping) else {r.qid: r for r in records}
+    by_qid = records_by_qid(records)
     n = len(contexts)
     width = k if k is not None else max((len(c.pids) for c in contexts), default=0)
     pids = np.full((n, width), "", dtype=object)
@@ -153,34 +154,6 @@ def context_features(utility: np.ndarray, mask: np.ndarray | None = None, *, rel
 
 def table_features(table: ContextTable, variant: str = "full") -> np.ndarray:
     return context_features(table.utility, table.mask, relevant=table.relevant, variant=variant)
-
-
-def group_index(qids: Sequence) -> tuple[np.ndarray, np.ndarray]:
-    """``(groups, idx)``: ``idx`` is a ``[G, m]`` matrix of row indices per query (-1 padding), queries in
-    first-appearance order, rows within a query in input order; ``groups`` the query ids."""
-    qids = np.asarray(qids, dtype=object)
-    if len(qids) == 0:
-        return np.array([], dtype=object), np.zeros((0, 0), dtype=np.int64)
-    uniq, first, codes = np.unique(qids, return_index=True, return_inverse=True)
-    rank_of = np.empty(len(uniq), dtype=np.int64)
-    rank_of[np.argsort(first, kind="stable")] = np.arange(len(uniq))
-    codes = rank_of[codes.ravel()]
-    order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    counts = np.bincount(codes, minlength=len(uniq))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    within = np.arange(len(qids)) - starts[sorted_codes]
-    idx = np.full((len(uniq), counts.max()), -1, dtype=np.int64)
-    idx[sorted_codes, within] = order
-    groups = uniq[np.argsort(rank_of)]
-    return groups, idx
-
-
-def to_padded(values: np.ndarray, idx: np.ndarray, fill=np.nan) -> np.ndarray:
-    """Scatter per-row values into the ``[G, m]`` query layout of :func:`group_index` (``fill`` for padding)."""
-    values = np.asarray(values)
-    out = np.where(idx >= 0, values[np.clip(idx, 0, None)], fill)
-    return out
 
 
 def make_pairs(qids: Sequence, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -75,17 +75,24 @@ class SampledContext:
         return d
 
 
-def query_rng(seed: int, qid: str) -> np.random.Generator:
-    """The per-query generator: independent of the other queries and of their order."""
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(qid.encode("utf-8"))])
+def query_rng(seed: int, qid: str, salt: str | None = None) -> np.random.Generator:
+    """The per-query generator: independent of the other queries and of their order; ``salt`` (a study's
+    name) gives each user of the same seed its own stream."""
+    key = [int(seed) & 0xFFFFFFFF, zlib.crc32(qid.encode("utf-8"))]
+    return np.random.default_rng(key if salt is None else [*key, zlib.crc32(salt.encode("utf-8"))])
 
 
-def candidates(record: QueryRecord, top_n: int) -> list[Passage]:
-    """The query's top-``top_n`` passages in retrieval order (rank, then score, then input order)."""
+def retrieval_order(record: QueryRecord) -> list[Passage]:
+    """The pool in retrieval order (rank, then descending score, then input order)."""
     keyed = sorted(enumerate(record.passages), key=lambda t: (
         t[1].rank if t[1].rank is not None else math.inf,
         -(t[1].score if t[1].score is not None else -math.inf), t[0]))
-    return [p for _, p in keyed][:top_n]
+    return [p for _, p in keyed]
+
+
+def candidates(record: QueryRecord, top_n: int) -> list[Passage]:
+    """The query's top-``top_n`` passages in retrieval order."""
+    return retrieval_order(record)[:top_n]
 
 
 def _n_positive(n: int, fraction: float) -> int:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.pairs import (
     FEATURE_VARIANTS,
@@ -23,6 +25,7 @@ from udcg_ltr.fit.pairs import (
 )
 from udcg_ltr.fit.svmrank import fit_pairwise_svm, pairwise_accuracy
 from udcg_ltr.fit.weights import UDCGThetaWeights
+from udcg_ltr.stats.correlation import per_query_correlations
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,6 @@ def select_C(table: ContextTable, *, variant: str = "full", grid: Sequence[float
     Spearman correlation of UDCG_theta with the outcomes on the held-out queries (NA queries left out).
     Returns the best C (ties: the smaller C, i.e. more regularisation) and one row per grid point.
     """
-    import numpy as np
-
-    from udcg_ltr.analysis.correlation import per_query_correlations
-
     queries = np.array(sorted(set(table.qids.tolist())), dtype=object)
     rng = np.random.default_rng(seed)
     fold_of = dict(zip(queries.tolist(), rng.permutation(len(queries)) % max(2, min(n_folds, len(queries)))))

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from udcg_ltr.analysis.report import new_figure, save_figure
 from udcg_ltr.io import atomic_write_json, json_safe, open_text
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_equivalent_weights, udcg_theta
 
@@ -154,8 +155,6 @@ def plot_weights(weights: Sequence[UDCGThetaWeights] | UDCGThetaWeights, path: s
     ``reference`` (e.g. :meth:`UDCGThetaWeights.udcg_equivalent`) is drawn dashed. ``normalize``
     divides each set by its ``sum(alpha)``: UDCG_theta's ranking is invariant to a positive scale.
     """
-    from udcg_ltr.analysis.report import new_figure, save_figure
-
     items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
     fig, axes = new_figure(ncols=2, figsize=(10, 4))
     sets = [(w, "-o") for w in items] + ([(reference, "--")] if reference is not None else [])

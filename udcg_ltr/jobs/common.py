@@ -37,9 +37,12 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 from udcg_ltr.annotate.grading import answer_matches
 from udcg_ltr.annotate.llms import _SCORER_KEYS as LLM_KEYS
 from udcg_ltr.annotate.llms import PRESETS as LLM_PRESETS
-from udcg_ltr.data.schema import DataError, QueryRecord
+from udcg_ltr.data.schema import DataError, QueryRecord, validate_record
 from udcg_ltr.io import atomic_write_json, read_json_dict
+from udcg_ltr.losses import get_loss
 from udcg_ltr.paths import PROJECT_ROOT
+from udcg_ltr.studies import get_study
+from udcg_ltr.studies.common import config_from
 from udcg_ltr.tracking import RunLogger, make_logger
 
 log = logging.getLogger("udcg_ltr")
@@ -331,8 +334,6 @@ def _check_llm(problems: list[str], llm: Mapping[str, Any] | None) -> None:
 
 
 def _check_loss(problems: list[str], loss: Any) -> None:
-    from udcg_ltr.losses import get_loss
-
     if loss is None:
         problems.append("the cross_encoder stage needs a loss (loss=<name>)")
         return
@@ -364,9 +365,6 @@ def _check_selector(problems: list[str], where: str, kind: Any, hparams: Mapping
 
 
 def _check_study(problems: list[str], name: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    from udcg_ltr.studies import get_study
-    from udcg_ltr.studies.common import config_from
-
     _, config_cls = get_study(name)
     params = dict(params)
     for key, value in defaults.items():  # as evaluate_job.mode_study fills them in
@@ -488,8 +486,6 @@ def load_records(cfg) -> list[QueryRecord]:
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
 
-    from udcg_ltr.data.schema import validate_record
-
     try:
         records = instantiate(cfg.dataset.reader)
     except InstantiationException as err:  # Hydra wraps the reader's own error: give the DataError back
@@ -572,13 +568,13 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
         try:
             metrics = body(run_dir, logger)
             logger.summary(metrics)
+            logger.finish()  # before "finished": a kill in between leaves a job that reruns, not an unclosed W&B run
             mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True), chash)
             job_log.info("results in %s", run_dir)
         except BaseException as err:
             _mark(run_dir, "failed", chash, error=f"{type(err).__name__}: {err}", **wandb_run)
             logger.finish(exit_code=1)
             raise
-        logger.finish()
         return metrics
     except (DataError, ConfigError) as err:
         if _hydra_mode() is not None and not is_multirun():

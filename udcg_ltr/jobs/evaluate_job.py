@@ -11,8 +11,12 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from udcg_ltr.data.padded import judged_pools
+from udcg_ltr.annotate.annotator import annotate_records
+from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts
+from udcg_ltr.data.lexical import records_idf
+from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.jobs.common import (
     load_records,
     run_job,
@@ -20,7 +24,10 @@ from udcg_ltr.jobs.common import (
     validate_config,
 )
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
-from udcg_ltr.jobs.systems import report_systems, report_trec, retrieval_scores, top_k_by
+from udcg_ltr.jobs.systems import report_systems, report_trec, retrieval_scores
+from udcg_ltr.models.evaluation import top_k_by
+from udcg_ltr.studies import get_study
+from udcg_ltr.sweeps import summarize_sweep
 from udcg_ltr.tracking import RunLogger
 
 log = logging.getLogger("udcg_ltr.evaluate")
@@ -115,8 +122,6 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
 
 def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     """Every configured dynamic-k selector, fitted on ``selectors.fit_split`` scores, evaluated on ``splits``."""
-    from udcg_ltr.data.lexical import records_idf
-    from udcg_ltr.data.padded import pad_records
     from udcg_ltr.select.training import fit_selector_with_prior, select_k
 
     cfg, k = ctx.cfg, int(ctx.cfg.k)
@@ -156,9 +161,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
 
 def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     """The correlation study: per-query Spearman / Kendall between each metric and end-to-end outcomes."""
-    from udcg_ltr.analysis.end_to_end import load_shared_runs, run_contexts
     from udcg_ltr.analysis.study import run_correlation_study
-    from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 
     cfg, cc = ctx.cfg, ctx.cfg.correlation
     records = ctx.records
@@ -186,8 +189,6 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
         scorer = ctx.llm.scorer
         runs = run_contexts(records, contexts, scorer, rule=str(cfg.match_rule), relevance_threshold=ctx.threshold)
     if cc.get("answer_prob") and ctx.llm.name is not None:  # the ANSWER_PROB baseline (cached teacher forcing)
-        from udcg_ltr.annotate.annotator import annotate_records
-
         in_study = {r.qid for r in runs}
         annotate_records([r for r in records if r.qid in in_study], ctx.llm.scorer, fields=["answer_logprob"],
                          progress=True)
@@ -211,19 +212,16 @@ def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
     rerun costs no LLM time. ``context_size`` on a dataset with ready-made runs (``contexts_path``)
     truncates those runs instead of asking the LLM.
     """
-    from udcg_ltr.studies import get_study
-
     cfg = ctx.cfg
     run, _ = get_study(name)
     params = OmegaConf.to_container(cfg.studies[name], resolve=True) if cfg.get("studies") and name in cfg.studies else {}
     params.setdefault("seed", int(cfg.seed))
     params.setdefault("rule", str(cfg.match_rule))
     params.setdefault("relevance_threshold", ctx.threshold)
+    params.setdefault("dataset", str(cfg.dataset.name))  # named in the study's plot titles
     if ctx.llm.name is None:
         raise ValueError(f"mode={name} needs an LLM (llm=demo, llm=smollm2, ...)")
     if name == "context_size" and cfg.dataset.get("contexts_path"):
-        from udcg_ltr.analysis.end_to_end import load_shared_runs
-
         source = load_shared_runs(ctx.records, path=cfg.dataset.contexts_path, rule=str(cfg.match_rule))
     else:
         source = ctx.llm.scorer
@@ -234,8 +232,6 @@ def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
 
 
 def mode_sweep_summary(ctx: EvalContext) -> dict[str, float]:
-    from udcg_ltr.sweeps import summarize_sweep
-
     if not ctx.cfg.sweep_dir:
         raise ValueError("mode=sweep_summary needs sweep_dir=<multirun folder>")
     paths = summarize_sweep(ctx.cfg.sweep_dir)

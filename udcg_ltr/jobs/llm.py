@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from udcg_ltr.annotate.annotator import annotate_records, missing_annotations, with_cache
+from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
 from udcg_ltr.data.schema import QueryRecord
 
 log = logging.getLogger("udcg_ltr.llm")
@@ -14,7 +16,7 @@ log = logging.getLogger("udcg_ltr.llm")
 
 def has_annotations(records: list[QueryRecord], llm: str | None) -> bool:
     """True when every passage carries ``p_no_response`` of ``llm``."""
-    return llm is not None and all("p_no_response" in p.annotations.get(llm, {}) for r in records for p in r.passages)
+    return llm is not None and not missing_annotations(records, llm, ["p_no_response"])
 
 
 class LLMAccess:
@@ -37,25 +39,19 @@ class LLMAccess:
                 raise ValueError("this job needs an LLM but none is configured (llm=...)")
             from hydra.utils import instantiate
 
-            from udcg_ltr.annotate.annotator import CachedScorer
-            from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
-
             t0 = time.perf_counter()
             scorer = instantiate(self.llm_cfg, _convert_="all")
             self.cache_dir = self.cache_dir or default_cache_root(scorer.name)
-            self._scorer = CachedScorer(scorer, AnnotationCache(self.cache_dir))
+            self._scorer = with_cache(scorer, AnnotationCache(self.cache_dir))
             log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0,
                      self.cache_dir)
         return self._scorer
 
     def ensure_annotations(self, records: list[QueryRecord], *, answers: bool = True) -> dict[str, Any]:
         """Annotate every passage (P(NO-RESPONSE), and the single-passage answer when ``answers``) unless present."""
-        if has_annotations(records, self.name) and (not answers or all(
-                "answer_alone" in p.annotations[self.name] for r in records for p in r.passages)):
+        if not missing_annotations(records, self.name, ["p_no_response"] + (["answer_alone"] if answers else [])):
             log.info("annotations of %s already present: no LLM work", self.name)
             return {}
-        from udcg_ltr.annotate.annotator import annotate_records
-
         fields = ["p_no_response"] + (["answer_alone", "erag_em"] if answers else [])
         stats = annotate_records(records, self.scorer, fields=fields, progress=True)
         summary = stats.to_dict() if hasattr(stats, "to_dict") else {}

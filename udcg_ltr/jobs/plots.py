@@ -1,4 +1,10 @@
-"""The main job's comparison plots (PNG): metrics per system and end-to-end outcomes per system."""
+"""The main job's comparison plots (PNG): metrics per system and end-to-end outcomes per system.
+
+Each ``plot_*`` saves the figure its ``*_figure`` twin returns (tests read the artists of the latter).
+Bars carry their values; metric bars carry 95% bootstrap CIs over queries
+(:func:`udcg_ltr.analysis.bootstrap.bootstrap_ci`); titles name the data set, split and number of
+queries when the caller passes them (``title``), else at least the number of queries.
+"""
 
 from __future__ import annotations
 
@@ -8,44 +14,79 @@ from pathlib import Path
 
 import numpy as np
 
-from udcg_ltr.analysis.report import new_figure, save_figure
+from udcg_ltr.analysis.bootstrap import bootstrap_ci
+from udcg_ltr.analysis.report import fmt_float, new_figure, save_figure, set_title
 
 OUTCOME_COLORS = {"correct": "#228833", "abstained": "#ccbb44", "wrong": "#ee6677"}
 
 
-def plot_systems(results: Sequence, k: int, path: str | os.PathLike,
-                 metrics: Sequence[str] = ("UDCG@{k}", "UDCG_theta@{k}", "nDCG@{k}", "P@{k}")) -> Path:
-    """Grouped bars: each system's mean of the main metrics (the ones it has)."""
+def _n_queries(results: Sequence) -> int:
+    sizes = [len(v) for r in results for v in r.per_query.values()]
+    return max(sizes, default=0)
+
+
+def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("UDCG@{k}", "UDCG_theta@{k}", "nDCG@{k}", "P@{k}"),
+                   *, title: str | None = None, n_bootstrap: int = 1000, seed: int = 0):
+    """Grouped bars: each system's mean of the main metrics (the ones it has), 95% bootstrap CI, value on top."""
     names = [m.format(k=k) for m in metrics]
     summaries = [r.summary() for r in results]
     names = [n for n in names if any(np.isfinite(s.get(n, np.nan)) for s in summaries)]
-    fig, ax = new_figure(figsize=(max(6.0, 1.6 * len(results)), 4.0))
+    fig, ax = new_figure(figsize=(max(6.4, 1.9 * len(results)), 4.4))
     width = 0.8 / max(len(names), 1)
     x = np.arange(len(results))
+    top = 0.0
     for j, name in enumerate(names):
-        ax.bar(x + (j - (len(names) - 1) / 2) * width, [s.get(name, np.nan) for s in summaries], width, label=name)
+        means = np.array([s.get(name, np.nan) for s in summaries], dtype=np.float64)
+        cis = np.array([bootstrap_ci(r.per_query[name], n_bootstrap=n_bootstrap, seed=seed) if name in r.per_query
+                        else (np.nan, np.nan) for r in results], dtype=np.float64).reshape(len(results), 2)
+        yerr = np.nan_to_num(np.clip(np.vstack([means - cis[:, 0], cis[:, 1] - means]), 0, None))
+        xs = x + (j - (len(names) - 1) / 2) * width
+        ax.bar(xs, means, width, label=name, color=f"C{j}", yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8})
+        for xi, m, hi in zip(xs, means, cis[:, 1]):
+            end = hi if np.isfinite(hi) else m
+            if np.isfinite(m):
+                ax.text(xi, (end if m >= 0 else min(m, 0.0)) + 0.01, fmt_float(m), ha="center", va="bottom",
+                        rotation=90, fontsize=6.5)
+                top = max(top, end)
+    ax.set_ylim(top=max(top * 1.18, 0.1) if top > 0 else None)
     ax.set_xticks(x)
     ax.set_xticklabels([r.name for r in results], rotation=15, fontsize=8)
-    ax.set_ylabel("mean over queries")
-    ax.set_title("systems on the evaluation split")
+    ax.set_ylabel("mean over queries (95% bootstrap CI)")
+    set_title(ax, title or f"systems on the evaluation split: {_n_queries(results)} queries")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    return save_figure(fig, path)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return fig
 
 
-def plot_outcomes(results: Sequence, path: str | os.PathLike) -> Path:
-    """Stacked bars: share of correct / abstained / wrong end-to-end answers per system."""
-    fig, ax = new_figure(figsize=(max(6.0, 1.4 * len(results)), 4.0))
+def plot_systems(results: Sequence, k: int, path: str | os.PathLike,
+                 metrics: Sequence[str] = ("UDCG@{k}", "UDCG_theta@{k}", "nDCG@{k}", "P@{k}"), *,
+                 title: str | None = None) -> Path:
+    """Grouped bars: each system's mean of the main metrics (the ones it has), with 95% CIs and values."""
+    return save_figure(systems_figure(results, k, metrics, title=title), path)
+
+
+def outcomes_figure(results: Sequence, *, title: str | None = None):
+    """Stacked bars: share of correct / abstained / wrong end-to-end answers per system, each segment labelled."""
+    fig, ax = new_figure(figsize=(max(6.4, 1.6 * len(results)), 4.4))
     x = np.arange(len(results))
     bottom = np.zeros(len(results))
     for outcome, color in OUTCOME_COLORS.items():
         share = np.array([r.summary().get(f"{outcome}_rate", np.nan) for r in results])
         ax.bar(x, share, bottom=bottom, color=color, label=outcome)
+        for xi, b, sh in zip(x, bottom, share):
+            if np.isfinite(sh) and sh > 0:
+                ax.text(xi, b + sh / 2, f"{100 * sh:.1f}%", ha="center", va="center", fontsize=7)
         bottom += np.nan_to_num(share)
     ax.set_xticks(x)
     ax.set_xticklabels([r.name for r in results], rotation=15, fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of queries")
-    ax.set_title("end-to-end answers of the LLM")
-    ax.legend(fontsize=8, loc="upper right")
-    return save_figure(fig, path)
+    n = max((len(r.outcomes) for r in results if r.outcomes is not None), default=0)
+    set_title(ax, title or f"end-to-end answers of the LLM: {n} queries")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return fig
+
+
+def plot_outcomes(results: Sequence, path: str | os.PathLike, *, title: str | None = None) -> Path:
+    """Stacked bars: share of correct / abstained / wrong end-to-end answers per system, with the shares."""
+    return save_figure(outcomes_figure(results, title=title), path)

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from udcg_ltr.analysis.report import write_table
+from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.jobs.plots import plot_outcomes, plot_systems
 from udcg_ltr.metrics._common import rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
 from udcg_ltr.metrics.table import metric_table, trec_table
@@ -47,21 +51,6 @@ class SystemResult:
             for o in ("correct", "abstained", "wrong"):
                 out[f"{o}_rate"] = sum(x == o for x in self.outcomes) / n
         return out
-
-
-def top_k_by(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], k: int | np.ndarray, *,
-             ties: str = "stable") -> list[list[str]]:
-    """Each query's top-``k`` passage ids by descending score; ``k`` may vary per query.
-
-    Ties: ``"stable"`` (input order) or ``"trec"`` (passage id descending, as trec_eval reads a run).
-    """
-    ks = np.broadcast_to(np.asarray(k), (len(records),))
-    out = []
-    for rec, s, kq in zip(records, scores, ks):
-        ids = [p.pid for p in rec.passages]
-        order = rank_by_scores(np.asarray(s, dtype=np.float64)[None, :], ties=ties, ids=[ids])[0][: int(kq)]
-        out.append([ids[i] for i in order])
-    return out
 
 
 def retrieval_scores(records: Sequence[QueryRecord]) -> list[np.ndarray]:
@@ -127,21 +116,12 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
                                     relevance_threshold=relevance_threshold)
         outcomes = None
         if scorer is not None:
-            outcomes = _end_to_end(records, contexts, scorer, match_rule=match_rule,
-                                   relevance_threshold=relevance_threshold)
+            outcomes = end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
+                                            match_rule=match_rule, return_outcomes=True)["outcomes"]
         results.append(SystemResult(name=name, per_query=per_query, outcomes=outcomes,
                                     context_sizes=np.array([len(c) for c in contexts], dtype=float),
                                     n_unjudged=n_unjudged))
     return results
-
-
-def _end_to_end(records, contexts, scorer, *, match_rule: str, relevance_threshold: int) -> list[str]:
-    """Outcome per query. An empty context (a selector's k = 0) costs no LLM call: with no passage the
-    instruction makes the LLM abstain, so the outcome is ``abstained`` by construction."""
-    from udcg_ltr.select.evaluation import end_to_end_selection
-
-    return end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
-                                match_rule=match_rule, return_outcomes=True)["outcomes"]
 
 
 def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *, relevance_threshold: int = 1,
@@ -180,10 +160,6 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
     """The TREC table: :func:`trec_metrics` of every ranking (``{system: per-record scores}``), written to
     ``trec.md`` / ``trec.csv`` beside ``results`` and logged. Returns ``{prefix}trec/{system}/{measure}``
     plus ``{prefix}trec/judged_queries`` and ``{prefix}trec/unjudged_queries`` (left out of every mean)."""
-    from pathlib import Path
-
-    from udcg_ltr.analysis.report import write_table
-
     pools = judged_pools(records, relevance_threshold)
     rows, metrics = [], {}
     for name, scores in rankings.items():
@@ -220,19 +196,14 @@ def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequenc
     """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots
     (metrics per system, outcomes per system, chosen-k histograms) and their logging. Returns the
     results and flat metrics ``{prefix}{system}/{metric}``."""
-    from pathlib import Path
-
-    from udcg_ltr.analysis.report import write_table
-    from udcg_ltr.jobs.plots import plot_outcomes, plot_systems
-
     run_dir = Path(run_dir)
     results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
                                relevance_threshold=relevance_threshold, match_rule=match_rule)
     rows = results_rows(results)
     paths = write_table(run_dir / "results", rows, title=title)
-    plots = [plot_systems(results, k, run_dir / "plots" / "systems.png")]
+    plots = [plot_systems(results, k, run_dir / "plots" / "systems.png", title=title)]
     if scorer is not None:
-        plots.append(plot_outcomes(results, run_dir / "plots" / "outcomes.png"))
+        plots.append(plot_outcomes(results, run_dir / "plots" / "outcomes.png", title=title))
     if chosen_k:
         from udcg_ltr.select.evaluation import plot_k_histograms
 

@@ -26,8 +26,14 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts, run_summary
 from udcg_ltr.data.jsonl import write_records
+from udcg_ltr.data.lexical import records_idf
+from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.pairs import build_context_table
+from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
+from udcg_ltr.fit.weights import plot_weights
 from udcg_ltr.jobs.common import (
     load_records,
     run_job,
@@ -35,8 +41,10 @@ from udcg_ltr.jobs.common import (
     validate_config,
 )
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
+from udcg_ltr.jobs.systems import report_systems, retrieval_scores
+from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.precision import on_gpu, resolve_precision
-from udcg_ltr.tracking import RunLogger
+from udcg_ltr.tracking import RunLogger, log_artifact
 
 log = logging.getLogger("udcg_ltr.train")
 
@@ -66,9 +74,6 @@ class PipelineState:
 
     def slates(self, records: list[QueryRecord]):
         """Padded arrays of ``records`` (the selectors' input): one width and one lexical corpus for every split."""
-        from udcg_ltr.data.lexical import records_idf
-        from udcg_ltr.data.padded import pad_records
-
         if self._idf is None:
             self._idf = records_idf(self.records)
         return pad_records(records, llm=self.llm_name, width=max(len(r.passages) for r in self.records),
@@ -91,11 +96,7 @@ def stage_annotate(state: PipelineState) -> None:
 
 
 def stage_udcg_theta(state: PipelineState) -> None:
-    from udcg_ltr.analysis.end_to_end import load_shared_runs, run_contexts, run_summary
-    from udcg_ltr.fit.pairs import build_context_table
-    from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
-    from udcg_ltr.fit.theta import fit_udcg_theta
-    from udcg_ltr.fit.weights import plot_weights
+    from udcg_ltr.fit.theta import fit_udcg_theta  # a LightningModule fit: Lightning loads when it runs
 
     cfg, mcfg = state.cfg, state.cfg.model.udcg_theta
     fit_records = state.split(list(mcfg.fit_splits))
@@ -118,6 +119,9 @@ def stage_udcg_theta(state: PipelineState) -> None:
     path = weights.save(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json")
     png = plot_weights([weights], state.run_dir / "udcg_theta" / f"weights_k{weights.k}.png")
     state.logger.log_image("udcg_theta/weights", png)
+    log_artifact(state.logger, path, name=f"udcg_theta-{cfg.dataset.name}-k{weights.k}", type="model",
+                 metadata={**weights.meta, "k": weights.k, "variant": weights.variant, "llm": state.llm_name,
+                           "dataset": cfg.dataset.name, "fit_splits": list(mcfg.fit_splits)})
     state.theta = weights
     state.record_metrics({"n_pairs": weights.meta.get("n_pairs", 0),
                           "train_pairwise_accuracy": weights.meta.get("train_pairwise_accuracy", float("nan")),
@@ -149,6 +153,10 @@ def stage_cross_encoder(state: PipelineState) -> None:
         num_threads=trainer.get("num_threads"), **extra)
     state.reranker_path = path
     state.record_metrics(metrics, prefix="cross_encoder/")
+    log_artifact(state.logger, path, name=f"reranker-{cfg.dataset.name}-{loss_name}", type="model",
+                 metadata={"base_model": str(mcfg.pretrained), "loss": loss_name, "loss_kwargs": loss_kwargs,
+                           "k": int(cfg.k), "gamma": float(cfg.gamma), "llm": state.llm_name,
+                           "dataset": cfg.dataset.name, "train_split": mcfg.train_split, **metrics})
     # Scored where and as it was trained: the trainer's accelerator and precision (bf16 autocast where "auto" picks it).
     reranker = Reranker.from_pretrained(path, batch_size=int(mcfg.eval_batch_size), max_length=int(mcfg.max_length),
                                         device="cuda" if on_gpu(trainer.accelerator) else "cpu",
@@ -161,8 +169,6 @@ def stage_cross_encoder(state: PipelineState) -> None:
 
 def _ranking_scores(state: PipelineState, records: list[QueryRecord]) -> list[np.ndarray]:
     """Reranker scores when a reranker ran, else the retriever's order."""
-    from udcg_ltr.jobs.systems import retrieval_scores
-
     if all(r.qid in state.scores for r in records):
         return [state.scores[r.qid] for r in records]
     return retrieval_scores(records)
@@ -192,7 +198,6 @@ def stage_dynamic_k(state: PipelineState) -> None:
 
 
 def stage_evaluate(state: PipelineState) -> None:
-    from udcg_ltr.jobs.systems import report_systems, retrieval_scores, top_k_by
     from udcg_ltr.select.training import select_k
 
     cfg = state.cfg

@@ -21,10 +21,16 @@ name               class                                        family
 ``get_loss("udcg", k=5, tau=0.5)``; ``get_loss("combined", terms=[{"name": "udcg", "weight": 1.0,
 "tau": 0.5}, {"name": "listnet", "weight": 0.1}])`` (or the shorthand ``get_loss("udcg+listnet",
 weights=[1.0, 0.1], udcg={...}, listnet={...})``).
+
+sentence-transformers users train a ``CrossEncoder`` with ``CrossEncoderTrainer`` and the adapters of
+:mod:`udcg_ltr.losses.sentence_transformers` (``DirectUDCGLoss``, ``LambdaUDCGLoss``,
+``SignedListNetLoss``: the losses above on signed-utility labels). That module is not imported here:
+sentence-transformers is an optional dependency and slow to import.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -113,14 +119,28 @@ def get_loss(name: str, **kwargs: Any) -> RankingLoss:
 
 def _shared_for(name: str, shared: Mapping[str, Any]) -> dict[str, Any]:
     """Pass shorthand-level keyword arguments (e.g. ``k``, ``gamma``) to the terms that accept them."""
-    import inspect
-
     params = inspect.signature(LOSSES[_canonical(name)].__init__).parameters
     return {k: v for k, v in shared.items() if k in params}
+
+
+def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[str, Any]:
+    """``kwargs`` for ``get_loss(name, ...)`` with the experiment's ``spec`` (``k``, ``gamma`` of Eq. 4) filled in.
+
+    One spec for the whole run: the context size and gamma the validation metrics and the report use
+    are also the loss's, for every term whose constructor takes them, unless ``kwargs`` (the loss
+    config, e.g. ``loss.gamma=0.2``) sets its own value.
+    """
+    out = dict(kwargs or {})
+    if "+" in name:  # get_loss hands shorthand-level values to the terms that take them
+        return {**spec, **out}
+    if _canonical(name) == "combined":
+        out["terms"] = [{**_shared_for(str(term["name"]), spec), **term} for term in out.get("terms") or []]
+        return out
+    return {**_shared_for(name, spec), **out}
 
 
 __all__ = [
     "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
     "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "hard_udcg_at_k",
-    "neuralsort", "soft_topk_weights", "udcg_swap_deltas",
+    "neuralsort", "soft_topk_weights", "udcg_swap_deltas", "with_spec",
 ]

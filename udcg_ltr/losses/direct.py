@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import torch
 
 from udcg_ltr.losses.base import NEG_LARGE, RankingLoss, masked_mean_over_queries
-from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, udcg_logit_torch
+from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, top_k_mask_torch, udcg_logit_torch, udcg_torch
 
 
 def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: float = 1.0,
@@ -113,14 +113,7 @@ def soft_topk_weights(scores: torch.Tensor, mask: torch.Tensor | None, k: int, *
 def hard_udcg_at_k(scores: torch.Tensor, utilities: torch.Tensor, mask: torch.Tensor | None, k: int,
                    gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
     """Exact UDCG@k (Eq. 4) of the top k by score, per query (ties: earlier column first)."""
-    if mask is None:
-        mask = torch.ones_like(scores, dtype=torch.bool)
-    key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
-    order = torch.sort(key, dim=-1, descending=True, stable=True).indices
-    pos = torch.empty_like(order)
-    pos.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
-    top = (pos < k) & mask
-    return torch.sigmoid(udcg_logit_torch(utilities, top, gamma=gamma))
+    return udcg_torch(utilities, top_k_mask_torch(scores, mask, k), gamma=gamma)
 
 
 class DirectUDCGLoss(RankingLoss):

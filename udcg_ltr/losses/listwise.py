@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.losses.base import NEG_LARGE, RankingLoss, masked_mean_over_queries, pair_mask
-from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA
+from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, top_k_mask_torch, udcg_logit_torch
 
 
 def masked_log_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -98,14 +98,10 @@ def udcg_swap_deltas(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Te
     :func:`udcg_ltr.metrics.rank_by_scores`). Zero when both or neither of ``i, j`` are in the top k.
     """
     with torch.no_grad():
-        key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
-        order = torch.sort(key, dim=-1, descending=True, stable=True).indices
-        pos = torch.empty_like(order)
-        pos.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
-        in_top = (pos < k) & mask
+        in_top = top_k_mask_torch(scores, mask, k)
         k_eff = in_top.sum(-1).clamp(min=1).to(scores.dtype)
         g = udcg_gain(targets, gamma)
-        z = (g * in_top).sum(-1) / k_eff
+        z = udcg_logit_torch(targets, in_top, gamma=gamma, validate=False)
         # Delta z of swapping i and j: (in_i - in_j) * (g_j - g_i) / k
         flag = in_top[:, :, None].to(scores.dtype) - in_top[:, None, :].to(scores.dtype)
         dz = flag * (g[:, None, :] - g[:, :, None]) / k_eff[:, None, None]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-DEFAULT_GAMMA = 1.0 / 3.0
+from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
 def _mask(u: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -61,6 +61,18 @@ def udcg_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, *,
                gamma: float = DEFAULT_GAMMA, validate: bool = True) -> torch.Tensor:
     """UDCG, Eq. 4, per query: ``sigmoid((1/k) sum u+ + (gamma/k) sum u-)``."""
     return torch.sigmoid(udcg_logit_torch(utilities, mask, gamma=gamma, validate=validate))
+
+
+def top_k_mask_torch(scores: torch.Tensor, mask: torch.Tensor | None, k: int) -> torch.Tensor:
+    """``[Q, n]`` boolean: the real entries among the top ``k`` by descending score (ties: earlier column
+    first, as :func:`udcg_ltr.metrics.rank_by_scores`); the hard top-k set of Eq. 4's UDCG@k."""
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    order = torch.sort(key, dim=-1, descending=True, stable=True).indices
+    pos = torch.empty_like(order)
+    pos.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
+    return (pos < k) & mask
 
 
 def _hard_positions(mask: torch.Tensor | None, shape, device) -> torch.Tensor | None:

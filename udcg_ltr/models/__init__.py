@@ -3,7 +3,9 @@
 * :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule` -- one logit per (question, passage);
 * :class:`~udcg_ltr.models.datamodule.SlateDataModule` -- variable-length slates, one tokenizer call per batch;
 * :func:`~udcg_ltr.models.training.fit_reranker` -- the entry point ``train.py`` calls;
-* :class:`~udcg_ltr.models.reranker.Reranker` -- ``from_pretrained`` / ``rank`` / ``rank_records`` / ``write_run``;
+* :class:`~udcg_ltr.models.reranker.Reranker` -- ``from_pretrained`` / ``predict`` / ``rank`` (sentence-transformers'
+  shapes) / ``rank_passages`` / ``rank_records`` / ``write_run``; ``format_passage`` for CrossEncoder users;
+* :func:`~udcg_ltr.models.hub.write_model_card` / :func:`~udcg_ltr.models.hub.push_to_hub` -- sharing a model;
 * :func:`~udcg_ltr.models.evaluation.evaluate_reranker` -- the metric table (and end-to-end rates) of top-k contexts.
 
 Imports are lazy: ``from udcg_ltr.models import Reranker`` does not pull in the training stack's
@@ -31,10 +33,15 @@ _EXPORTS = {
     "RankedPassage": "reranker",
     "save_reranker": "reranker",
     "write_run": "reranker",
+    "format_passage": "reranker",
+    "read_template": "reranker",
+    "write_model_card": "hub",
+    "push_to_hub": "hub",
     "evaluate_reranker": "evaluation",
     "slate_metrics": "evaluation",
-    "top_k_contexts": "evaluation",
+    "top_k_by": "evaluation",
     "per_query_udcg": "evaluation",
+    "per_query_metrics": "evaluation",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -25,10 +25,11 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from udcg_ltr.losses import get_loss
+from udcg_ltr.losses import get_loss, with_spec
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.datamodule import MODEL_INPUTS, scatter_scores
 from udcg_ltr.models.evaluation import slate_metrics
+from udcg_ltr.models.reranker import save_reranker
 
 
 def default_model_path() -> str:
@@ -64,7 +65,8 @@ class CrossEncoderModule(pl.LightningModule):
         model_name_or_path: transformers checkpoint (default: the packaged MiniLM).
         loss, loss_kwargs: registry name and constructor arguments (``get_loss``).
         target: override the loss's target (``"utility"``, ``"relevance"``, ``"graded"``).
-        k, gamma: the context size and UDCG gamma of the validation metrics (and the monitor).
+        k, gamma: the context size and UDCG gamma of the validation metrics (and the monitor), and of the
+            loss when it takes them and ``loss_kwargs`` does not set them (:func:`udcg_ltr.losses.with_spec`).
         lr, weight_decay, warmup: AdamW and the warm-up length (fraction of steps if < 1, else steps).
         schedule: ``"linear"`` (warm-up then linear decay to 0) or ``"constant"`` (warm-up then flat).
         relevance_threshold: graded label counted relevant by the binary validation metrics.
@@ -83,7 +85,8 @@ class CrossEncoderModule(pl.LightningModule):
         self.save_hyperparameters(ignore=["model"])
         self.model = model if model is not None else load_sequence_classifier(model_name_or_path)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules' modes as found
-        self.loss_fn = get_loss(loss, **dict(loss_kwargs or {}))
+        # One spec: the loss optimises UDCG at the k and gamma the validation metrics report (unless loss_kwargs say otherwise).
+        self.loss_fn = get_loss(loss, **with_spec(loss, loss_kwargs, k=k, gamma=gamma))
         self.target = target or self.loss_fn.target
         if self.target not in ("utility", "relevance", "graded"):
             raise ValueError(f"unknown target {self.target!r}")
@@ -206,8 +209,6 @@ class CrossEncoderModule(pl.LightningModule):
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None, *, extra: dict[str, Any] | None = None) -> str:
         """Write the transformers model (+ tokenizer) so ``AutoModelForSequenceClassification``,
         sentence-transformers' ``CrossEncoder`` and :class:`~udcg_ltr.models.reranker.Reranker` load it."""
-        from udcg_ltr.models.reranker import save_reranker
-
         return save_reranker(self.model, tokenizer, path, extra={"loss": self.hparams.loss,
                                                                    "loss_kwargs": dict(self.hparams.loss_kwargs or {}),
                                                                    "k": self.hparams.k, **(extra or {})})

@@ -20,8 +20,11 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr import metrics as M
+from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.metrics._common import rank_by_scores
+from udcg_ltr.metrics.table import metric_table, summarize
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
@@ -32,10 +35,6 @@ def _table_columns(*, k, gamma, mask, utility, graded, relevance_threshold, n_re
     Adds the families not computed here (RA-nWG, PROC, %PROC, N-Recall, Harm, distractor-aware DCG
     ...) under the table's own names; NA counts are left out (means skip NA).
     """
-    try:
-        from udcg_ltr.metrics.table import metric_table, summarize
-    except ImportError:  # pragma: no cover - the table ships with the metrics package
-        return {}
     kw: dict[str, Any] = dict(k=k, gamma=gamma, mask=mask, relevant=(graded >= relevance_threshold) & mask,
                               n_relevant=n_relevant, utilities=utility, gains=graded, ideal_gains=ideal_gains,
                               ideal_mask=ideal_mask, judged=judged)
@@ -120,20 +119,6 @@ def align_scores(records: Sequence[QueryRecord], scores) -> list[np.ndarray]:
     return out
 
 
-def ideal_from_records(records: Sequence[QueryRecord]) -> tuple[np.ndarray, np.ndarray] | None:
-    """Ideal-gain rows of the whole judged pool, when records carry it (TREC qrels), else None.
-
-    Read from ``record.extra["judged_grades"]`` (``{"grade": count}`` over all qrels of the query,
-    as :mod:`udcg_ltr.data.readers.trec` writes it) or ``record.extra["qrels"]`` (``{pid: grade}``).
-    A record with neither falls back to its own passages' labels
-    (:func:`udcg_ltr.data.padded.judged_pools`, which also gives R and the unjudged queries).
-    """
-    pools = judged_pools(records)
-    if not pools.from_qrels.any():
-        return None
-    return pools.ideal_gains, pools.ideal_mask
-
-
 def _scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
     """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with -inf at padding)``."""
     aligned = align_scores(records, scores)
@@ -168,41 +153,49 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
                         retrieval_scores=retrieval if np.isfinite(retrieval).all() else None,
                         judged=slates.judged if qrels else None, ties=ties, ids=slates.pids)
     if scorer is not None:
-        out.update(end_to_end(records, aligned, scorer, k=k, relevance_threshold=relevance_threshold,
-                              match_rule=match_rule))
+        answered = end_to_end_selection(records, top_k_by(records, aligned, k), scorer,
+                                        relevance_threshold=relevance_threshold, match_rule=match_rule)
+        out.update({key: v for key, v in answered.items() if isinstance(v, float)})
     out["n_queries"] = float(len(records))
     return {f"{prefix}{name}": value for name, value in out.items()}
 
 
-def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
-                    gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> np.ndarray:
-    """``[Q]`` UDCG@k (Eq. 4) of each query's top-k by ``scores``: the values ``udcg@k`` averages.
+def per_query_metrics(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
+                      gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> dict[str, np.ndarray]:
+    """``{"udcg@k", "ndcg@k", "hits@k"}`` -> ``[Q]`` values of each query's top-k by ``scores``.
 
-    The same ranking (ties: earlier passage first) and utilities (Eq. 2) as :func:`evaluate_reranker`,
-    kept per query for paired comparisons of two rankers
-    (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`).
+    The same ranking (ties: earlier passage first), utilities (Eq. 2), UDCG (Eq. 4) and signed-gain
+    nDCG as :func:`evaluate_reranker`, kept per query for paired comparisons of two rankers
+    (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`); their means are the table's values
+    for records whose pool is their judged pool (no qrels).
     """
     _, slates, padded = _scored_slates(records, scores, llm, relevance_threshold)
     order = M.rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask)
-    return np.asarray(M.udcg(M.take_ranked(slates.utility, order), M.take_ranked(slates.mask, order), k=k,
-                             gamma=gamma), dtype=np.float64)
+    mask = M.take_ranked(slates.mask, order)
+    graded = np.where(slates.mask, slates.relevance, 0.0)
+    return {f"udcg@{k}": np.asarray(M.udcg(M.take_ranked(slates.utility, order), mask, k=k, gamma=gamma),
+                                    dtype=np.float64),
+            f"ndcg@{k}": np.asarray(M.ndcg(M.take_ranked(graded, order), mask, k=k, ideal_gains=graded,
+                                           ideal_mask=slates.mask), dtype=np.float64),
+            f"hits@{k}": np.asarray(M.hits(M.take_ranked(slates.relevant, order), mask, k=k), dtype=np.float64)}
 
 
-def top_k_contexts(records: Sequence[QueryRecord], scores, k: int) -> list[list[str]]:
-    """Passage ids of each query's top k by score (stable ties), in rank order."""
+def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
+                   gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> np.ndarray:
+    """``[Q]`` UDCG@k (Eq. 4) of each query's top-k by ``scores``: the values ``udcg@k`` averages."""
+    return per_query_metrics(records, scores, llm, k, gamma=gamma, relevance_threshold=relevance_threshold)[f"udcg@{k}"]
+
+
+def top_k_by(records: Sequence[QueryRecord], scores, k: int | np.ndarray, *, ties: str = "stable") -> list[list[str]]:
+    """Each query's top-``k`` passage ids by descending score, in rank order; ``k`` may vary per query.
+
+    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``. Ties:
+    ``"stable"`` (input order) or ``"trec"`` (passage id descending, as trec_eval reads a run).
+    """
+    ks = np.broadcast_to(np.asarray(k), (len(records),))
     out = []
-    for r, s in zip(records, align_scores(records, scores)):
-        order = np.argsort(-s, kind="stable")[:k]
-        out.append([r.passages[i].pid for i in order])
+    for rec, s, kq in zip(records, align_scores(records, scores), ks):
+        ids = [p.pid for p in rec.passages]
+        order = rank_by_scores(s[None, :], ties=ties, ids=[ids])[0][: int(kq)]
+        out.append([ids[i] for i in order])
     return out
-
-
-def end_to_end(records: Sequence[QueryRecord], scores, scorer: Any, *, k: int, relevance_threshold: int = 1,
-               match_rule: str = "contains") -> dict[str, float]:
-    """Correct / abstained / wrong rates (and context length) of the LLM answering each query's top-k context
-    (:func:`udcg_ltr.select.evaluation.end_to_end_selection` with a fixed k)."""
-    from udcg_ltr.select.evaluation import end_to_end_selection
-
-    out = end_to_end_selection(records, top_k_contexts(records, scores, k), scorer,
-                               relevance_threshold=relevance_threshold, match_rule=match_rule)
-    return {key: v for key, v in out.items() if isinstance(v, float)}

@@ -1,8 +1,16 @@
 """Inference with a trained cross-encoder: score, rank, rerank record sets, write TREC runs.
 
 >>> rr = Reranker.from_pretrained("outputs/.../model", device="cpu", batch_size=64, max_length=256)
+>>> rr.predict([("who wrote Hamlet?", "Hamlet is a tragedy by Shakespeare.")])          # sentence-transformers
+array([3.1], dtype=float32)
 >>> rr.rank("who wrote Hamlet?", ["Hamlet is a tragedy by Shakespeare.", "Paris is in France."], top_k=1)
-[RankedPassage(index=0, pid=None, text='Hamlet is ...', score=3.1, rank=1)]
+[{'corpus_id': 0, 'score': 3.1}]
+>>> rr.rank_passages("who wrote Hamlet?", record.passages, top_k=1)                     # with ids and ranks
+[RankedPassage(index=0, pid='d7', text='Hamlet. Hamlet is ...', score=3.1, rank=1)]
+
+``predict`` and ``rank`` take and return what sentence-transformers' ``CrossEncoder`` does
+(``rank``: dicts ``{"corpus_id", "score"}`` (+ ``"text"``) by descending score), so code written for
+a ``CrossEncoder`` runs on a :class:`Reranker` unchanged. Scores are the model's raw logits.
 
 Pairs are tokenised once, sorted by tokenised length and scored in batches of at most
 ``batch_size`` pairs and ``max_tokens`` padded tokens (little padding; on a GPU a large token
@@ -11,18 +19,25 @@ has bf16 units, see :mod:`udcg_ltr.models.precision`), on ``device`` (default: C
 available), with a tqdm bar for large inputs; results come back in input order. Weights are read
 from ``model.safetensors`` only (no pickle). Passages given as :class:`Passage` are formatted
 with the template the model was trained with (saved next to the weights in
-``udcg_ltr_reranker.json``); plain strings are scored as they are. A saved model directory is an
-ordinary transformers checkpoint (``AutoModelForSequenceClassification``, ``num_labels=1``) that
-sentence-transformers' ``CrossEncoder`` also loads; its tokenizer's ``model_max_length`` is the
-training ``max_length``, so CrossEncoder truncates the same way (it applies a sigmoid to the
-logit by default: same order).
+``udcg_ltr_reranker.json``); plain strings are scored as they are.
+
+A saved model directory is an ordinary transformers checkpoint (``AutoModelForSequenceClassification``,
+``num_labels=1``) that sentence-transformers' ``CrossEncoder`` loads with the same scores: its
+tokenizer's ``model_max_length`` is the training ``max_length`` (the same truncation) and its
+``config.json`` names the identity as CrossEncoder's activation (:data:`CROSS_ENCODER_ACTIVATION`;
+CrossEncoder's default is a sigmoid). CrossEncoder cannot know the passage template, so the one way
+to score titled passages identically is :func:`format_passage` with :func:`read_template`::
+
+    template = read_template(folder)
+    CrossEncoder(folder).predict([(question, format_passage(title, text, template)) for title, text in docs])
+
+(A folder saved before the activation entry existed: ``CrossEncoder(folder, activation_fn=torch.nn.Identity())``.)
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +46,18 @@ import numpy as np
 import torch
 
 from udcg_ltr.batching import length_batches
+from udcg_ltr.data.jsonl import loads_json
 from udcg_ltr.data.schema import Passage, QueryRecord
-from udcg_ltr.io import atomic_directory, atomic_write_json
+from udcg_ltr.io import DataError, atomic_directory, atomic_write_json
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, encode_pairs, pad_rows, passage_text
 from udcg_ltr.models.precision import autocast, resolve_precision
 
 #: Side file of a saved reranker: how passages were formatted and truncated in training.
 RERANKER_CONFIG = "udcg_ltr_reranker.json"
+
+#: The activation sentence-transformers' ``CrossEncoder`` applies to the logit of a saved reranker (read from
+#: ``config.json`` -> ``sentence_transformers.activation_fn``): the identity, so it returns our scores.
+CROSS_ENCODER_ACTIVATION = "torch.nn.modules.linear.Identity"
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,9 @@ def save_reranker(model, tokenizer, path: str | os.PathLike, *, max_length: int 
     rename: a crash leaves either the previous model or the new one, never a mix.
     """
     path = Path(path)
+    # CrossEncoder reads its activation from config.json: the identity makes its scores our logits.
+    st_config = dict(getattr(model.config, "sentence_transformers", None) or {})
+    model.config.sentence_transformers = {**st_config, "activation_fn": CROSS_ENCODER_ACTIVATION}
     with atomic_directory(path) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         cfg = {"template": template, **dict(extra or {})}
@@ -72,6 +95,39 @@ def save_reranker(model, tokenizer, path: str | os.PathLike, *, max_length: int 
             cfg["max_length"] = int(max_length)
         atomic_write_json(tmp / RERANKER_CONFIG, cfg)
     return str(path)
+
+
+def read_reranker_config(model_dir: str | os.PathLike) -> dict[str, Any]:
+    """The side file :data:`RERANKER_CONFIG` of a saved reranker (``{}`` without one; a malformed one is a
+    :class:`DataError` naming it)."""
+    side = Path(model_dir) / RERANKER_CONFIG
+    if not side.is_file():
+        return {}
+    try:
+        cfg = loads_json(side.read_text(encoding="utf-8"))
+    except DataError as err:  # a NaN or infinite number
+        raise DataError(err.reason, path=str(side), field=err.field) from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DataError(f"not valid JSON: {err}", path=str(side)) from None
+    if not isinstance(cfg, dict):
+        raise DataError(f"expected a JSON object, got {type(cfg).__name__}", path=str(side))
+    return cfg
+
+
+def read_template(model_dir: str | os.PathLike) -> str:
+    """The passage template a saved reranker was trained with (:data:`RERANKER_CONFIG`; the default without one)."""
+    template = read_reranker_config(model_dir).get("template", DEFAULT_TEMPLATE)
+    if not isinstance(template, str) or "{text}" not in template:
+        raise DataError(f"expected a template string containing '{{text}}', got {template!r:.60}",
+                        path=str(Path(model_dir) / RERANKER_CONFIG), field="template")
+    return template
+
+
+def format_passage(title: str, text: str, template: str = DEFAULT_TEMPLATE) -> str:
+    """The text a reranker scores for a passage with ``title`` and ``text``: ``template`` filled in (just ``text``
+    when the title is empty), the rule of training and of :class:`Reranker`. With :func:`read_template` it gives a
+    sentence-transformers ``CrossEncoder`` the same inputs, hence the same scores (module docstring)."""
+    return passage_text(Passage(pid="-", title=title or "", text=text), template)
 
 
 def _resolve_device(device: str | torch.device | None) -> torch.device:
@@ -105,9 +161,7 @@ class Reranker:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)
-        cfg: dict[str, Any] = {}
-        if (path / RERANKER_CONFIG).is_file():
-            cfg = json.loads((path / RERANKER_CONFIG).read_text(encoding="utf-8"))
+        cfg = read_reranker_config(path)
         # safetensors only: a pickled pytorch_model.bin can run code when loaded.
         model = AutoModelForSequenceClassification.from_pretrained(str(path), use_safetensors=True,
                                                                    **({"dtype": dtype} if dtype else {}))
@@ -116,7 +170,7 @@ class Reranker:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         max_length = max_length or cfg.get("max_length") or min(int(tokenizer.model_max_length), 512)
         return cls(model, tokenizer, device=device, batch_size=batch_size, max_length=max_length,
-                   template=cfg.get("template", DEFAULT_TEMPLATE), **kwargs)
+                   template=read_template(path), **kwargs)
 
     # ---- scoring ------------------------------------------------------------------------
     def _text(self, p: Passage | str) -> str:
@@ -124,8 +178,11 @@ class Reranker:
 
     @torch.inference_mode()
     def score_pairs(self, questions: Sequence[str], texts: Sequence[str], *, progress: bool | None = None,
-                    desc: str = "scoring") -> np.ndarray:
-        """Logits for aligned (question, passage text) pairs, in input order (float64)."""
+                    desc: str = "scoring", batch_size: int | None = None) -> np.ndarray:
+        """Logits for aligned (question, passage text) pairs, in input order (float64 holding float32 values).
+
+        ``batch_size``: pairs per forward pass for this call (default: the reranker's).
+        """
         if len(questions) != len(texts):
             raise ValueError(f"{len(questions)} questions but {len(texts)} passages")
         n = len(texts)
@@ -142,7 +199,7 @@ class Reranker:
         logits, index = [], []
         with autocast(self.device, self.precision):
             # longest first: a memory error shows up at once
-            for rows in length_batches(lengths, self.batch_size, self.max_tokens):
+            for rows in length_batches(lengths, int(batch_size or self.batch_size), self.max_tokens):
                 batch = {key: pad_rows([ids[i] for i in rows], pad_values.get(key, 0), left).to(self.device,
                                                                                                non_blocking=True)
                          for key, ids in enc.items()}
@@ -158,9 +215,57 @@ class Reranker:
         """One score per passage (higher = ranks higher)."""
         return self.score_pairs([question] * len(passages), [self._text(p) for p in passages], progress=False)
 
-    def rank(self, question: str, passages: Sequence[Passage | str], top_k: int | None = None) -> list[RankedPassage]:
-        """Passages by descending score (ties: input order), cut to ``top_k``."""
+    def rank_passages(self, question: str, passages: Sequence[Passage | str],
+                      top_k: int | None = None) -> list[RankedPassage]:
+        """Passages by descending score (ties: input order), cut to ``top_k``, with ids, texts and 1-based ranks."""
         return _ranked(passages, self.scores(question, passages), top_k, self._text)
+
+    # ---- sentence-transformers' CrossEncoder interface ------------------------------------------
+    def predict(self, pairs, batch_size: int | None = None, show_progress_bar: bool | None = False,
+                activation_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, convert_to_numpy: bool = True,
+                convert_to_tensor: bool = False):
+        """Scores of ``(query, passage)`` pairs, as ``CrossEncoder.predict``: a float32 array (a tensor with
+        ``convert_to_tensor``, a list of 0-d tensors with ``convert_to_numpy=False``; one pair in, one score out).
+
+        A passage is a string (scored as given) or a :class:`Passage` (formatted with the saved template).
+        ``activation_fn`` is applied to the logits (none by default: the saved CrossEncoder activation is the
+        identity); ``batch_size`` defaults to the reranker's.
+        """
+        single = _is_single_pair(pairs)
+        pairs = [pairs] if single else list(pairs)
+        for i, pair in enumerate(pairs):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"pairs[{i}]: expected a (query, passage) pair, got {pair!r:.80}")
+        scores = torch.from_numpy(self.score_pairs([str(q) for q, _ in pairs], [self._text(p) for _, p in pairs],
+                                                   progress=show_progress_bar, batch_size=batch_size,
+                                                   desc="predicting").astype(np.float32))
+        if activation_fn is not None:
+            scores = activation_fn(scores)
+        if convert_to_tensor:
+            out = scores
+        elif convert_to_numpy:
+            out = scores.numpy()
+        else:
+            out = list(scores)
+        return out[0] if single else out
+
+    def rank(self, query: str, documents: Sequence[Passage | str], top_k: int | None = None,
+             return_documents: bool = False, batch_size: int | None = None, show_progress_bar: bool | None = False,
+             activation_fn: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[dict[str, Any]]:
+        """``CrossEncoder.rank``: ``[{"corpus_id": i, "score": s}, ...]`` (+ ``"text"``: the document as given, a
+        :class:`Passage` as the text it was scored as) by descending score, ties in input order, cut to ``top_k``.
+
+        :meth:`rank_passages` gives :class:`RankedPassage` s (ids and ranks) instead.
+        """
+        scores = self.predict([(query, d) for d in documents], batch_size=batch_size,
+                              show_progress_bar=show_progress_bar, activation_fn=activation_fn)
+        results = []
+        for i in np.argsort(-scores.astype(np.float64), kind="stable"):
+            hit: dict[str, Any] = {"corpus_id": int(i), "score": float(scores[i])}
+            if return_documents:
+                hit["text"] = documents[i] if isinstance(documents[i], str) else self._text(documents[i])
+            results.append(hit)
+        return results if top_k is None else results[:top_k]
 
     def score_records(self, records: Sequence[QueryRecord], *, progress: bool | None = None) -> list[np.ndarray]:
         """Per record, one score per passage in ``record.passages`` order; all pairs batched together."""
@@ -175,7 +280,7 @@ class Reranker:
 
     def rank_records(self, records: Sequence[QueryRecord], top_k: int | None = None, *,
                      progress: bool | None = None) -> list[list[RankedPassage]]:
-        """:meth:`rank` for every record, batched across records."""
+        """:meth:`rank_passages` for every record, batched across records."""
         return [_ranked(r.passages, s, top_k, self._text)
                 for r, s in zip(records, self.score_records(records, progress=progress))]
 
@@ -183,6 +288,11 @@ class Reranker:
                   *, progress: bool | None = None) -> Path:
         """Rerank ``records`` and write the TREC run."""
         return write_run(records, self.score_records(records, progress=progress), path, tag)
+
+
+def _is_single_pair(pairs) -> bool:
+    """One ``(query, passage)`` pair rather than a sequence of them (sentence-transformers' rule)."""
+    return isinstance(pairs, (tuple, list)) and len(pairs) == 2 and not isinstance(pairs[0], (tuple, list))
 
 
 def _ranked(passages, scores, top_k, fmt) -> list[RankedPassage]:

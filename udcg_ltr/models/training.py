@@ -13,8 +13,9 @@ maps onto it one to one. The run:
    precision pass to Lightning (``precision="auto"``: bf16 autocast where the CPU or GPU has bf16
    units, :mod:`udcg_ltr.models.precision`; ``ddp`` for several GPUs);
 4. reloads the best checkpoint, writes it with ``save_pretrained`` (+ tokenizer) to
-   ``output_dir/model`` and returns ``(model_path, metrics)`` where ``metrics`` holds the best
-   model's full validation table (and test table when ``test_records`` are given).
+   ``output_dir/model``, with a model card (``README.md``, :func:`udcg_ltr.models.hub.write_model_card`),
+   and returns ``(model_path, metrics)`` where ``metrics`` holds the best model's full validation table
+   (and test table when ``test_records`` are given).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from udcg_ltr.io import atomic_open, atomic_write_json, json_safe
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.cross_encoder import CrossEncoderModule, default_model_path
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, SlateDataModule
+from udcg_ltr.models.hub import base_model_name, write_model_card
 from udcg_ltr.models.precision import on_gpu, resolve_precision
 
 log = logging.getLogger(__name__)
@@ -206,7 +208,8 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     saved = out / "model"
     if trainer.is_global_zero:
         module.save_pretrained(saved, tokenizer, extra={"max_length": max_length, "template": template, "llm": llm,
-                                                        "relevance_threshold": relevance_threshold, "seed": seed})
+                                                        "relevance_threshold": relevance_threshold, "seed": seed,
+                                                        "gamma": gamma, "base_model": base_model_name(model_path)})
     eval_kw = dict(accelerator=accelerator, devices=1, precision=precision, logger=False,
                    enable_progress_bar=enable_progress_bar, enable_model_summary=False)
     if val_records:
@@ -217,6 +220,9 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
         metrics.update({name: float(v) for name, v in res[0].items()})
     if trainer.is_global_zero:
         atomic_write_json(out / "metrics.json", metrics)
+        # The model card (README.md) needs the metrics, so it follows them; the other facts are in the side file.
+        write_model_card(saved, metrics=metrics, dataset=f"{len(train_records)} training / "
+                         f"{len(val_records or [])} validation queries")
         if not keep_checkpoints:
             shutil.rmtree(ckpt_dir, ignore_errors=True)
     return str(saved), metrics

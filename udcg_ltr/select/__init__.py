@@ -6,7 +6,7 @@ is ``sigmoid(0) = 0.5``). Quality is UDCG (Eq. 4) of the kept set.
 
 * :mod:`~udcg_ltr.select.base`: ranked inputs, UDCG of every prefix, the :class:`Selector` API;
 * :mod:`~udcg_ltr.select.features`: labels-free list features (plus extra arrays such as the reader
-  probes of :mod:`udcg_ltr.annotate.probes`);
+  probes of :mod:`udcg_ltr.data.probes`);
 * :mod:`~udcg_ltr.select.baselines`: fixed k, absolute / relative score thresholds, the
   cumulative-utility rule of the dynamic-k analysis (labels-free), the oracle;
 * :mod:`~udcg_ltr.select.gate`: per-passage gate trained through a smooth UDCG of a soft prefix;

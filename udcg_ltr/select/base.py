@@ -260,15 +260,7 @@ class Selector:
         return f"{type(self).__name__}({cfg})"
 
 
-def ranked_top_k(ranked: RankedSlates, k) -> list[np.ndarray]:
-    """Column indices (in the caller's original column order) of each row's kept passages, rank order."""
-    k = np.asarray(k, dtype=np.int64)
-    if ranked.order is None:
-        return [np.arange(int(kq)) for kq in k]
-    return [ranked.order[i, :int(kq)] for i, kq in enumerate(k)]
-
-
 __all__ = [
     "RankedSlates", "Selector", "kept_mask", "mean_udcg_per_k", "oracle_k", "pad_scores", "prefix_udcg",
-    "prefix_udcg_logit", "rank_slates", "ranked_top_k", "udcg_of_kept", "valid_k",
+    "prefix_udcg_logit", "rank_slates", "udcg_of_kept", "valid_k",
 ]

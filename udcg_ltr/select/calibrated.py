@@ -12,7 +12,7 @@ So the model is split by what each part may learn from:
 1. **Prior** (trained with Lightning on the ``train`` rows, :class:`~udcg_ltr.select.expected.UtilityModelModule`):
    ``z_i = h(x_i)``, a relevance logit from *ranker-free* per-passage arrays only
    (``extra_features``: the first-stage retriever's score and rank, the reader probes of
-   :mod:`udcg_ltr.annotate.probes`), so it may learn from any annotated split, including the
+   :mod:`udcg_ltr.data.probes`), so it may learn from any annotated split, including the
    reranker's own training questions. With no ``extra_features`` the prior is a constant.
 2. **Calibration** (Platt-style logistic regression, fitted on the ``val`` rows ranked by the
    deployed ranker)::

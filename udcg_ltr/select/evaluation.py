@@ -9,8 +9,8 @@
   also drawn as a PNG grid of bar charts by :func:`plot_k_histograms`;
 * with an LLM scorer (any object with ``.score(items, generate=True)`` returning results with
   ``.answer`` and ``.n_prompt_tokens``, as :class:`udcg_ltr.annotate.scorer.LLMScorer`), the LLM
-  answers each kept context (passages in rank order as ``PromptItem(question, [(title, text)])``)
-  and the answers are graded (:mod:`udcg_ltr.annotate.grading`): ``correct_rate``,
+  answers each kept context (passages in rank order) through
+  :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection`, graded ``correct_rate``,
   ``abstained_rate``, ``wrong_rate``; plus the cost: ``mean_passages``, ``mean_prompt_tokens``
   (the scorer's prompt lengths) and ``mean_context_tokens`` (the kept passages' tokens with the
   scorer's tokenizer, or words when it has none). ``k_q = 0`` is not sent to the LLM: it counts as
@@ -27,10 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from udcg_ltr.analysis.report import Column, markdown_table, write_csv
+from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.io import atomic_write_bytes
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
+from udcg_ltr.select.base import RankedSlates, Selector, udcg_of_kept
 from udcg_ltr.select.training import rank_split, required_extra
 
 
@@ -40,56 +42,6 @@ def kept_pids(ranked: RankedSlates, pids: np.ndarray, k) -> list[list[str]]:
         raise ValueError("ranked slates carry no column order")
     ranked_pids = np.take_along_axis(np.asarray(pids, dtype=object), ranked.order, axis=1)
     return [[str(p) for p in ranked_pids[i, :int(kq)]] for i, kq in enumerate(np.asarray(k))]
-
-
-def _count_tokens(tokenizer: Any, text: str) -> int:
-    if tokenizer is None:
-        return len(text.split())
-    if hasattr(tokenizer, "encode"):
-        return len(tokenizer.encode(text, add_special_tokens=False))
-    return len(tokenizer(text))
-
-
-def end_to_end_selection(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], scorer: Any, *,
-                         relevance_threshold: int = 1, match_rule: str = "contains", tokenizer: Any = None,
-                         return_outcomes: bool = False) -> dict[str, Any]:
-    """Grade the LLM's answer to each query's kept context (``contexts``: pids in prompt order).
-
-    Empty contexts are not sent: abstained, 0 prompt tokens. Returns the outcome rates and the mean
-    context length in passages, prompt tokens and context tokens (module doc).
-    """
-    from udcg_ltr.annotate.grading import Outcome, grade_answer, outcome_counts
-    from udcg_ltr.annotate.scorer import PromptItem
-
-    if len(records) != len(contexts):
-        raise ValueError(f"{len(records)} records but {len(contexts)} contexts")
-    tokenizer = tokenizer if tokenizer is not None else getattr(scorer, "tokenizer", None)
-    send = [i for i, c in enumerate(contexts) if len(c) > 0]
-    items = [PromptItem(records[i].question, [(records[i].passage(p).title, records[i].passage(p).text)
-                                              for p in contexts[i]]) for i in send]
-    results = list(scorer.score(items, generate=True)) if items else []
-    if len(results) != len(items):
-        raise ValueError(f"scorer returned {len(results)} results for {len(items)} prompts")
-    outcomes: list[Outcome] = [Outcome.ABSTAINED] * len(records)
-    prompt_tokens = np.zeros(len(records))
-    context_tokens = np.zeros(len(records))
-    for i, res in zip(send, results):
-        rec = records[i]
-        has_rel = any(rec.passage(p).is_relevant(relevance_threshold) for p in contexts[i])
-        outcomes[i] = grade_answer(res.answer or "", rec.answers, context_has_relevant=has_rel, rule=match_rule)
-        prompt_tokens[i] = float(getattr(res, "n_prompt_tokens", 0) or 0)
-        context_tokens[i] = sum(_count_tokens(tokenizer, f"{rec.passage(p).title} {rec.passage(p).text}")
-                                for p in contexts[i])
-    n = max(len(records), 1)
-    counts = outcome_counts(outcomes)
-    out: dict[str, Any] = {f"{name}_rate": c / n for name, c in counts.items()}
-    out["mean_passages"] = float(np.mean([len(c) for c in contexts])) if contexts else 0.0
-    out["mean_prompt_tokens"] = float(prompt_tokens.mean()) if len(records) else 0.0
-    out["mean_context_tokens"] = float(context_tokens.mean()) if len(records) else 0.0
-    out["context_token_unit"] = "tokens" if tokenizer is not None else "words"
-    if return_outcomes:
-        out["outcomes"] = [o.value for o in outcomes]
-    return out
 
 
 def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gamma: float = DEFAULT_GAMMA,
@@ -181,8 +133,6 @@ DEFAULT_COLUMNS = ("selector", "split", "n", "udcg", "udcg_se", "mean_k", "k0_ra
 def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *,
                          digits: int = 4) -> str:
     """Rows as a Markdown table (floats to ``digits`` decimals, NaN as NA; missing cells empty)."""
-    from udcg_ltr.analysis.report import Column, markdown_table
-
     if not rows:
         return ""
     if columns is None:
@@ -203,18 +153,10 @@ def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[st
 def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike,
                    columns: Sequence[str] | None = None) -> Path:
     """Rows as CSV (atomic write); columns default to the union of the rows' keys in first-seen order."""
-    from udcg_ltr.analysis.report import write_csv
-
     if columns is None:
         columns = list(dict.fromkeys(c for r in rows for c in r if c != "outcomes"))
     return write_csv(path, rows, columns)
 
 
-def rank_for_selectors(scores, slates, selectors: Mapping[str, Selector]) -> RankedSlates:
-    """Rank ``(scores, slates)`` carrying every extra array the selectors read."""
-    extra = sorted({name for sel in selectors.values() for name in required_extra(sel)})
-    return rank_slates(scores, slates, extra_fields=tuple(extra))
-
-
 __all__ = ["end_to_end_selection", "evaluate_selectors", "format_rows_markdown", "kept_pids", "plot_k_histograms",
-           "rank_for_selectors", "write_rows_csv"]
+           "write_rows_csv"]

@@ -3,7 +3,7 @@
 A plug-in Bayes decision rule, the model-based counterpart of the gate and the k-classifier (which
 learn the decision directly). A small network ``h`` (linear or MLP, shared across positions) maps the
 standardised features ``x_i`` of the passage at rank ``i`` (:mod:`udcg_ltr.select.features`, with
-any ``extra_features`` such as the reader probes of :mod:`udcg_ltr.annotate.probes`) to
+any ``extra_features`` such as the reader probes of :mod:`udcg_ltr.data.probes`) to
 
 * ``pi_i = P(R_i = +1 | x_i)``, the probability that the passage is relevant (logistic), and
 * ``m_i = E[|u_i| | x_i]`` in ``(0, 1)``, the utility magnitude ``1 - P(NO-RESPONSE)`` (Eq. 2).

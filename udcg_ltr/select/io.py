@@ -22,6 +22,17 @@ import numpy as np
 
 from udcg_ltr.io import atomic_directory, atomic_write_bytes, atomic_write_json, json_safe
 from udcg_ltr.select.base import Selector
+from udcg_ltr.select.baselines import (
+    CumulativeUtilityRule,
+    FixedK,
+    OracleK,
+    RelativeThreshold,
+    ScoreThreshold,
+)
+from udcg_ltr.select.calibrated import CalibratedUtilitySelector
+from udcg_ltr.select.expected import ExpectedUtilitySelector
+from udcg_ltr.select.gate import GateSelector
+from udcg_ltr.select.kclassifier import KClassifierSelector
 
 FORMAT = "udcg_ltr.selector"
 VERSION = 1
@@ -31,18 +42,6 @@ WEIGHTS_FILE = "selector.safetensors"
 
 def registry() -> dict[str, type[Selector]]:
     """Selector classes by ``kind``."""
-    from udcg_ltr.select.baselines import (
-        CumulativeUtilityRule,
-        FixedK,
-        OracleK,
-        RelativeThreshold,
-        ScoreThreshold,
-    )
-    from udcg_ltr.select.calibrated import CalibratedUtilitySelector
-    from udcg_ltr.select.expected import ExpectedUtilitySelector
-    from udcg_ltr.select.gate import GateSelector
-    from udcg_ltr.select.kclassifier import KClassifierSelector
-
     classes = [FixedK, ScoreThreshold, RelativeThreshold, CumulativeUtilityRule, OracleK, GateSelector,
                KClassifierSelector, ExpectedUtilitySelector, CalibratedUtilitySelector]
     return {c.kind: c for c in classes}

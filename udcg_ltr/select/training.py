@@ -36,7 +36,7 @@ import numpy as np
 
 from udcg_ltr.io import atomic_write_json
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
+from udcg_ltr.select.base import RankedSlates, Selector, pad_scores, rank_slates, udcg_of_kept
 from udcg_ltr.select.io import load_selector, make_selector, registry, save_selector
 from udcg_ltr.select.learned import LearnedSelector
 
@@ -73,8 +73,6 @@ def rank_split(scores, slates, *, mask=None, extra_fields: Sequence[str] = ()) -
     if scores is None:
         return None
     if isinstance(scores, (list, tuple)) and slates is not None:
-        from udcg_ltr.select.base import pad_scores
-
         scores, smask = pad_scores(scores, width=slates.mask.shape[1])
         mask = smask & slates.mask if mask is None else mask
     return rank_slates(scores, slates, mask=mask, extra_fields=tuple(extra_fields))

@@ -23,8 +23,7 @@ _EXPORTS = {
     "run_positional_bias": "position", "PositionConfig": "position",
     "run_oracle_contexts": "oracle", "OracleConfig": "oracle",
     "run_context_size": "context_size", "ContextSizeConfig": "context_size",
-    "StudyReport": "common", "StudyContext": "common", "CacheOnlyScorer": "common", "CacheMiss": "common",
-    "LazyScorer": "common",
+    "StudyReport": "common", "StudyContext": "common",
 }
 
 #: ``mode`` name -> (module, entry point, config class).

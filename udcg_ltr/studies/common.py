@@ -8,7 +8,7 @@ Every study (:mod:`~udcg_ltr.studies.distractors`, :mod:`~udcg_ltr.studies.posit
 * ``records``: :class:`~udcg_ltr.data.schema.QueryRecord` s. Single-passage annotations of the LLM
   (``p_no_response``, and ``answer_alone`` where a study needs eRAG labels) are read from
   ``Passage.annotations[llm]``; when they are missing and a scorer is given, they are computed
-  (in place, through the cache) with :func:`udcg_ltr.annotate.annotator.annotate_records`.
+  (in place, through the cache) with :func:`udcg_ltr.annotate.annotator.ensure_annotations`.
 * ``scorer_or_runs``: an LLM scorer (``LLMScorer``, ``CachedScorer`` or anything with
   ``score(items, generate=True)``) that answers the study's contexts, **or** ready-made
   :class:`~udcg_ltr.data.contexts.ContextRun` s looked up by ``(qid, passage ids in prompt order)``.
@@ -17,8 +17,8 @@ Every study (:mod:`~udcg_ltr.studies.distractors`, :mod:`~udcg_ltr.studies.posit
   ``None``/``False`` only for scorers that need no cache, e.g. test fakes), so a killed study resumes
   and a rerun costs nothing.
 
-Randomness is per query (``(seed, crc32(qid), salt)``): a query's contexts do not depend on which
-other queries are in the study.
+Randomness is per query (:func:`udcg_ltr.fit.sampling.query_rng` salted with the study's name): a query's
+contexts do not depend on which other queries are in the study.
 
 Statistics shared by the studies (all over queries, the unit of resampling):
 
@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -47,10 +45,12 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test
-from udcg_ltr.analysis.end_to_end import grade_runs, run_contexts
 from udcg_ltr.analysis.report import log_to_wandb
+from udcg_ltr.annotate.annotator import DedupScorer, with_cache
+from udcg_ltr.annotate.cache import open_cache
+from udcg_ltr.annotate.end_to_end import Context, grade_runs, run_contexts
 from udcg_ltr.annotate.grading import Outcome
-from udcg_ltr.data.contexts import ContextRun
+from udcg_ltr.data.contexts import ContextRun, write_context_runs
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
 
@@ -64,7 +64,8 @@ OUTCOMES = ("correct", "abstained", "wrong")
 @dataclass(frozen=True)
 class StudyParams:
     """The parameters every study shares: which queries (``splits`` in order of preference, at most
-    ``max_queries``), bootstrap resamples and seed, the answer-grading ``rule`` and the relevance threshold."""
+    ``max_queries``), bootstrap resamples and seed, the answer-grading ``rule`` and the relevance threshold;
+    ``dataset``: the data set's name, for the plot titles and reports (the jobs pass ``dataset.name``)."""
 
     splits: tuple[str, ...] | None = None
     max_queries: int | None = None
@@ -72,16 +73,11 @@ class StudyParams:
     seed: int = 0
     rule: str = "contains"
     relevance_threshold: int = 1
+    dataset: str | None = None
 
 
-@dataclass(frozen=True)
-class StudyContext:
-    """One context of a study: passage ids in prompt order (duck-compatible with ``ContextRun``)."""
-
-    qid: str
-    context_id: int
-    pids: tuple[str, ...]
-    kind: str  # the study arm / position / schema the context belongs to
+#: One context of a study: passage ids in prompt order; ``kind``: the arm / position / schema it belongs to.
+StudyContext = Context
 
 
 @dataclass
@@ -158,8 +154,6 @@ def finish_report(report: StudyReport, out_dir: Path, logger=None) -> StudyRepor
     """Write the graded runs (``<name>_runs.jsonl``), ``report.md`` and ``summary.json`` (atomically), then log
     when a logger is given. The markdown's last section is its file list: the runs file is appended to it."""
     if report.runs:  # the graded answers, reusable as ``scorer_or_runs`` (no LLM needed to redo the tables)
-        from udcg_ltr.data.contexts import write_context_runs
-
         report.paths["runs_jsonl"] = write_context_runs(out_dir / f"{report.name}_runs.jsonl", report.runs)
         report.markdown += f"- `{report.paths['runs_jsonl'].name}`\n"
     report.paths["report_md"] = out_dir / "report.md"
@@ -232,99 +226,17 @@ def split_scorer_or_runs(llm, scorer_or_runs) -> tuple[str, Any, list[ContextRun
     return name, scorer, runs
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
-
-def open_cache(cache, llm_name: str):
-    """``True`` -> ``cache_dir()/annotations/<llm name>``; a path -> a cache there; a cache object as is;
-    ``None`` / ``False`` -> no cache."""
-    if cache is None or cache is False:
-        return None
-    from udcg_ltr.annotate.cache import AnnotationCache
-
-    if cache is True:
-        from udcg_ltr.paths import cache_dir
-
-        return AnnotationCache(cache_dir() / "annotations" / _safe(llm_name))
-    if isinstance(cache, (str, os.PathLike)):
-        return AnnotationCache(Path(cache))
-    return cache
-
-
-def cached_scorer(scorer, cache):
-    """``scorer`` behind ``cache`` (a ``CachedScorer``; kept as is when already one or when no cache)."""
-    if cache is None:
-        return scorer
-    from udcg_ltr.annotate.annotator import CachedScorer
-
-    if isinstance(scorer, CachedScorer):
-        return scorer if scorer.cache is cache else CachedScorer(scorer.scorer, cache)
-    return CachedScorer(scorer, cache)
-
-
-class DedupScorer:
-    """Scores each distinct prompt of a call once (identical ``(question, passages)`` items share a result).
-
-    Why: :class:`~udcg_ltr.annotate.annotator.CachedScorer` looks every item of a call up in the cache
-    *before* scoring the missing ones, so a prompt repeated within one call (two oracle schemas picking
-    the same passages, a k = 1 resample drawing one passage twice) would cost an LLM pass per copy.
-    Everything else is delegated to the wrapped scorer.
-    """
-
-    def __init__(self, scorer):
-        self.scorer = scorer
-
-    @classmethod
-    def wrap(cls, scorer):
-        return scorer if scorer is None or isinstance(scorer, cls) else cls(scorer)
-
-    def __getattr__(self, name: str):
-        return getattr(self.scorer, name)
-
-    def score(self, items, **kwargs):
-        items = list(items)
-        keys = [(it.question, tuple((str(t), str(x)) for t, x in it.passages)) for it in items]
-        first: dict[tuple, int] = {}
-        unique = []
-        for it, key in zip(items, keys):
-            if key not in first:
-                first[key] = len(unique)
-                unique.append(it)
-        results = self.scorer.score(unique, **kwargs)
-        return [results[first[key]] for key in keys]
-
-
-def missing_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str]) -> int:
-    """Number of passages lacking one of ``fields`` in ``annotations[llm]``."""
-    return sum(1 for r in records for p in r.passages
-               if any(f not in p.annotations.get(llm, {}) for f in fields))
-
-
-def ensure_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str], scorer=None, *,
-                       progress: bool = True) -> dict[str, Any]:
-    """Make sure every passage has ``fields`` under ``annotations[llm]``.
-
-    Missing ones are computed in place with :func:`~udcg_ltr.annotate.annotator.annotate_records`
-    (single-passage prompts, through the scorer's cache); without a scorer a missing annotation is
-    a :class:`DataError`. Returns ``{"missing": n, "computed": n, "cached": n}``.
-    """
-    n_missing = missing_annotations(records, llm, fields)
-    info = {"missing": n_missing, "computed": 0, "cached": 0}
-    if not n_missing:
-        return info
-    if scorer is None:
-        raise DataError(f"{n_missing} passages lack {list(fields)} annotations for LLM {llm!r}, and no scorer "
-                        "was given to compute them")
-    scorer_name = getattr(scorer, "name", None)
-    if scorer_name is not None and scorer_name != llm:
-        raise ValueError(f"the scorer is {scorer_name!r} but the study reads annotations of {llm!r}")
-    from udcg_ltr.annotate.annotator import annotate_records
-
-    todo = [r for r in records if any(f not in p.annotations.get(llm, {}) for p in r.passages for f in fields)]
-    stats = annotate_records(todo, scorer, None, fields=list(fields), progress=progress)
-    info.update(computed=stats.computed, cached=stats.cached)
-    return info
+def study_inputs(llm, scorer_or_runs, out_dir: str | os.PathLike,
+                 cache) -> tuple[str, Any, list[ContextRun] | None, Path]:
+    """What every study starts from: ``(llm name, scorer behind the cache or None, ready-made runs or None,
+    the output folder, created)`` (:func:`split_scorer_or_runs`, then
+    :func:`udcg_ltr.annotate.cache.open_cache` and :func:`udcg_ltr.annotate.annotator.with_cache`)."""
+    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if scorer is not None:
+        scorer = with_cache(scorer, open_cache(cache, name))
+    return name, scorer, runs, out
 
 
 def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[StudyContext], *, llm: str, scorer=None,
@@ -336,36 +248,27 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Study
     a context without a run is a :class:`DataError` (the message counts them).
     """
     if scorer is not None:
-        graded = run_contexts(records, contexts, DedupScorer.wrap(scorer), None, llm_name=llm, rule=rule,
-                              relevance_threshold=relevance_threshold, progress=progress)
-    else:
-        table: dict[tuple[str, tuple[str, ...]], ContextRun] = {}
-        for r in runs or ():
-            table.setdefault((r.qid, tuple(r.pids)), r)
-        found, missing = [], []
-        for c in contexts:
-            r = table.get((c.qid, tuple(c.pids)))
-            (found if r is not None else missing).append(r if r is not None else c)
-        if missing:
-            raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run "
-                            f"(e.g. query {missing[0].qid!r}, passages {list(missing[0].pids)}); pass a scorer "
-                            "to answer them")
-        graded = grade_runs(records, found, rule=rule, relevance_threshold=relevance_threshold, regrade=True)
-    out = []
-    for c, r in zip(contexts, graded):
-        out.append(ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), answer=r.answer, llm=llm,
-                              p_no_response=r.p_no_response, outcome=r.outcome, extra={**r.extra, "kind": c.kind}))
-    return out
+        return run_contexts(records, contexts, DedupScorer.wrap(scorer), llm_name=llm, rule=rule,
+                            relevance_threshold=relevance_threshold, progress=progress)
+    table: dict[tuple[str, tuple[str, ...]], ContextRun] = {}
+    for r in runs or ():
+        table.setdefault((r.qid, tuple(r.pids)), r)
+    found, missing = [], []
+    for c in contexts:
+        r = table.get((c.qid, tuple(c.pids)))
+        (found if r is not None else missing).append(r if r is not None else c)
+    if missing:
+        raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run "
+                        f"(e.g. query {missing[0].qid!r}, passages {list(missing[0].pids)}); pass a scorer "
+                        "to answer them")
+    graded = grade_runs(records, found, rule=rule, relevance_threshold=relevance_threshold, regrade=True)
+    return [ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), answer=r.answer, llm=llm,
+                       p_no_response=r.p_no_response, outcome=r.outcome, extra={**r.extra, "kind": c.kind})
+            for c, r in zip(contexts, graded)]
 
 
 # =============================================================================================
 # query selection and passages
-
-
-def query_rng(seed: int, qid: str, salt: str) -> np.random.Generator:
-    """The per-query generator of one study (independent of the other queries and of their order)."""
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(qid.encode("utf-8")),
-                                  zlib.crc32(salt.encode("utf-8"))])
 
 
 def order_by_splits(records: Sequence[QueryRecord], splits: Sequence[str] | None) -> list[QueryRecord]:
@@ -415,12 +318,21 @@ def describe_selection(info: Mapping[str, Any], max_queries: int | None = None) 
             f"left out: {excluded}{cap}")
 
 
-def retrieval_order(record: QueryRecord) -> list[Passage]:
-    """The pool in retrieval order (rank, then descending score, then input order)."""
-    keyed = sorted(enumerate(record.passages), key=lambda t: (
-        t[1].rank if t[1].rank is not None else math.inf,
-        -(t[1].score if t[1].score is not None else -math.inf), t[0]))
-    return [p for _, p in keyed]
+def plot_title(what: str, *, dataset: str | None, n_queries: int, llm: str | None = None,
+               by_split: Mapping[str, int] | None = None, split: str | None = None) -> str:
+    """A study plot's title: what it shows, then the data set, the split(s) and the number of queries.
+
+    ``by_split`` (queries per split, as :func:`select_queries` counts them) or ``split`` names the
+    split(s); the second line reads e.g. ``"squad, split test: 60 queries, LLM qwen"``.
+    """
+    if by_split and len(by_split) == 1:
+        where = f"split {next(iter(by_split))}"
+    elif by_split:
+        where = "splits " + " + ".join(f"{s} {n}" for s, n in by_split.items())
+    else:
+        where = f"split {split}" if split and split != "all" else "all splits"
+    return (f"{what}\n{dataset or 'unnamed data set'}, {where}: {n_queries} queries"
+            + (f", LLM {llm}" if llm else ""))
 
 
 def distracting_effect(p: Passage, llm: str) -> float:
@@ -541,82 +453,3 @@ def runs_csv_rows(runs: Sequence[ContextRun]) -> list[dict[str, Any]]:
     """Flat rows of graded runs (for the per-context CSV)."""
     return [{"qid": r.qid, "context_id": r.context_id, "kind": r.extra.get("kind"), "pids": " ".join(r.pids),
              "outcome": r.outcome, "p_no_response": r.p_no_response, "answer": r.answer} for r in runs]
-
-
-class CacheMiss(RuntimeError):
-    """A :class:`CacheOnlyScorer` was asked for a prompt that is not in the cache."""
-
-
-class CacheOnlyScorer:
-    """Stands in for an LLM whose answers are all in the annotation cache (reproducing a study offline).
-
-    It carries what :class:`~udcg_ltr.annotate.annotator.CachedScorer` keys on -- the LLM ``name``, the
-    prompt version, the precision (``dtype`` / ``quantize``) and ``max_new_tokens`` -- so cached
-    entries written by the real ``LLMScorer`` are found; any prompt missing from the cache raises
-    :class:`CacheMiss` instead of loading a model.
-    """
-
-    def __init__(self, name: str, *, prompt=None, prompt_version: str | None = None, dtype: str = "float32",
-                 quantize: str | None = None, exact_tail: int | None = None, max_new_tokens: int = 24):
-        from udcg_ltr.annotate.prompts import as_prompt_config
-
-        self.name = name
-        self.prompt = as_prompt_config(prompt)
-        self._version = prompt_version
-        self.dtype = dtype
-        self.quantize = quantize
-        self.exact_tail = exact_tail
-        self.max_new_tokens = int(max_new_tokens)
-
-    @property
-    def prompt_version(self) -> str:
-        """The version the cache keys use: ``prompt_version`` when given, else the prompt's hash."""
-        return self._version or self.prompt.version()
-
-    def answer_logprobs(self, items, answers, **_: Any):
-        raise CacheMiss(f"{len(items)} ANSWER_PROB prompts for {self.name!r} are not in the cache; compute them "
-                        "with the LLM first")
-
-    def score(self, items, **_: Any):
-        raise CacheMiss(f"{len(items)} prompts for {self.name!r} are not in the cache (e.g. question "
-                        f"{items[0].question[:80]!r}); run the study with the LLM first")
-
-
-class LazyScorer(CacheOnlyScorer):
-    """A :class:`CacheOnlyScorer` that loads the real LLM (``load()``) on the first prompt the cache lacks.
-
-    Behind a ``CachedScorer`` it reproduces a study or bench from the cache without loading any model when
-    every answer is cached, and computes exactly what is missing otherwise (a fresh clone). The loaded
-    scorer must key the cache as this stand-in does (name, prompt version, precision, ``max_new_tokens``),
-    else the answers it computes could not be found again: a mismatch is an error.
-    """
-
-    def __init__(self, name: str, load, **kwargs: Any):
-        super().__init__(name, **kwargs)
-        self._load = load
-        self._llm = None
-
-    @property
-    def loaded(self) -> bool:
-        return self._llm is not None
-
-    def llm(self):
-        """The real scorer, loaded on first use and checked against this stand-in's cache keys."""
-        if self._llm is None:
-            llm = self._load()
-            mine = (self.name, self.prompt_version, str(self.dtype), self.quantize, self.max_new_tokens)
-            theirs = (llm.name, llm.prompt_version, str(getattr(llm, "dtype", "float32")).replace("torch.", ""),
-                      getattr(llm, "quantize", None), int(getattr(llm, "max_new_tokens", 24)))
-            if mine != theirs:
-                raise ValueError(f"the loaded LLM keys the cache as {theirs}, the stand-in as {mine}")
-            self._llm = llm
-        return self._llm
-
-    def score(self, items, **kwargs: Any):
-        return self.llm().score(items, **kwargs)
-
-    def answer_logprobs(self, items, answers, **kwargs: Any):
-        return self.llm().answer_logprobs(items, answers, **kwargs)
-
-    def sample_answers(self, items, **kwargs: Any):
-        return self.llm().sample_answers(items, **kwargs)

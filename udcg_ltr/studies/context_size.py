@@ -30,24 +30,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.analysis.end_to_end import grade_runs, run_contexts
 from udcg_ltr.analysis.report import Column, fmt_ci, write_csv, write_table
 from udcg_ltr.analysis.study import DEFAULT_METRICS, _split_of, k_sweep_rows, plot_k_sweep
+from udcg_ltr.annotate.annotator import DedupScorer, ensure_annotations
+from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.studies.common import (
-    DedupScorer,
     StudyParams,
     StudyReport,
-    cached_scorer,
     config_from,
     describe_selection,
-    ensure_annotations,
     finish_report,
-    open_cache,
+    plot_title,
     select_queries,
-    split_scorer_or_runs,
+    study_inputs,
 )
 
 #: The metrics of the paper's Figure 2 (any of the correlation study's metrics may be asked for).
@@ -98,13 +96,10 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
     per-query Spearman.
     """
     cfg = config_from(params, ContextSizeConfig)
-    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    mode = cfg.mode if cfg.mode != "auto" else ("resample" if scorer is not None else "truncate")
-    if mode == "resample" and scorer is None:
+    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
+    mode = cfg.mode if cfg.mode != "auto" else ("resample" if runner is not None else "truncate")
+    if mode == "resample" and runner is None:
         raise ValueError("mode='resample' needs an LLM scorer (the contexts of every k must be answered)")
-    runner = cached_scorer(scorer, open_cache(cache, name)) if scorer is not None else None
     answerer = DedupScorer.wrap(runner)  # the k sweep's contexts: each distinct prompt once per call
     run_qids = {r.qid for r in runs} if runs is not None else None
     selected, info = select_queries(
@@ -173,10 +168,12 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
                      title="Queries with a defined correlation (neither side constant)")
     paths["queries_md"], paths["queries_csv"] = tn["md"], tn["csv"]
     paths["sweep_csv"] = write_csv(out / "context_size_sweep.csv", sweep)
-    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names,
-                                title=f"correlation vs k ({mode}; outcome: {source}; {report_split or 'all'} queries)")
-
     n_report = max(queries_by_k.values())
+    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names,
+                                title=plot_title(f"Metric-accuracy correlation vs k ({mode}; outcome: {source})",
+                                                 dataset=cfg.dataset, n_queries=n_report, llm=name,
+                                                 split=report_split or "all"))
+
     meta = {"study": "context_size", "llm": name, "config": asdict(cfg), "mode": mode, "outcome_source": source,
             "k_values": ks, "n_queries": n_report, "n_selected_queries": len(selected),
             "queries_by_k": queries_by_k, "defined_by_k": defined_by_k, "report_split": report_split or "all",

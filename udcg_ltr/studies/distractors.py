@@ -52,32 +52,30 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.analysis.report import Column, fmt_float, fmt_p, plot_bars, write_csv, write_table
+from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.data.schema import Passage, QueryRecord
+from udcg_ltr.fit.sampling import query_rng, retrieval_order
 from udcg_ltr.studies.common import (
     OUTCOMES,
     StudyContext,
     StudyParams,
     StudyReport,
     answer_contexts,
-    cached_scorer,
     config_from,
     describe_selection,
     distracting_effect,
-    ensure_annotations,
     finish_report,
     fmt_pct,
     fmt_pct_ci,
     mcnemar_exact,
-    open_cache,
     order_by_splits,
     outcome_indicators,
     paired_difference,
-    query_rng,
+    plot_title,
     rate_ci,
-    retrieval_order,
     runs_csv_rows,
     select_queries,
-    split_scorer_or_runs,
+    study_inputs,
     wilcoxon_paired,
 )
 
@@ -283,10 +281,7 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
             if isinstance(cfg.relevant_position, int) and cfg.relevant_position > k:
                 raise ValueError(f"relevant_position {cfg.relevant_position} > k = {k} after {k_note}")
             cfg = replace(cfg, k=k)
-    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    runner = cached_scorer(scorer, open_cache(cache, name)) if scorer is not None else None
+    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
     ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
     by_qid = {r.qid: r for r in records}
     plans, contexts, info = plan_distractor_contexts(records, name, cfg)
@@ -417,8 +412,9 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     lo.append(100 * diff["lo"])
     hi.append(100 * diff["hi"])
     paths["png"] = plot_bars(labels, vals, out / "distractors.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
-                             highlight=[labels[0], labels[1], labels[-1]],
-                             title=f"weak vs hard distractors, k={cfg.k}, {len(plans)} queries")
+                             highlight=[labels[0], labels[1], labels[-1]], digits=1,
+                             title=plot_title(f"Weak vs hard distractors, k = {cfg.k}", dataset=cfg.dataset,
+                                              n_queries=len(plans), llm=name, by_split=info["by_split"]))
 
     n_either = int((weak_ad | hard_ad).sum())
     meta = {"study": "distractors", "llm": name, "config": asdict(cfg), "k_note": k_note, "n_queries": len(plans),

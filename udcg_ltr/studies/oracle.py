@@ -36,31 +36,30 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.analysis.report import Column, fmt_float, fmt_p, plot_bars, write_csv, write_table
+from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.annotate.baselines import erag_labels
 from udcg_ltr.data.schema import Passage, QueryRecord
+from udcg_ltr.fit.sampling import retrieval_order
 from udcg_ltr.studies.common import (
     OUTCOMES,
     StudyContext,
     StudyParams,
     StudyReport,
     answer_contexts,
-    cached_scorer,
     config_from,
     describe_selection,
-    ensure_annotations,
     finish_report,
     fmt_pct,
     fmt_pct_ci,
     mcnemar_exact,
-    open_cache,
     outcome_indicators,
     paired_difference,
     paired_ratio_ci,
+    plot_title,
     rate_ci,
-    retrieval_order,
     runs_csv_rows,
     select_queries,
-    split_scorer_or_runs,
+    study_inputs,
 )
 
 SCHEMAS = ("relevance", "erag", "utility")
@@ -136,10 +135,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     the eRAG schema, ``answer_alone`` annotations (computed with the scorer when missing).
     """
     cfg = config_from(params, OracleConfig)
-    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    runner = cached_scorer(scorer, open_cache(cache, name)) if scorer is not None else None
+    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
     selected, info = select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries,
                                     eligible=lambda r: None if r.passages else "empty pool")
     if not selected:
@@ -235,8 +231,9 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     lo = [100 * r[f"{o}_lo"] for o in OUTCOMES for r in main]
     hi = [100 * r[f"{o}_hi"] for o in OUTCOMES for r in main]
     paths["png"] = plot_bars(labels, vals, out / "oracle.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
-                             highlight=[lab for lab in labels if lab.startswith("wrong")],
-                             title=f"Oracle contexts by schema, {n} queries")
+                             highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1,
+                             title=plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n, llm=name,
+                                              by_split=info["by_split"]))
 
     meta = {"study": "oracle", "llm": name, "config": asdict(cfg), "n_queries": n,
             "n_queries_with_relevant": int(has_rel.sum()), "n_contexts": len(graded),

@@ -33,8 +33,20 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import Column, fmt_float, fmt_p, new_figure, save_figure, write_csv, write_table
+from udcg_ltr.analysis.report import (
+    Column,
+    draw_lines,
+    fmt_float,
+    fmt_p,
+    new_figure,
+    save_figure,
+    set_title,
+    write_csv,
+    write_table,
+)
+from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.sampling import query_rng, retrieval_order
 from udcg_ltr.fit.weights import UDCGThetaWeights, load_weights
 from udcg_ltr.metrics import average_precision, mrr, ndcg, precision, udcg
 from udcg_ltr.studies.common import (
@@ -43,25 +55,21 @@ from udcg_ltr.studies.common import (
     StudyParams,
     StudyReport,
     answer_contexts,
-    cached_scorer,
     cochran_q,
     config_from,
     describe_selection,
     distracting_effect,
-    ensure_annotations,
     finish_report,
     fmt_pct,
     fmt_pct_ci,
     mcnemar_exact,
-    open_cache,
     outcome_indicators,
     paired_difference,
-    query_rng,
+    plot_title,
     rate_ci,
-    retrieval_order,
     runs_csv_rows,
     select_queries,
-    split_scorer_or_runs,
+    study_inputs,
 )
 
 #: Metric curves computed on the study's lists (binary relevance; each list is its own pool).
@@ -173,11 +181,8 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     :class:`PositionConfig` fields (``weights=`` a UDCG_theta weight file or objects).
     """
     cfg = config_from(params, PositionConfig)
-    name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
     k = cfg.k
-    runner = cached_scorer(scorer, open_cache(cache, name)) if scorer is not None else None
     ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
     by_qid = {r.qid: r for r in records}
     plans: dict[str, PositionPlan] = {}
@@ -256,7 +261,9 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
     paths["per_query_csv"] = write_csv(out / "position_per_query.csv", per_query)
     paths["runs_csv"] = write_csv(out / "position_runs.csv", runs_csv_rows(graded))
-    paths["png"] = _plot(rows, curves, theta, out / "position.png", k=k, n=n, llm=name)
+    paths["png"] = _plot(rows, curves, theta, out / "position.png", k=k, n=n, llm=name,
+                         title=plot_title(f"Positional bias, k = {k}", dataset=cfg.dataset, n_queries=n, llm=name,
+                                          by_split=info["by_split"]))
 
     tests = {"cochran_q": q, "first_minus_middle": primacy, "last_minus_middle": recency, "first_minus_last": first_last,
              "first_vs_last_mcnemar": first_last_mcnemar}
@@ -282,35 +289,48 @@ def _describe_weights(weights) -> Any:
     return [f"UDCGThetaWeights(k={w.k}, variant={w.variant})" for w in items]
 
 
-def _plot(rows, curves, theta, path: Path, *, k: int, n: int, llm: str) -> Path:
-    """Accuracy (left axis, 95% CI band) and the metric curves normalised by their maximum (right axis)."""
-    fig, ax = new_figure(figsize=(7.2, 4.6))
+def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str | None = None):
+    """Accuracy (left axis, 95% CI band, values at the points) and the metric curves normalised by their
+    maximum (right axis). Curves that coincide (MRR and MAP with one relevant passage; Precision and UDCG,
+    flat) are drawn once with both names; the others get distinct markers and dashes and sit slightly
+    apart sideways (:func:`udcg_ltr.analysis.report.draw_lines`), so no curve hides another."""
+    fig, ax = new_figure(figsize=(8.4, 4.8))
     x = np.arange(1, k + 1)
     acc = np.array([100 * r["correct"] for r in rows])
     lo = np.array([100 * r["correct_lo"] for r in rows])
     hi = np.array([100 * r["correct_hi"] for r in rows])
-    ax.plot(x, acc, "-o", color="tab:red", lw=2, label="LLM accuracy")
-    ax.fill_between(x, lo, hi, color="tab:red", alpha=0.15, lw=0)
+    ax.plot(x, acc, "-o", color="black", lw=2, label="LLM accuracy (95% CI)", zorder=5)
+    ax.fill_between(x, lo, hi, color="black", alpha=0.08, lw=0)
+    for xi, a in zip(x, acc):
+        ax.annotate(f"{a:.1f}%", (xi, a), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7,
+                    zorder=6, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_xlabel("position of the relevant passage")
-    ax.set_ylabel(f"accuracy % (95% CI, {n} queries)", color="tab:red")
+    ax.set_ylabel(f"accuracy % (95% CI, {n} queries)")
     ax.set_xticks(x)
+    ax.set_ylim(-2, 108)
     ax.grid(alpha=0.3)
     ax2 = ax.twinx()
-    styles = {"nDCG": "-s", "MRR": "-^", "MAP": "-v", "Precision": ":", "UDCG": "--", "UDCG_theta": "-D"}
     series = dict(curves)
     if theta is not None:
         series["alpha_i (UDCG_theta)"] = theta.alpha
-    for i, (m, y) in enumerate(series.items()):
+    normalised = {}
+    for m, y in series.items():
         y = np.asarray(y, dtype=np.float64)
         peak = np.max(np.abs(y))
-        ax2.plot(x, y / peak if peak > 0 else y, styles.get(m, "-."), ms=4, color=f"C{i}", alpha=0.8, label=m)
+        normalised[m] = y / peak if peak > 0 else y
+    draw_lines(ax2, x, normalised, dodge=0.2)
     ax2.set_ylabel("metric / its maximum over positions")
-    ax2.set_ylim(-0.05 if min(np.min(np.asarray(v)) for v in series.values()) >= 0 else -1.05, 1.05)
+    ax2.set_ylim(-0.05 if min(np.min(v) for v in normalised.values()) >= 0 else -1.05, 1.1)
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="lower left", ncol=2)
-    ax.set_title(f"Positional bias, k={k}, LLM {llm}")
-    return save_figure(fig, path)
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="upper left", bbox_to_anchor=(1.1, 1.0),
+              borderaxespad=0.0)
+    set_title(ax, title or f"Positional bias, k = {k}: {n} queries, LLM {llm}")
+    return fig
+
+
+def _plot(rows, curves, theta, path: Path, *, k: int, n: int, llm: str, title: str | None = None) -> Path:
+    return save_figure(position_figure(rows, curves, theta, k=k, n=n, llm=llm, title=title), path)
 
 
 def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, paths, theta, *, best, worst) -> str:

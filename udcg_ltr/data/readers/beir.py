@@ -17,13 +17,12 @@ needs are kept from the corpus, so large corpora stream through in one pass.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import parse_lines
 from udcg_ltr.data.readers._common import get_field, parse_grade
-from udcg_ltr.data.readers.trec import Qrels, Run, grade_counts, ranked_items, read_trec_run
+from udcg_ltr.data.readers.trec import Qrels, Run, as_nested_dict, grade_counts, ranked_items, read_trec_run
 from udcg_ltr.data.schema import MAX_GRADE, DataError, MissingFileError, Passage, QueryRecord, validate_record
 from udcg_ltr.io import open_text
 
@@ -102,7 +101,8 @@ def read_beir_corpus(path: str | os.PathLike, ids: set[str] | None = None) -> di
 
 def read_beir(folder: str | os.PathLike, split: str = "test", run: Run | str | os.PathLike | None = None,
               top_k: int | None = 100) -> list[QueryRecord]:
-    """One record per query of ``qrels/{split}.tsv``, pooled from ``run`` or from the judged documents.
+    """One record per query of ``qrels/{split}.tsv``, pooled from ``run`` (a ``{qid: {docid: score}}`` mapping,
+    a ranx ``Run`` or a TREC run file) or from the judged documents.
 
     With a run, each pool is the query's top ``top_k`` documents by descending score (``rank`` =
     position, ``score`` = run score); a judged query missing from the run has an empty pool and is
@@ -115,8 +115,10 @@ def read_beir(folder: str | os.PathLike, split: str = "test", run: Run | str | o
     qrels = read_beir_qrels(qrels_path, grades=(0, MAX_GRADE))
     queries_path = _find(folder, "queries.jsonl")
     queries = read_beir_queries(queries_path)
-    if run is not None and not isinstance(run, Mapping):
+    if isinstance(run, (str, os.PathLike)):
         run = read_trec_run(run)
+    elif run is not None:
+        run = as_nested_dict(run, "run")  # a mapping or a ranx Run
     pools: dict[str, list[tuple[str, float | None]]] = {}
     for qid, judged in qrels.items():
         if run is None:

@@ -224,18 +224,34 @@ def _text_of(entry: Any) -> tuple[str, str]:
     raise TypeError(f"expected a text, a {{'title', 'text'}} mapping or a (title, text) pair, got {entry!r:.60}")
 
 
-def records_from_run(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]] | None,
+def as_nested_dict(obj: Any, what: str = "run") -> Mapping[str, Mapping[str, Any]]:
+    """``{qid: {docid: value}}`` from a mapping, or from a ranx ``Run`` / ``Qrels`` (anything with a ``to_dict()``
+    returning that mapping: ranx objects are not mappings themselves)."""
+    if isinstance(obj, Mapping):
+        return obj
+    to_dict = getattr(obj, "to_dict", None)
+    nested = to_dict() if callable(to_dict) else None
+    if not isinstance(nested, Mapping):
+        raise TypeError(f"{what}: expected a {{qid: {{docid: value}}}} mapping or a ranx object with to_dict(), "
+                        f"got {type(obj).__name__}")
+    return nested
+
+
+def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
+                     qrels: Mapping[str, Mapping[str, int]] | Any | None,
                      texts: Mapping[str, Any], queries: Mapping[str, str], *,
                      top_k: int | None = None) -> list[QueryRecord]:
     """Records from a run: per query (in run order) its documents by descending score.
 
+    ``run`` / ``qrels``: ``{qid: {docid: score / grade}}`` mappings or ranx ``Run`` / ``Qrels``.
     ``texts[docid]`` is a passage text, a ``{"title", "text"}`` mapping or a ``(title, text)``
     pair; ``queries[qid]`` the query text. ``relevance`` is the qrels grade, 0 for an unjudged
     document, with ``passage.extra["unjudged"]`` telling which; ``record.extra["judged_grades"]``
     counts the query's judged documents per grade (over all qrels, not only the pool), which
     recall-style metrics need. ``top_k`` truncates each ranking.
     """
-    qrels = qrels or {}
+    run = as_nested_dict(run, "run")
+    qrels = as_nested_dict(qrels, "qrels") if qrels is not None else {}
     records = []
     for qid, scores in run.items():
         if qid not in queries:

@@ -15,7 +15,7 @@ Metric values are rounded to ``decimals`` (default 12) before ranking, so that v
 floating-point noise (e.g. UDCG of the same passages summed in another order) count as ties.
 A NaN metric value (e.g. ANSWER_PROB without its annotation) removes that context from its query.
 
-Queries are laid out as a padded ``[G, m]`` matrix (:func:`udcg_ltr.fit.pairs.group_index`), and
+Queries are laid out as a padded ``[G, m]`` matrix (:func:`udcg_ltr.stats.groups.group_index`), and
 ranks and concordance are computed with ``[G, m, m]`` comparisons: no Python loop over queries.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from udcg_ltr.fit.pairs import group_index, to_padded
+from udcg_ltr.stats.groups import group_index, to_padded
 
 METHODS = ("spearman", "kendall")
 

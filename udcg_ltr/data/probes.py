@@ -1,14 +1,16 @@
-"""Label-free *reader probes*: what the LLM itself says about each candidate passage, alone.
+"""Label-free *reader probes*: what the LLM itself said about each candidate passage, alone.
 
 A dynamic-k selector can only use what is known at inference: scores, and anything the reader LLM
-produces from the question and a candidate passage without gold labels. Two probes come with every
-utility annotation (:mod:`udcg_ltr.annotate.annotator`), at the cost of one LLM call per candidate:
-``p_no_response`` (the abstention probability, a prefill) and ``answer_alone`` (the greedy
-single-passage answer, a short generation). From them, per passage ``i`` of a pool of ``n``:
+produces from the question and a candidate passage without gold labels. Two such signals come with every
+utility annotation (:mod:`udcg_ltr.annotate.annotator`, one LLM call per candidate) and are stored in
+``Passage.annotations``: ``p_no_response`` (the abstention probability, a prefill) and ``answer_alone``
+(the greedy single-passage answer, a short generation). This module turns the stored answers into
+features, as :mod:`udcg_ltr.data.lexical` does with the texts (both fill ``PaddedSlates.probes``). Per
+passage ``i`` of a pool of ``n``:
 
 =============================  ==========================================================================
 ``p_no_response``              ``P_LLM(NO-RESPONSE | q, p_i)``; ``1 - p_no_response`` is ``|u_i|`` (Eq. 2)
-``probe_abstains``             1 when ``answer_alone`` is an abstention (:func:`~udcg_ltr.annotate.grading.is_abstention`)
+``probe_abstains``             1 when ``answer_alone`` is an abstention (:func:`~udcg_ltr.text.is_abstention`)
 ``probe_answer_in_passage``    1 when the normalised answer occurs as whole tokens in the passage text
                                (the reader quoted the passage rather than its memory)
 ``probe_agreement``            share of the *other* ``n - 1`` passages whose answer is the same (normalised,
@@ -23,8 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from udcg_ltr.annotate.grading import is_abstention
-from udcg_ltr.text import answer_tokens, has_answer_tokens, normalize_answer
+from udcg_ltr.text import answer_tokens, has_answer_tokens, is_abstention, normalize_answer
 
 #: Probe arrays :func:`answer_probes` derives from ``answer_alone`` (``p_no_response`` is a slates field).
 ANSWER_PROBES = ("probe_abstains", "probe_answer_in_passage", "probe_agreement")

@@ -1,0 +1,113 @@
+"""The full annotated SQuAD set (``annotated_full/`` of the shared data folder) for the ``full_*`` benches.
+
+``dataset=annotated_squad_full`` (conf/dataset/annotated_squad_full.yaml) reads
+``<data_dir>/annotated_full/squad_top10.jsonl.gz`` and ``.../squad_contexts.jsonl.gz``. The benches take a
+``--data-dir`` (the folder holding ``annotated_full/``) and a ``--max-queries`` subsample:
+:func:`write_subsample` copies a seeded subsample of whole questions (each with its pool and its contexts,
+lines verbatim) into a folder of the same layout, so that the Hydra job and the readers run on it unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from udcg_ltr.io import atomic_open, open_text
+from udcg_ltr.paths import data_dir
+
+FOLDER = "annotated_full"
+RECORDS = "squad_top10.jsonl.gz"
+CONTEXTS = "squad_contexts.jsonl.gz"
+SPLITS = ("train", "val", "test")
+
+
+def full_root(root: str | Path | None = None) -> Path:
+    """The folder that holds ``annotated_full/`` (``--data-dir``; default: the shared data folder)."""
+    return Path(root) if root is not None else data_dir()
+
+
+def missing_files(root: Path) -> list[Path]:
+    """The set's data files absent under ``root`` (empty when the set is there)."""
+    return [p for p in (root / FOLDER / RECORDS, root / FOLDER / CONTEXTS) if not p.is_file()]
+
+
+def per_split_quota(max_queries: int, splits: Sequence[str] = SPLITS) -> dict[str, int]:
+    """``max_queries`` shared evenly over the splits, the remainder to the last (test): every split gets some."""
+    if max_queries < len(splits):
+        raise ValueError(f"--max-queries must be at least {len(splits)} (one question per split), got {max_queries}")
+    base = max_queries // len(splits)
+    quota = {s: base for s in splits}
+    quota[splits[-1]] += max_queries - base * len(splits)
+    return quota
+
+
+def _write_lines(path: Path, lines: Sequence[str]) -> None:
+    with atomic_open(path, "w") as f:  # gzipped by its .gz suffix
+        f.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def write_subsample(src_root: Path, dst_root: Path, max_queries: int, *, seed: int = 0) -> dict[str, int]:
+    """Copy a seeded subsample of ``max_queries`` questions (:func:`per_split_quota`) to ``dst_root/annotated_full``.
+
+    Questions are drawn uniformly within each split (``numpy`` generator seeded with ``seed``) and kept in
+    file order with their context lines. Returns the number of questions written per split.
+    """
+    src, dst = src_root / FOLDER, dst_root / FOLDER
+    lines, split_of = [], []
+    with open_text(src / RECORDS) as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or "split" not in obj or "qid" not in obj:
+                raise ValueError(f"{src / RECORDS}, line {lineno}: expected an object with 'qid' and 'split'")
+            lines.append((str(obj["qid"]), line))
+            split_of.append(obj["split"])
+    rng = np.random.default_rng(seed)
+    keep: set[int] = set()
+    counts = {}
+    for split, n in per_split_quota(max_queries).items():
+        rows = [i for i, s in enumerate(split_of) if s == split]
+        take = rng.choice(len(rows), size=min(n, len(rows)), replace=False)
+        keep.update(rows[int(i)] for i in take)
+        counts[split] = int(min(n, len(rows)))
+    kept = [lines[i] for i in sorted(keep)]
+    qids = {q for q, _ in kept}
+    with open_text(src / CONTEXTS) as f:
+        contexts = [line for line in f if line.strip() and str(json.loads(line).get("qid")) in qids]
+    dst.mkdir(parents=True, exist_ok=True)
+    _write_lines(dst / RECORDS, [line for _, line in kept])
+    _write_lines(dst / CONTEXTS, contexts)
+    return counts
+
+
+def add_data_args(ap: argparse.ArgumentParser, out: Path) -> None:
+    """The options every ``full_*`` bench shares: ``--data-dir``, ``--out``, ``--max-queries``."""
+    ap.add_argument("--data-dir", type=Path, default=None,
+                    help="folder holding annotated_full/ (default: the shared data folder, udcg_ltr.paths.data_dir())")
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--max-queries", type=int, default=None,
+                    help="a seeded subsample of this many questions (a third per split, the rest to test) "
+                         "instead of all 10,570: a quick check, not a result")
+
+
+def prepare_data(args: argparse.Namespace) -> tuple[Path, Path] | None:
+    """``(data root holding annotated_full/, output folder)`` for the parsed options: the shared set, or the
+    ``--max-queries`` subsample written under the output folder; None (after saying why) when the set is absent."""
+    src = full_root(args.data_dir)
+    if missing_files(src):
+        print(f"the full annotated SQuAD set is not there: {', '.join(map(str, missing_files(src)))}", file=sys.stderr)
+        return None
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data_root = src.resolve()
+    if args.max_queries:
+        data_root = out / "subsample_data"
+        counts = write_subsample(src, data_root, args.max_queries, seed=args.seed)
+        print(f"subsample (--max-queries {args.max_queries}, seed {args.seed}): {counts} -> {data_root}", flush=True)
+    return data_root, out

@@ -1,0 +1,233 @@
+"""Every config composes: each option of each config group and each experiment recipe, for each entry point.
+
+In the style of ashleve/lightning-hydra-template's ``tests/test_configs.py``, one step further: every file
+``conf/<group>/<option>.yaml`` (nested groups such as ``hydra/launcher`` included) is composed into each primary
+config whose defaults list declares the group (``train.yaml``, ``evaluate.yaml``, ``annotate.yaml``), and every
+recipe ``conf/experiment/<name>.yaml`` into the entry point its usage line names. Each composed config is
+
+1. resolved (every interpolation, the ``hydra`` node included, with the Hydra runtime values a run would set);
+2. checked for ``_target_`` s that import and accept the config's arguments; the cheap, offline ones are
+   instantiated (the demo world reader, the loss), never an LLM or a reader of shared data; for third-party ones
+   (Optuna's sampler, Hydra's launcher and sweeper plugins) the package must be installed;
+3. validated with :func:`udcg_ltr.jobs.common.validate_config` as train.py / evaluate.py would; a config with a
+   mandatory ``???`` value must fail validation naming that value.
+
+A renamed option, a broken interpolation or a recipe that no longer validates cannot hide in a README.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from udcg_ltr.jobs.common import ConfigError, validate_config
+from udcg_ltr.jobs.evaluate_job import MODES
+from udcg_ltr.jobs.train_job import STAGE_FUNCS
+from udcg_ltr.losses import get_loss, with_spec
+from udcg_ltr.paths import PROJECT_ROOT
+
+CONF = PROJECT_ROOT / "conf"
+TASKS = ("train", "evaluate", "annotate")
+#: _target_ s instantiated for real: cheap, offline and deterministic (the seeded demo world).
+CHEAP_TARGETS = ("udcg_ltr.data.demo_world.generate_demo_world",)
+#: Groups composed into each primary config besides the ones train.yaml and evaluate.yaml declare. The annotation
+#: CLI declares llm and paths too, but those options are already composed (identically) into train and evaluate.
+ANNOTATE_GROUPS = ("dataset",)
+#: Groups that change what a job runs: each option is composed on its own (see :func:`cases`).
+ONE_AT_A_TIME = ("model", "loss", "hparams_search")
+_INSTANTIATED: set[tuple[str, str]] = set()
+
+
+def groups() -> dict[str, list[str]]:
+    """``{group: options}`` for every folder under conf/ holding option files (``hydra/launcher`` included)."""
+    found = {}
+    for folder in sorted(p for p in CONF.rglob("*") if p.is_dir()):
+        options = sorted(f.stem for f in folder.glob("*.yaml"))
+        if options:
+            found[folder.relative_to(CONF).as_posix()] = options
+    return found
+
+
+@cache
+def declared_groups(task: str) -> frozenset[str]:
+    """Groups the primary config's defaults list names (Hydra's own ``hydra/...`` groups are always there)."""
+    entries = yaml.safe_load((CONF / f"{task}.yaml").read_text(encoding="utf-8")).get("defaults") or []
+    names = {next(iter(e)).removeprefix("override ").strip("/") for e in entries if isinstance(e, dict)}
+    return frozenset(names | {g for g in groups() if g.startswith("hydra/")})
+
+
+def recipe_task(recipe: str) -> str:
+    """The entry point a recipe's usage comment names (``python train.py ...`` or ``python evaluate.py ...``)."""
+    text = (CONF / "experiment" / f"{recipe}.yaml").read_text(encoding="utf-8")
+    tasks = set(re.findall(r"python (train|evaluate)\.py", text))
+    assert len(tasks) == 1, f"conf/experiment/{recipe}.yaml must name one entry point in its usage line, found {tasks}"
+    return tasks.pop()
+
+
+def cases() -> list[tuple[str, tuple[str, ...]]]:
+    """``(task, overrides)``: every option of every group the task declares, and every recipe.
+
+    Options of the groups in :data:`ONE_AT_A_TIME` (and recipes) are composed alone: they change what the job
+    runs. The others (dataset, llm, logger, trainer, paths, hydra, launchers) only parameterise it, so they are
+    composed side by side, the i-th option of each in the i-th config (cycling through shorter groups):
+    every option is composed, resolved and validated, in a third of the compositions (the test stays well under
+    a minute on two cores).
+    """
+    out = []
+    for group, options in groups().items():
+        if group == "experiment":
+            out.extend((recipe_task(option), (f"experiment={option}",)) for option in options)
+    for task in TASKS:
+        mine = {g: o for g, o in groups().items() if g in declared_groups(task) and g != "experiment"
+                and (task != "annotate" or g in ANNOTATE_GROUPS)}
+        for group in sorted(set(mine) & set(ONE_AT_A_TIME)):
+            out.extend((task, (f"{group}={option}",)) for option in mine.pop(group))
+        n = max((len(o) for o in mine.values()), default=0)
+        out.extend((task, tuple(f"{g}={o[i % len(o)]}" for g, o in sorted(mine.items()))) for i in range(n))
+    return out
+
+
+@pytest.fixture()
+def hydra_runtime(tmp_path):
+    """Compose like a run: the hydra node included and the runtime values set; the global HydraConfig is cleared
+    afterwards (output_dir() would otherwise send later tests' runs to this folder)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    def make(task: str, overrides: list[str]) -> DictConfig:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name=task, overrides=[f"paths.root_dir={PROJECT_ROOT}", *overrides],
+                          return_hydra_config=True)
+        with open_dict(cfg):  # what Hydra sets when the job starts (run folder, job number in a sweep)
+            cfg.hydra.runtime.output_dir = str(tmp_path / "run")
+            cfg.hydra.job.num = 0
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    yield make
+    HydraConfig.instance().cfg = None
+
+
+def targets(node, where: str = "") -> list[tuple[str, dict]]:
+    """Every ``(dotted path, node)`` of a resolved config that holds a ``_target_``."""
+    found = []
+    if isinstance(node, dict):
+        if "_target_" in node:
+            found.append((where, node))
+        for key, value in node.items():
+            found.extend(targets(value, f"{where}.{key}" if where else str(key)))
+    return found
+
+
+def check_targets(resolved: dict) -> None:
+    from hydra.utils import get_method, instantiate
+
+    for where, node in targets(resolved):
+        target = str(node["_target_"])
+        if not target.startswith("udcg_ltr."):
+            # Third-party (Optuna's sampler, Hydra's launcher and sweeper plugins): a Hydra run instantiates them;
+            # here the package must exist (importing Optuna alone would take seconds per config).
+            package = ".".join(target.split(".")[: 2 if target.startswith("hydra_plugins.") else 1])
+            assert importlib.util.find_spec(package) is not None, f"{where}._target_ {target}: {package} is not installed"
+            continue
+        try:
+            fn = get_method(target)
+        except Exception as err:  # noqa: BLE001 (the message names the target)
+            raise AssertionError(f"{where}._target_ {target!r} does not import: {err}") from err
+        kwargs = {k: v for k, v in node.items() if not k.startswith("_")}
+        params = inspect.signature(fn).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            unknown = sorted(set(kwargs) - set(params))
+            assert not unknown, f"{where}: {target} does not accept {unknown}"
+        key = (target, repr(sorted(kwargs.items())))
+        if target in CHEAP_TARGETS and "???" not in kwargs.values() and key not in _INSTANTIATED:
+            assert instantiate(node) is not None, where
+            _INSTANTIATED.add(key)  # the same arguments build the same object: once per session is enough
+
+
+def build_loss(cfg: DictConfig):
+    """The loss as the train job builds it (a ``_target_`` node, or a registry name filled with the run's k, gamma)."""
+    from hydra.utils import instantiate
+
+    node = cfg.model.get("loss", cfg.get("loss"))
+    if isinstance(node, DictConfig) and "_target_" in node:
+        return instantiate(node)
+    kwargs = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else {"name": node}
+    name = kwargs.pop("name")
+    return get_loss(name, **with_spec(name, kwargs, k=int(cfg.k), gamma=float(cfg.gamma)))
+
+
+def job_part(cfg: DictConfig) -> DictConfig:
+    """The config without the ``hydra`` node: what the task function receives."""
+    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+
+
+def validate(task: str, cfg: DictConfig, tmp_path: Path) -> None:
+    run_cfg = job_part(cfg)
+    if task == "train":
+        validate_config(run_cfg, stages=list(run_cfg.model.stages), known_stages=list(STAGE_FUNCS))
+    elif task == "evaluate":
+        with open_dict(run_cfg):  # modes that read a trained model / a sweep get an (empty) folder
+            if run_cfg.get("reranker") is not None and run_cfg.reranker.get("path") is None:
+                run_cfg.reranker.path = str(tmp_path)
+            if run_cfg.get("sweep_dir") is None:
+                run_cfg.sweep_dir = str(tmp_path)
+        validate_config(run_cfg, mode=str(run_cfg.mode), known_modes=list(MODES))
+
+
+@pytest.mark.parametrize(("task", "overrides"), cases(), ids=lambda v: ",".join(v) if isinstance(v, tuple) else v)
+def test_config_composes_resolves_instantiates_and_validates(task, overrides, hydra_runtime, tmp_path):
+    cfg = hydra_runtime(task, list(overrides))
+    resolved = OmegaConf.to_container(cfg, resolve=True)  # every interpolation, hydra node included
+    assert resolved["hydra"]["runtime"]["output_dir"] == str(tmp_path / "run")
+    check_targets(resolved)
+    if task == "train" and "cross_encoder" in cfg.model.stages:
+        loss = build_loss(cfg)
+        for term in getattr(loss, "terms", [loss]):  # one spec: the loss sees the run's k and gamma
+            assert getattr(term, "gamma", cfg.gamma) == cfg.gamma and getattr(term, "k", cfg.k) == cfg.k, term
+    if task == "annotate":
+        return  # python -m udcg_ltr.annotate has its own checks (tests/test_annotate_cli.py)
+    missing = sorted(OmegaConf.missing_keys(job_part(cfg)))  # e.g. dataset=jsonl without dataset.reader.path
+    try:
+        validate(task, cfg, tmp_path)
+        problems: list[str] = []
+    except ConfigError as err:
+        problems = err.problems
+    for key in missing:  # a mandatory value left open is refused, by name
+        assert any(key in p for p in problems), (key, problems)
+    # Nothing else may be wrong, except data files the shared folder does not ship (validation reads no data).
+    data = str(cfg.paths.data_dir)
+    unexpected = [p for p in problems if not any(key in p for key in missing)
+                  and not ("does not exist" in p and data in p)]
+    assert not unexpected, unexpected
+
+
+def test_every_group_is_composed_somewhere():
+    """A new group folder or option file is covered by the parametrisation above."""
+    composed = {tuple(o.split("=", 1)) for _, overrides in cases() for o in overrides}
+    expected = {(group, option) for group, options in groups().items() for option in options}
+    assert composed == expected, sorted(expected - composed)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_primary_config_resolves_as_is(task, hydra_runtime):
+    cfg = hydra_runtime(task, [])
+    OmegaConf.to_container(cfg, resolve=True)
+    assert not OmegaConf.missing_keys(job_part(cfg)), f"{task}.yaml needs a value to run"
+
+
+def test_demo_world_reader_instantiates_records(hydra_runtime):
+    """The default dataset's ``_target_`` returns QueryRecords (cheap: the embedded, seeded demo world)."""
+    from hydra.utils import instantiate
+
+    from udcg_ltr.data.schema import QueryRecord
+
+    records = instantiate(hydra_runtime("train", ["dataset=demo"]).dataset.reader)
+    assert records and all(isinstance(r, QueryRecord) for r in records)

@@ -1,0 +1,107 @@
+"""The full-set benches (``bench/full_correlation.py``, ``bench/full_dynamic_k.py``) and their dataset config.
+
+The end-to-end checks run each bench on a seeded subsample of the real ``annotated_full`` set (built once
+here, 60 questions: 20 per split) and read its machine-read last line; they skip when the shared data is
+absent. Numbers on 20 test questions mean nothing: only the format and the ranges are checked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+if str(BENCH) not in sys.path:  # the benches' data helper (bench/_full_data.py)
+    sys.path.append(str(BENCH))
+
+from _full_data import write_subsample  # noqa: E402
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+       "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
+NUMBER = r"([-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))"
+CORRELATION_LINE = re.compile(rf"spearman_test_full: udcg={NUMBER} udcg_theta={NUMBER} ndcg={NUMBER} erag={NUMBER} "
+                              rf"diff_theta_vs_ndcg={NUMBER} \[{NUMBER}, {NUMBER}\]")
+DYNAMIC_K_LINE = re.compile(rf"udcg_test_full: best_fixed={NUMBER} relative_threshold={NUMBER} learned={NUMBER} "
+                            rf"oracle={NUMBER} gap_closed={NUMBER} p={NUMBER}")
+
+
+def _run(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_dataset_config_is_the_annotated_reader_on_the_full_folder():
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        full = compose(config_name="evaluate", overrides=["dataset=annotated_squad_full", "mode=correlation"])
+        small = compose(config_name="evaluate", overrides=["dataset=annotated_squad", "mode=correlation"])
+    f, s = (OmegaConf.to_container(c.dataset, resolve=False) for c in (full, small))
+    assert f["name"] == "annotated_squad_full" and full.mode == "correlation"
+    assert f["reader"]["_target_"] == s["reader"]["_target_"]
+    assert f["reader"]["path"] == "${paths.data_dir}/annotated_full/squad_top10.jsonl.gz"
+    assert f["contexts_path"] == "${paths.data_dir}/annotated_full/squad_contexts.jsonl.gz"
+    assert {k: v for k, v in f.items() if k not in ("name", "reader", "contexts_path")} == \
+           {k: v for k, v in s.items() if k not in ("name", "reader", "contexts_path")}
+
+
+@pytest.mark.parametrize("script", ["full_correlation.py", "full_dynamic_k.py"])
+def test_help(script):
+    proc = _run(script, "--help", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "--max-queries" in proc.stdout and "--data-dir" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def small_full_set(shared_data_dir, tmp_path_factory) -> Path:
+    """A folder holding ``annotated_full/`` with 20 questions per split of the real set (seeded)."""
+    if not (shared_data_dir / "annotated_full" / "squad_contexts.jsonl.gz").is_file():
+        pytest.skip("the shared annotated_full set is absent")
+    root = tmp_path_factory.mktemp("full_subsample")
+    counts = write_subsample(shared_data_dir, root, 60, seed=0)
+    assert counts == {"train": 20, "val": 20, "test": 20}
+    return root
+
+
+def test_full_correlation_end_to_end(small_full_set, tmp_path):
+    proc = _run("full_correlation.py", "--data-dir", str(small_full_set), "--out", str(tmp_path),
+                "--n-bootstrap", "200", "--k-sweep", "none")
+    match = CORRELATION_LINE.fullmatch(_last_line(proc))
+    assert match, _last_line(proc)
+    values = [float(x) for x in match.groups()]
+    assert all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in values), values
+    diff, lo, hi = values[4:]
+    assert lo <= diff <= hi
+    for name in ("table.md", "table.csv", "diagnostics.csv", "correlation_vs_ndcg.png", "summary.json",
+                 "job/correlation/per_query.csv"):
+        assert (tmp_path / name).is_file(), name
+
+
+def test_full_dynamic_k_end_to_end(small_full_set, tmp_path):
+    # --max-queries on the 60-question folder draws 15 per split from it: the subsample path is exercised too
+    proc = _run("full_dynamic_k.py", "--data-dir", str(small_full_set), "--out", str(tmp_path), "--max-queries", "45",
+                "--grid", "quick", "--no-probes", "--max-epochs", "2", "--n-bootstrap", "200", "--threads", "1")
+    match = DYNAMIC_K_LINE.fullmatch(_last_line(proc))
+    assert match, _last_line(proc)
+    best_fixed, relative, learned, oracle, gap, p = (float(x) for x in match.groups())
+    assert all(0.0 < v < 1.0 for v in (best_fixed, relative, learned, oracle))
+    # the oracle takes each question's best k: no selector's mean can beat it
+    assert oracle >= max(best_fixed, relative, learned) - 1e-4
+    assert math.isfinite(gap) and gap <= 1.0 + 1e-6
+    assert 0.0 < p <= 1.0
+    assert "questions: train=15 val=15 test=15" in proc.stdout
+    for name in ("table.md", "selectors_test.csv", "learned_grid.csv", "udcg_test.png", "k_hist_test.png",
+                 "results.json"):
+        assert (tmp_path / name).is_file(), name

@@ -1,0 +1,205 @@
+"""End-to-end runs, the one path by which an LLM answers whole contexts: answers graded CORRECT / ABSTAINED / WRONG.
+
+A context is a query plus passage ids in prompt order (a :class:`Context`, a
+:class:`~udcg_ltr.fit.sampling.SampledContext` or a :class:`~udcg_ltr.data.contexts.ContextRun`).
+:func:`run_contexts` turns each into the same prompt family as the utility annotation (a ``PromptItem``
+with the context's ``(title, text)`` passages in order: the paper's instruction, ``Document [i] (Title:
+...) ...``), asks the scorer for P(NO-RESPONSE) and the greedy answer (``scorer.score(items,
+generate=True)``), and grades the answer with :func:`udcg_ltr.annotate.grading.grade_answer` -- correct
+only when the context holds a relevant passage, as in the UDCG paper. Every caller goes through it: the
+jobs, the correlation study, the paper studies (:func:`udcg_ltr.studies.common.answer_contexts`) and the
+kept-context evaluation :func:`end_to_end_selection` (selectors, rerankers, systems).
+
+Caching: pass ``cache`` (an :class:`udcg_ltr.annotate.cache.AnnotationCache`) and the scorer is put behind
+it with :func:`udcg_ltr.annotate.annotator.with_cache`, whose key covers the LLM, the prompt version, the
+task, the question and the sha256 of every passage's title and text in prompt order -- so a context is
+answered once, whatever study asks for it again (or pass a ``CachedScorer`` as ``scorer``). Any object
+with the same ``.score`` method may be passed as ``scorer`` (tests use a fake).
+
+:func:`load_shared_runs` reads the shared annotated SQuAD's ready-made end-to-end answers (100
+queries x 8 contexts of 5 passages) and grades them the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from udcg_ltr.annotate.annotator import with_cache
+from udcg_ltr.annotate.grading import grade_answer, outcome_counts
+from udcg_ltr.annotate.prompts import PromptItem
+from udcg_ltr.data.contexts import ContextRun
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, records_by_qid
+
+
+@dataclass(frozen=True)
+class Context:
+    """One context to answer: passage ids in prompt order (duck-compatible with ``ContextRun``);
+    ``kind``: the study arm / position / schema it belongs to, kept in the run's ``extra``."""
+
+    qid: str
+    context_id: int
+    pids: tuple[str, ...]
+    kind: str | None = None
+
+
+def _record_of(by_qid: dict[str, QueryRecord], context) -> QueryRecord:
+    rec = by_qid.get(context.qid)
+    if rec is None:
+        raise DataError(f"context ({context.qid!r}, {context.context_id}) refers to an unknown query", field="qid")
+    return rec
+
+
+def context_passages(record: QueryRecord, pids: Sequence[str]) -> list[Passage]:
+    """The passages ``pids`` of ``record``, in that order (an unknown id is a :class:`DataError`)."""
+    table = {p.pid: p for p in record.passages}
+    missing = [pid for pid in pids if pid not in table]
+    if missing:
+        raise DataError(f"query {record.qid!r} has no passage(s) {missing}", field="pids")
+    return [table[pid] for pid in pids]
+
+
+def context_has_relevant(record: QueryRecord, pids: Sequence[str], relevance_threshold: int = 1) -> bool:
+    return any(p.is_relevant(relevance_threshold) for p in context_passages(record, pids))
+
+
+def grade_runs(records, runs: Sequence[ContextRun], *, rule: str = "contains", relevance_threshold: int = 1,
+               regrade: bool = False, **grade_kwargs) -> list[ContextRun]:
+    """Copies of ``runs`` with ``outcome`` set (kept as is when already graded, unless ``regrade``);
+    correct requires a relevant passage in the context."""
+    by_qid = records_by_qid(records)
+    out = []
+    for run in runs:
+        rec = _record_of(by_qid, run)
+        outcome = run.outcome
+        if outcome is None or regrade:
+            outcome = grade_answer(run.answer, rec.answers, rule=rule, **grade_kwargs,
+                                   context_has_relevant=context_has_relevant(rec, run.pids, relevance_threshold)).value
+        out.append(ContextRun(qid=run.qid, context_id=run.context_id, pids=list(run.pids), answer=run.answer,
+                              llm=run.llm, p_no_response=run.p_no_response, outcome=outcome,
+                              extra=dict(run.extra)))
+    return out
+
+
+def load_shared_runs(records=None, *, path=None, rule: str = "contains") -> list[ContextRun]:
+    """The shared annotated SQuAD end-to-end answers as graded runs (records default to the shared top-10 set)."""
+    from udcg_ltr.data.readers.annotated import read_annotated_contexts, read_annotated_squad
+
+    if records is None:
+        records = read_annotated_squad()
+    return grade_runs(records, read_annotated_contexts(path), rule=rule)
+
+
+def prompt_items(records, contexts: Sequence) -> list[PromptItem]:
+    """One ``PromptItem(question, [(title, text), ...])`` per context, passages in prompt order."""
+    by_qid = records_by_qid(records)
+    items = []
+    for c in contexts:
+        rec = _record_of(by_qid, c)
+        items.append(PromptItem(rec.question, [(p.title, p.text) for p in context_passages(rec, c.pids)]))
+    return items
+
+
+def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: str | None = None,
+                 rule: str = "contains", relevance_threshold: int = 1, progress: bool = True,
+                 batch_items: int = 256) -> list[ContextRun]:
+    """Answer every context with the LLM (greedy) and grade it; returns graded :class:`ContextRun` s in input order.
+
+    ``scorer``: anything with ``score(items, *, generate=True) -> [result(p_no_response, answer, ...)]``
+    (the annotate helper's ``LLMScorer`` or ``CachedScorer``); ``cache``: an annotation cache to put it
+    behind (see the module docstring). Items go to the scorer in chunks of ``batch_items`` so that a
+    long run shows progress and a cache persists as it goes. A run's ``extra`` holds the context's
+    ``kind`` (when it has one) and the prompt length ``n_prompt_tokens`` (when the scorer reports it).
+    """
+    scorer = with_cache(scorer, cache)
+    by_qid = records_by_qid(records)
+    contexts = list(contexts)
+    items = prompt_items(by_qid, contexts)
+    name = llm_name or getattr(scorer, "name", None) or "llm"
+    results = []
+    bar = tqdm(total=len(items), desc=f"end-to-end {name}", unit="context", disable=not progress or len(items) == 0)
+    try:
+        for start in range(0, len(items), batch_items):
+            chunk = items[start:start + batch_items]
+            out = list(scorer.score(chunk, generate=True))
+            if len(out) != len(chunk):
+                raise ValueError(f"scorer returned {len(out)} results for {len(chunk)} prompts")
+            results.extend(out)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+    runs = []
+    for c, res in zip(contexts, results):
+        rec = by_qid[c.qid]
+        answer = res.answer if res.answer is not None else ""
+        outcome = grade_answer(answer, rec.answers, rule=rule,
+                               context_has_relevant=context_has_relevant(rec, c.pids, relevance_threshold))
+        extra: dict[str, Any] = {"kind": c.kind} if getattr(c, "kind", None) else {}
+        if getattr(res, "n_prompt_tokens", None) is not None:
+            extra["n_prompt_tokens"] = int(res.n_prompt_tokens)
+        runs.append(ContextRun(qid=c.qid, context_id=int(c.context_id), pids=list(c.pids), answer=answer, llm=name,
+                               p_no_response=float(res.p_no_response), outcome=outcome.value, extra=extra))
+    return runs
+
+
+def run_summary(runs: Sequence[ContextRun]) -> dict[str, int]:
+    """Outcome counts plus queries and contexts (for reports)."""
+    counts = outcome_counts(r.outcome for r in runs if r.outcome is not None)
+    counts["contexts"] = len(runs)
+    counts["queries"] = len({r.qid for r in runs})
+    counts["ungraded"] = sum(r.outcome is None for r in runs)
+    return counts
+
+
+def _count_tokens(tokenizer: Any, text: str) -> int:
+    if tokenizer is None:
+        return len(text.split())
+    if hasattr(tokenizer, "encode"):
+        return len(tokenizer.encode(text, add_special_tokens=False))
+    return len(tokenizer(text))
+
+
+def end_to_end_selection(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], scorer: Any, *,
+                         relevance_threshold: int = 1, match_rule: str = "contains", tokenizer: Any = None,
+                         return_outcomes: bool = False) -> dict[str, Any]:
+    """Grade the LLM's answer to each query's kept context (``contexts``: pids in prompt order, aligned with
+    ``records``), through :func:`run_contexts`.
+
+    An empty context (a selector's k = 0) is not sent: with no passage the instruction makes the LLM
+    abstain, so it counts as abstained with a 0-token prompt. Returns ``correct_rate``,
+    ``abstained_rate``, ``wrong_rate`` and the cost: ``mean_passages``, ``mean_prompt_tokens`` (the
+    scorer's prompt lengths) and ``mean_context_tokens`` (the kept passages' tokens with ``tokenizer``,
+    default the scorer's, or words when there is none); ``outcomes`` per query with ``return_outcomes``.
+    """
+    if len(records) != len(contexts):
+        raise ValueError(f"{len(records)} records but {len(contexts)} contexts")
+    tokenizer = tokenizer if tokenizer is not None else getattr(scorer, "tokenizer", None)
+    send = [i for i, c in enumerate(contexts) if len(c) > 0]
+    runs = run_contexts({records[i].qid: records[i] for i in send},
+                        [Context(records[i].qid, i, tuple(contexts[i])) for i in send], scorer,
+                        rule=match_rule, relevance_threshold=relevance_threshold, progress=False)
+    outcomes = ["abstained"] * len(records)
+    prompt_tokens = np.zeros(len(records))
+    context_tokens = np.zeros(len(records))
+    for i, run in zip(send, runs):
+        rec = records[i]
+        outcomes[i] = run.outcome
+        prompt_tokens[i] = float(run.extra.get("n_prompt_tokens", 0))
+        context_tokens[i] = sum(_count_tokens(tokenizer, f"{p.title} {p.text}") for p in context_passages(rec, contexts[i]))
+    n = max(len(records), 1)
+    out: dict[str, Any] = {f"{name}_rate": c / n for name, c in outcome_counts(outcomes).items()}
+    out["mean_passages"] = float(np.mean([len(c) for c in contexts])) if contexts else 0.0
+    out["mean_prompt_tokens"] = float(prompt_tokens.mean()) if len(records) else 0.0
+    out["mean_context_tokens"] = float(context_tokens.mean()) if len(records) else 0.0
+    out["context_token_unit"] = "tokens" if tokenizer is not None else "words"
+    if return_outcomes:
+        out["outcomes"] = outcomes
+    return out
+
+
+__all__ = ["Context", "context_has_relevant", "context_passages", "end_to_end_selection", "grade_runs", "load_shared_runs",
+           "prompt_items", "run_contexts", "run_summary"]

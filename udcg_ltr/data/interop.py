@@ -1,0 +1,256 @@
+"""Data in and out: ranx ``Qrels`` / ``Run``, TREC files and Hugging Face ``datasets``, both ways.
+
+=====================  ======================================  ==============================================
+format                 records -> format                       format -> records
+=====================  ======================================  ==============================================
+ranx                   :func:`records_to_ranx_qrels`,          :func:`~udcg_ltr.data.readers.trec.records_from_run`
+                       :func:`records_to_ranx_run`             (takes ranx ``Run`` / ``Qrels`` as they are)
+TREC run / qrels       :func:`records_to_trec`                 :func:`records_from_trec`
+Hugging Face datasets  :func:`records_to_hf_dataset`           :func:`records_from_hf_dataset`
+=====================  ======================================  ==============================================
+
+The ranx and TREC conversions reuse :mod:`udcg_ltr.data.readers.trec` (``records_to_run`` /
+``records_to_qrels`` / ``write_trec_run`` / ``read_trec_run`` / ...): a ranx ``Run`` of records is
+``Run.from_dict(records_to_run(records))``. ir_datasets ids and BEIR folders are readers
+(:mod:`udcg_ltr.data.readers.irds`, :mod:`udcg_ltr.data.readers.beir`; ``dataset=ir_datasets``,
+``dataset=beir``).
+
+A Hugging Face dataset holds one row per query: ``qid``, ``question``, ``answers``, ``split``,
+``extra_json`` and ``passages``, a list of ``{pid, title, text, rank, score, relevance,
+is_distractor, annotations_json, extra_json}``. The free-form ``annotations`` / ``extra`` mappings
+are JSON strings: Arrow structs would add every key of any row to all rows, and ``datasets``' own
+``Json`` feature rounds floats to 10 significant digits, either of which breaks the exact round trip
+``records_from_hf_dataset(records_to_hf_dataset(records)) == records``. Malformed rows raise
+:class:`~udcg_ltr.data.schema.DataError` naming the dataset, the row (as ``line``, 1-based) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from udcg_ltr.data.jsonl import loads_json, non_finite_field
+from udcg_ltr.data.readers.trec import (
+    ranked_items,
+    read_trec_qrels,
+    read_trec_run,
+    records_from_run,
+    records_to_qrels,
+    records_to_run,
+    write_trec_qrels,
+    write_trec_run,
+)
+from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.io import open_text
+
+#: The columns of a records dataset (one row per query) and of each passage.
+RECORD_COLUMNS = ("qid", "question", "answers", "split", "extra_json", "passages")
+PASSAGE_COLUMNS = ("pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations_json",
+                   "extra_json")
+
+
+def _require(module: str, extra: str = "bench"):
+    """Import an optional dependency, or say how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{module} is not installed: pip install {module} (or the project's '{extra}' extra: "
+                          f"pip install -e '.[{extra}]')") from err
+
+
+# ---- ranx ------------------------------------------------------------------------------------------
+def records_to_ranx_qrels(records: Iterable[QueryRecord], *, include_zero: bool = True,
+                          include_unjudged: bool = False):
+    """A ranx ``Qrels`` of the records' labelled passages (:func:`~udcg_ltr.data.readers.trec.records_to_qrels`)."""
+    ranx = _require("ranx")
+    return ranx.Qrels.from_dict(records_to_qrels(records, include_zero=include_zero,
+                                                 include_unjudged=include_unjudged))
+
+
+def records_to_ranx_run(records: Iterable[QueryRecord],
+                        score_field: str | Callable[[Passage], float | None] = "score", *, name: str | None = None):
+    """A ranx ``Run`` of the records' passages scored by ``score_field`` (``"score"``, ``"rank"``,
+    ``"relevance"``, ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a callable; see
+    :func:`~udcg_ltr.data.readers.trec.records_to_run`)."""
+    ranx = _require("ranx")
+    return ranx.Run.from_dict(records_to_run(records, score_field), name=name)
+
+
+# ---- TREC files -------------------------------------------------------------------------------------
+def records_to_trec(records: Iterable[QueryRecord], run_path: str | os.PathLike | None = None,
+                    qrels_path: str | os.PathLike | None = None, *,
+                    score_field: str | Callable[[Passage], float | None] = "score", tag: str = "udcg_ltr",
+                    ties: str = "stable") -> tuple[Path | None, Path | None]:
+    """Write the records' run (``score_field``, as :func:`records_to_ranx_run`) and / or qrels as TREC files
+    (atomically); returns ``(run_path, qrels_path)`` (None for the one not asked for)."""
+    records = list(records)
+    run = write_trec_run(run_path, records_to_run(records, score_field), tag=tag, ties=ties) if run_path else None
+    qrels = write_trec_qrels(qrels_path, records_to_qrels(records)) if qrels_path else None
+    return run, qrels
+
+
+def records_from_trec(run_path: str | os.PathLike, texts: Mapping[str, Any], queries: Mapping[str, str],
+                      qrels_path: str | os.PathLike | None = None, *, top_k: int | None = None) -> list[QueryRecord]:
+    """Records from a TREC run file (+ qrels file): per query its documents by descending score, texts from
+    ``texts[docid]`` (a text, ``{"title", "text"}`` or ``(title, text)``), questions from ``queries[qid]``
+    (:func:`~udcg_ltr.data.readers.trec.records_from_run`).
+
+    A query, or a document within a query's ``top_k``, without a text is an error naming the run file, the line
+    where it appears and the column.
+    """
+    run = read_trec_run(run_path)
+    qrels = read_trec_qrels(qrels_path, grades=(0, MAX_GRADE)) if qrels_path is not None else None
+    missing_queries = {qid for qid in run if qid not in queries}
+    missing_docs = {(qid, docid) for qid, scores in run.items()
+                    for docid, _ in ranked_items(scores)[:top_k] if docid not in texts}
+    if missing_queries or missing_docs:
+        with open_text(run_path) as f:
+            for lineno, line in enumerate(f, start=1):
+                cols = line.split()
+                if cols and cols[0] in missing_queries:
+                    raise DataError(f"no text for query {cols[0]!r} in the queries given", path=str(run_path),
+                                    line=lineno, field="column 1 (qid)")
+                if len(cols) > 2 and (cols[0], cols[2]) in missing_docs:
+                    raise DataError(f"no text for document {cols[2]!r} (query {cols[0]!r}) in the texts given",
+                                    path=str(run_path), line=lineno, field="column 3 (docid)")
+    return records_from_run(run, qrels, texts, queries, top_k=top_k)
+
+
+# ---- Hugging Face datasets ----------------------------------------------------------------------------
+def hf_features():
+    """The ``datasets.Features`` of a records dataset (see the module docstring)."""
+    datasets = _require("datasets")
+    string, passage = datasets.Value("string"), {
+        "pid": datasets.Value("string"), "title": datasets.Value("string"), "text": datasets.Value("string"),
+        "rank": datasets.Value("int64"), "score": datasets.Value("float64"), "relevance": datasets.Value("int64"),
+        "is_distractor": datasets.Value("bool"), "annotations_json": datasets.Value("string"),
+        "extra_json": datasets.Value("string")}
+    return datasets.Features({"qid": string, "question": string, "answers": datasets.List(string), "split": string,
+                              "extra_json": string, "passages": datasets.List(passage)})
+
+
+def _dumps(obj: Any, qid: str, where: str) -> str:
+    """``obj`` as exact JSON (Python's float repr round-trips); NaN / infinity is an error naming the field."""
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        inner = non_finite_field(obj)
+        raise ValueError(f"query {qid!r}: field {where}{'.' + inner if inner else ''} is not finite; NaN and "
+                         "Infinity are not JSON (store None for a missing value)") from None
+
+
+def records_to_hf_dataset(records: Iterable[QueryRecord]):
+    """A ``datasets.Dataset`` with one row per record (columns: the module docstring); exact round trip with
+    :func:`records_from_hf_dataset`."""
+    datasets = _require("datasets")
+    rows = []
+    for rec in records:
+        rows.append({
+            "qid": rec.qid, "question": rec.question, "answers": list(rec.answers), "split": rec.split,
+            "extra_json": _dumps(rec.extra, rec.qid, "extra"),
+            "passages": [{"pid": p.pid, "title": p.title, "text": p.text, "rank": p.rank,
+                          "score": None if p.score is None else float(p.score), "relevance": p.relevance,
+                          "is_distractor": p.is_distractor,
+                          "annotations_json": _dumps(p.annotations, rec.qid, f"passages[{i}].annotations"),
+                          "extra_json": _dumps(p.extra, rec.qid, f"passages[{i}].extra")}
+                         for i, p in enumerate(rec.passages)]})
+    return datasets.Dataset.from_list(rows, features=hf_features())
+
+
+def _json_field(row: Mapping[str, Any], key: str, where: str) -> Any:
+    """A ``*_json`` column decoded (empty / missing: ``{}``); a mapping under the plain name is taken as is."""
+    plain = key.removesuffix("_json")
+    if key not in row and isinstance(row.get(plain), Mapping):
+        return dict(row[plain])
+    text = row.get(key)
+    if text in (None, ""):
+        return {}
+    if not isinstance(text, str):
+        raise DataError(f"expected a JSON string, got {type(text).__name__}", field=f"{where}{key}")
+    try:
+        return loads_json(text)
+    except DataError as err:
+        raise DataError(err.reason, field=f"{where}{key}" + (f" ({err.field})" if err.field else "")) from None
+    except ValueError as err:
+        raise DataError(f"not valid JSON: {err}", field=f"{where}{key}") from None
+
+
+def _record_from_row(row: Mapping[str, Any]) -> QueryRecord:
+    if not isinstance(row, Mapping):
+        raise DataError(f"expected a row mapping, got {type(row).__name__}")
+    for column in ("qid", "question", "passages"):
+        if column not in row:
+            raise DataError("missing column", field=column)
+    passages = row["passages"]
+    if not isinstance(passages, (list, tuple)):
+        raise DataError(f"expected a list of passages, got {type(passages).__name__}", field="passages")
+    obj: dict[str, Any] = {"qid": row["qid"], "question": row["question"], "answers": row.get("answers") or [],
+                           "split": row.get("split"), "extra": _json_field(row, "extra_json", ""), "passages": []}
+    for i, p in enumerate(passages):
+        where = f"passages[{i}]."
+        if not isinstance(p, Mapping):
+            raise DataError(f"expected a passage mapping, got {type(p).__name__}", field=f"passages[{i}]")
+        # a key other rows have (Arrow gives every row every struct field, None where absent) is not an error
+        unknown = {key for key, value in p.items() if value is not None} - set(PASSAGE_COLUMNS) - {"annotations",
+                                                                                                   "extra"}
+        if unknown:
+            raise DataError(f"unknown keys {sorted(unknown)}", field=f"passages[{i}]")
+        passage = {key: p.get(key) for key in ("pid", "title", "text", "rank", "score", "relevance", "is_distractor")
+                   if key in p}
+        if passage.get("title") is None:
+            passage["title"] = ""
+        passage["annotations"] = _json_field(p, "annotations_json", where)
+        passage["extra"] = _json_field(p, "extra_json", where)
+        obj["passages"].append(passage)
+    return validate_record(QueryRecord.from_dict(obj))
+
+
+def records_from_hf_dataset(dataset: Any, *, name: str | None = None) -> list[QueryRecord]:
+    """Records from a ``datasets.Dataset`` (or any iterable of row mappings) in the layout of
+    :func:`records_to_hf_dataset`; a ``datasets.DatasetDict`` gives every split's records, each record's
+    ``split`` defaulting to its split name. Errors name the dataset (``name`` or its ``info.dataset_name``), the
+    row (as ``line``, from 1) and the field; a query id given twice is an error.
+    """
+    if isinstance(dataset, Mapping):  # a DatasetDict (split name -> Dataset); a Dataset is no mapping
+        records = []
+        for split, part in dataset.items():
+            for rec in records_from_hf_dataset(part, name=f"{name or _dataset_name(part)}[{split}]"):
+                rec.split = rec.split if rec.split is not None else str(split)
+                records.append(rec)
+        _check_unique(records, name or "DatasetDict")
+        return records
+    label = name or _dataset_name(dataset)
+    records = []
+    for row_number, row in enumerate(dataset, start=1):
+        try:
+            records.append(_record_from_row(row))
+        except DataError as err:
+            raise DataError(err.reason, path=label, line=row_number, field=err.field) from None
+    _check_unique(records, label)
+    return records
+
+
+def _dataset_name(dataset: Any) -> str:
+    info = getattr(dataset, "info", None)
+    name = getattr(info, "dataset_name", None)
+    files = [f.get("filename") for f in getattr(dataset, "cache_files", None) or [] if isinstance(f, Mapping)]
+    return f"Hugging Face dataset {name or (files[0] if files else '(in memory)')}"
+
+
+def _check_unique(records: list[QueryRecord], label: str) -> None:
+    seen: dict[str, int] = {}
+    for row_number, rec in enumerate(records, start=1):
+        if rec.qid in seen:
+            raise DataError(f"query id {rec.qid!r} also in row {seen[rec.qid]}", path=label, line=row_number,
+                            field="qid")
+        seen[rec.qid] = row_number
+
+
+__all__ = ["PASSAGE_COLUMNS", "RECORD_COLUMNS", "hf_features", "records_from_hf_dataset", "records_from_run",
+           "records_from_trec", "records_to_hf_dataset", "records_to_ranx_qrels", "records_to_ranx_run",
+           "records_to_trec"]

@@ -1,0 +1,160 @@
+"""Reader for any ir_datasets id (``dataset=ir_datasets dataset.id=...``), from ir_datasets' local cache.
+
+``ir_datasets.load(dataset_id)`` gives queries (``queries_iter``), documents (``docs_store``),
+judgements (``qrels_iter``) and, for many ids, a first-stage ranking (``scoreddocs_iter``).
+:func:`read_ir_dataset` builds one :class:`QueryRecord` per judged query, as the BEIR reader does:
+the pool is the query's top ``top_k`` documents of a run (``run_path``, a TREC run file, else the
+dataset's scoreddocs) or, without one, every judged document of the query (in qrels order, no rank or
+score). Relevance is the qrels grade (0 and ``extra["unjudged"] = True`` for a retrieved but unjudged
+document); ``record.extra["judged_grades"]`` counts the query's judgements per grade. Only the
+documents the pools need are looked up (``docs_store().get_many``).
+
+ir_datasets reads its files from ``IR_DATASETS_HOME`` (default ``~/.ir_datasets``) and downloads what
+is missing on first use: offline, only ids already in the cache load. ir_datasets is an optional
+dependency (``pip install ir_datasets``). Bad input (an unknown id, a grade outside 0..5, a document
+the store lacks) raises :class:`~udcg_ltr.data.schema.DataError` naming the id's part (``ir_datasets:ID
+qrels``), the position in it (``line``, 1-based) and the field.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from udcg_ltr.data.readers.trec import Run, grade_counts, ranked_items, read_trec_run, records_from_run
+from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
+
+log = logging.getLogger(__name__)
+
+#: Fields tried, in order, for a query's text and a document's text / title (ir_datasets' record types differ).
+QUERY_TEXT_FIELDS = ("text", "title", "query", "description")
+DOC_TEXT_FIELDS = ("text", "body", "passage", "contents", "abstract")
+DOC_TITLE_FIELDS = ("title",)
+
+
+def _ir_datasets():
+    try:
+        import ir_datasets
+    except ImportError as err:
+        raise ImportError("dataset=ir_datasets needs the ir_datasets package: pip install ir_datasets") from err
+    return ir_datasets
+
+
+def _field(item: Any, names: Iterable[str], source: str, what: str, *, line: int | None = None,
+           optional: bool = False) -> str:
+    """The first string field of ``item`` among ``names`` (an ir_datasets namedtuple); ``""`` when ``optional``."""
+    for name in names:
+        value = getattr(item, name, None)
+        if isinstance(value, str):
+            return value
+    if optional:
+        return ""
+    fields = getattr(item, "_fields", None) or (sorted(vars(item)) if hasattr(item, "__dict__") else [])
+    raise DataError(f"no {what} field (tried {', '.join(names)}; the record has {list(fields)})", path=source,
+                    line=line, field=what)
+
+
+def _has(dataset: Any, part: str) -> bool:
+    """Whether the dataset offers ``part`` (``qrels``, ``scoreddocs``, ``docs``): its ``has_<part>()``, else the
+    accessor the reader calls (``<part>_iter``, ``docs_store``)."""
+    has = getattr(dataset, f"has_{part}", None)
+    if callable(has):
+        return bool(has())
+    return callable(getattr(dataset, "docs_store" if part == "docs" else f"{part}_iter", None))
+
+
+def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | None = 100,
+                    run_path: str | os.PathLike | None = None, query_field: str | None = None) -> list[QueryRecord]:
+    """One record per judged query of the ir_datasets id ``dataset_id`` (see the module docstring).
+
+    ``split`` is written to every record (ir_datasets ids name their split: ``beir/scifact/test``);
+    ``query_field`` picks the query text field (default: the first of :data:`QUERY_TEXT_FIELDS`
+    present, e.g. ``title`` of TREC topics); ``run_path`` replaces the dataset's scoreddocs.
+    """
+    irds = _ir_datasets()
+    try:
+        dataset = irds.load(str(dataset_id))
+    except KeyError:
+        raise DataError(f"unknown ir_datasets id {dataset_id!r} (see https://ir-datasets.com)",
+                        field="dataset.id") from None
+    name = f"ir_datasets:{dataset_id}"
+    if not _has(dataset, "qrels"):
+        raise DataError("the dataset has no qrels: nothing to evaluate or train on", path=name, field="qrels")
+    qrels: dict[str, dict[str, int]] = {}
+    for position, qrel in enumerate(dataset.qrels_iter(), start=1):
+        qid, docid, grade = str(qrel.query_id), str(qrel.doc_id), qrel.relevance
+        if isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= MAX_GRADE:
+            raise DataError(f"grade {grade!r} is not an integer in 0..{MAX_GRADE}", path=f"{name} qrels",
+                            line=position, field="relevance")
+        judged = qrels.setdefault(qid, {})
+        if docid in judged and judged[docid] != grade:
+            raise DataError(f"document {docid!r} of query {qid!r} judged twice ({judged[docid]} and {grade})",
+                            path=f"{name} qrels", line=position, field="doc_id")
+        judged[docid] = grade
+    if not qrels:
+        raise DataError("no judgement", path=f"{name} qrels")
+
+    queries: dict[str, str] = {}
+    fields = (query_field,) if query_field else QUERY_TEXT_FIELDS
+    for position, query in enumerate(dataset.queries_iter(), start=1):
+        if str(query.query_id) in qrels:
+            queries[str(query.query_id)] = _field(query, fields, f"{name} queries", "query text", line=position)
+    unknown = [qid for qid in qrels if qid not in queries]
+    if unknown:
+        raise DataError(f"{len(unknown)} judged queries have no query text (first: {unknown[0]!r})",
+                        path=f"{name} qrels", field="query_id")
+
+    run: Run | None = None
+    if run_path is not None:
+        run = read_trec_run(run_path)
+    elif _has(dataset, "scoreddocs"):
+        run = {}
+        for position, hit in enumerate(dataset.scoreddocs_iter(), start=1):
+            qid = str(hit.query_id)
+            if qid in qrels:
+                scores = run.setdefault(qid, {})
+                if str(hit.doc_id) in scores:
+                    raise DataError(f"document {hit.doc_id!r} listed twice for query {qid!r}",
+                                    path=f"{name} scoreddocs", line=position, field="doc_id")
+                scores[str(hit.doc_id)] = float(hit.score)
+    if run is not None:
+        run = {qid: run[qid] for qid in qrels if qid in run}
+        dropped = len(qrels) - len(run)
+        if dropped:
+            log.warning("%s: %d of %d judged queries have no ranked documents in the %s and are left out",
+                        name, dropped, len(qrels), run_path or "scoreddocs")
+        pools = {qid: [d for d, _ in ranked_items(scores)[:top_k]] for qid, scores in run.items()}
+    else:
+        pools = {qid: list(judged) for qid, judged in qrels.items()}
+
+    texts = _documents(dataset, {d for pool in pools.values() for d in pool}, name)
+    if run is not None:
+        records = records_from_run(run, qrels, texts, queries, top_k=top_k)
+    else:
+        records = []
+        for qid, pool in pools.items():
+            passages = [Passage(pid=d, title=texts[d]["title"], text=texts[d]["text"], relevance=qrels[qid][d],
+                                extra={"unjudged": False}) for d in pool]
+            records.append(validate_record(QueryRecord(qid=qid, question=queries[qid], passages=passages,
+                                                       extra={"judged_grades": grade_counts(qrels[qid])})))
+    for record in records:
+        record.split = split
+    return records
+
+
+def _documents(dataset: Any, ids: set[str], name: str) -> dict[str, dict[str, str]]:
+    """``{docid: {"title", "text"}}`` of ``ids`` from the dataset's document store."""
+    if not ids:
+        return {}
+    if not _has(dataset, "docs"):
+        raise DataError("the dataset has no documents (docs_store)", path=name, field="docs")
+    found = dataset.docs_store().get_many(sorted(ids))
+    missing = sorted(ids - set(found))
+    if missing:
+        raise DataError(f"{len(missing)} pooled documents are not in the document store (first: {missing[0]!r})",
+                        path=f"{name} docs", field="doc_id")
+    return {docid: {"text": _field(doc, DOC_TEXT_FIELDS, f"{name} docs (document {docid!r})", "document text"),
+                    "title": _field(doc, DOC_TITLE_FIELDS, name, "title", optional=True)}
+            for docid, doc in ((d, found[d]) for d in sorted(ids))}

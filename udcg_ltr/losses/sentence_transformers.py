@@ -1,0 +1,242 @@
+"""The project's ranking losses as sentence-transformers cross-encoder losses (``CrossEncoderTrainer``).
+
+Each adapter has the shape of sentence-transformers' listwise cross-encoder losses (``ListNetLoss``,
+``LambdaLoss``): ``Loss(model, ..., activation_fn=None (identity), mini_batch_size=None)`` and
+``forward(inputs, labels, prompt=None, task=None)`` with ``inputs = [queries, docs_lists]`` (one list of
+documents per query, lengths may differ) and ``labels`` one list of labels per query, as the
+``CrossEncoderDataCollator`` builds them from a ``{"query", "docs", "labels"}`` data set. It scores
+every (query, document) pair with the model, pads the logits to ``[Q, n]`` with a mask and calls the
+project's loss (:mod:`udcg_ltr.losses.direct`, :mod:`udcg_ltr.losses.listwise`) on them, so the
+value and gradient are exactly those of the Lightning trainer's loss.
+
+**Labels are signed utilities** (UDCG paper, Eq. 2: ``u = R * (1 - P_LLM(NO-RESPONSE | q, p))`` in
+[-1, 1]; a harmful distractor has ``u < 0``). Nothing is clamped: sentence-transformers' own
+listwise losses read labels as non-negative relevance grades (``LambdaLoss`` clamps them at 0),
+which erases exactly the distractor signal these losses are built on. Labels must be finite and in
+[-1, 1]; they are checked on the host, where the collator leaves them, so no training step waits
+for a GPU.
+
+==========================  ================================================  =====================================
+adapter                     project loss                                      objective
+==========================  ================================================  =====================================
+:class:`DirectUDCGLoss`     :class:`udcg_ltr.losses.direct.DirectUDCGLoss`    ``-UDCG@k`` of a soft top-k (Eq. 4)
+:class:`LambdaUDCGLoss`     :class:`udcg_ltr.losses.listwise.LambdaUDCGLoss`  LambdaLoss, ``|Delta UDCG@k|`` weights
+:class:`SignedListNetLoss`  :class:`udcg_ltr.losses.listwise.ListNetLoss`     ListNet on ``softmax(u / tau)``
+==========================  ================================================  =====================================
+
+Example::
+
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoder, CrossEncoderTrainer
+    from udcg_ltr.losses.sentence_transformers import DirectUDCGLoss
+
+    model = CrossEncoder("cross-encoder/ms-marco-MiniLM-L6-v2", num_labels=1)
+    train = Dataset.from_dict({"query": ["who wrote Hamlet?"],
+                               "docs": [["Shakespeare wrote Hamlet.", "Hamlet is a Danish prince.", "Marlowe ..."]],
+                               "labels": [[0.93, -0.41, -0.05]]})   # signed utilities of one LLM
+    CrossEncoderTrainer(model=model, train_dataset=train, loss=DirectUDCGLoss(model, k=2, tau=0.5)).train()
+
+sentence-transformers v6 scores pairs with ``model.preprocess`` and ``model(features)["scores"]``;
+v4 and v5 with ``model.tokenizer`` and ``model(**tokens)[0]``; both are supported. The direct loss's
+temperature annealing (``tau_end``) is driven by training progress: call
+``loss.ranking_loss.anneal(state.global_step / state.max_steps)`` from a ``TrainerCallback``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from sentence_transformers.cross_encoder import CrossEncoder
+from sentence_transformers.util import batch_to_device, fullname
+from torch import Tensor, nn
+
+from udcg_ltr.losses import direct, listwise
+from udcg_ltr.losses.base import RankingLoss
+from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA
+
+UDCG_CITATION = """
+@article{trappolini2025redefining,
+    title={Redefining Retrieval Evaluation in the Era of LLMs},
+    author={Trappolini, Giovanni and Cuconasu, Florin and Filice, Simone and Maarek, Yoelle and Silvestri, Fabrizio},
+    journal={arXiv preprint arXiv:2510.21440},
+    year={2025}
+}
+"""
+
+
+def padded_targets(labels: Sequence[Tensor | Sequence[float]], docs_per_query: Sequence[int]
+                   ) -> tuple[Tensor, Tensor]:
+    """``(targets [Q, n] float32, mask [Q, n] bool)`` from per-query label lists; padding is 0 under a False mask.
+
+    Raises ``ValueError`` naming the query and position of a label that is not a finite utility in [-1, 1].
+    """
+    if isinstance(labels, Tensor):
+        raise ValueError("expected one list of labels per query (a listwise data set: query, docs, labels), "
+                         "got a single value per sample")
+    counts = [len(lbls) for lbls in labels]
+    if list(docs_per_query) != counts:
+        raise ValueError(f"number of documents per query in inputs ({list(docs_per_query)}) does not match "
+                         f"number of labels per query ({counts})")
+    width = max(counts, default=0)
+    targets = torch.zeros((len(counts), width), dtype=torch.float32)
+    mask = torch.zeros((len(counts), width), dtype=torch.bool)
+    for q, lbls in enumerate(labels):
+        row = torch.as_tensor(lbls, dtype=torch.float32).reshape(-1)
+        bad = ~torch.isfinite(row) | (row.abs() > 1.0)
+        if bool(bad.any()):
+            j = int(torch.nonzero(bad)[0])
+            raise ValueError(f"labels of query {q} (batch position), document {j}: {float(row[j])!r} is not a "
+                             "signed utility in [-1, 1] (Eq. 2: u = R * (1 - P(NO-RESPONSE)))")
+        targets[q, :len(row)] = row
+        mask[q, :len(row)] = True
+    return targets, mask
+
+
+class UtilityListLoss(nn.Module):
+    """Base adapter: score the pairs, pad to ``[Q, n]`` with a mask, call ``ranking_loss(scores, targets, mask)``.
+
+    Args:
+        model: a one-label :class:`~sentence_transformers.cross_encoder.CrossEncoder`.
+        ranking_loss: a project loss (:class:`udcg_ltr.losses.base.RankingLoss`) that reads signed utilities.
+        activation_fn: applied to the logits before the loss (default identity: the losses want raw scores).
+        mini_batch_size: pairs per forward pass, as in sentence-transformers' ListNetLoss: ``None`` = the
+            number of queries in the batch, ``<= 0`` = all pairs at once.
+    """
+
+    def __init__(self, model: CrossEncoder, ranking_loss: RankingLoss, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None) -> None:
+        super().__init__()
+        if ranking_loss.target != "utility":
+            raise ValueError(f"{type(ranking_loss).__name__} reads {ranking_loss.target!r} targets; the adapters "
+                             "pass signed utilities")
+        self.model = model
+        self.ranking_loss = ranking_loss
+        self.activation_fn = activation_fn or nn.Identity()
+        self.mini_batch_size = mini_batch_size
+        if self.model.num_labels != 1:
+            raise ValueError(f"{type(self).__name__} supports a model with 1 output label, but got a model with "
+                             f"{self.model.num_labels} output labels.")
+
+    def pair_logits(self, pairs: list[tuple[str, str]], batch_size: int, prompt: str | None = None,
+                    task: str | None = None) -> Tensor:
+        """The model's logit for every pair, in order (``[len(pairs)]`` float32)."""
+        step = self.mini_batch_size or batch_size
+        if step <= 0:
+            step = len(pairs)
+        out = []
+        for start in range(0, len(pairs), step):
+            chunk = pairs[start:start + step]
+            if hasattr(self.model, "preprocess"):  # sentence-transformers >= 6
+                features = batch_to_device(self.model.preprocess(chunk, prompt=prompt, task=task), self.model.device)
+                logits = self.model(features)["scores"]
+            else:  # sentence-transformers 4 and 5
+                tokens = self.model.tokenizer(chunk, padding=True, truncation=True, return_tensors="pt")
+                logits = self.model(**batch_to_device(tokens, self.model.device))[0]
+            out.append(logits.view(-1))
+        return self.activation_fn(torch.cat(out).float())
+
+    def forward(self, inputs: list[list[str] | list[list[str]]], labels: list[Tensor], prompt: str | None = None,
+                task: str | None = None) -> Tensor:
+        if len(inputs) != 2:
+            raise ValueError(f"{type(self).__name__} expects two inputs (queries, documents_list), but got "
+                             f"{len(inputs)} inputs.")
+        queries, docs_list = inputs
+        docs_per_query = [len(docs) for docs in docs_list]
+        targets, mask = padded_targets(labels, docs_per_query)
+        pairs = [(query, doc) for query, docs in zip(queries, docs_list) for doc in docs]
+        logits = self.pair_logits(pairs, len(queries), prompt=prompt, task=task)
+        device = logits.device
+        rows = torch.repeat_interleave(torch.arange(len(queries)), torch.tensor(docs_per_query)).to(device)
+        cols = torch.cat([torch.arange(n) for n in docs_per_query]).to(device)
+        # Padding slots hold 0: every project loss masks them out of its sums, softmaxes and pairs.
+        scores = torch.zeros(mask.shape, dtype=logits.dtype, device=device).index_put((rows, cols), logits)
+        return self.ranking_loss(scores, targets.to(device), mask.to(device))
+
+    def get_config_dict(self) -> dict[str, Any]:
+        """The loss's parameters (sentence-transformers writes them into the model card)."""
+        params = {k: v for k, v in vars(self.ranking_loss).items()
+                  if not k.startswith("_") and k != "training" and isinstance(v, (int, float, str, bool, type(None)))}
+        return {**params, "activation_fn": fullname(self.activation_fn), "mini_batch_size": self.mini_batch_size}
+
+    @property
+    def citation(self) -> str:
+        return UDCG_CITATION
+
+
+class DirectUDCGLoss(UtilityListLoss):
+    """Direct UDCG@k (Eq. 4, or UDCG_theta, Eq. 3, with ``alpha``/``beta``): loss ``-UDCG@k`` of a smooth
+    top-k selection of each query's documents (:class:`udcg_ltr.losses.direct.DirectUDCGLoss`, whose
+    docstring gives the relaxations). Labels: signed utilities in [-1, 1]."""
+
+    def __init__(self, model: CrossEncoder, k: int = 5, tau: float = 1.0, relaxation: str = "neuralsort",
+                 gamma: float = DEFAULT_GAMMA, objective: str = "udcg", tau_end: float | None = None,
+                 alpha: Sequence[float] | None = None, beta: Sequence[float] | None = None,
+                 sinkhorn_iters: int = 50, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None) -> None:
+        super().__init__(model, direct.DirectUDCGLoss(k=k, tau=tau, relaxation=relaxation, gamma=gamma,
+                                                      objective=objective, tau_end=tau_end, alpha=alpha, beta=beta,
+                                                      sinkhorn_iters=sinkhorn_iters),
+                         activation_fn=activation_fn, mini_batch_size=mini_batch_size)
+
+    def get_config_dict(self) -> dict[str, Any]:
+        config = super().get_config_dict()
+        if self.ranking_loss.alpha is not None:  # UDCG_theta: the positional weights say which metric is optimised
+            config["alpha"] = [round(float(a), 6) for a in self.ranking_loss.alpha]
+            config["beta"] = [round(float(b), 6) for b in self.ranking_loss.beta]
+        return config
+
+
+class LambdaUDCGLoss(UtilityListLoss):
+    """LambdaLoss with UDCG deltas: ``sum_{u_i > u_j} |Delta UDCG@k_ij| log(1 + exp(-sigma (s_i - s_j)))``
+    (Wang et al. 2018 with Eq. 4's swap deltas; :class:`udcg_ltr.losses.listwise.LambdaUDCGLoss`)."""
+
+    def __init__(self, model: CrossEncoder, k: int = 5, gamma: float = DEFAULT_GAMMA, sigma: float = 1.0,
+                 min_weight: float = 0.0, normalize: bool = False, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None) -> None:
+        super().__init__(model, listwise.LambdaUDCGLoss(k=k, gamma=gamma, sigma=sigma, min_weight=min_weight,
+                                                        normalize=normalize),
+                         activation_fn=activation_fn, mini_batch_size=mini_batch_size)
+
+    @property
+    def citation(self) -> str:
+        return UDCG_CITATION + """
+@inproceedings{wang2018lambdaloss,
+    title={The LambdaLoss Framework for Ranking Metric Optimization},
+    author={Wang, Xuanhui and Li, Cheng and Golbandi, Nadav and Bendersky, Michael and Najork, Marc},
+    booktitle={Proceedings of the 27th ACM International Conference on Information and Knowledge Management},
+    pages={1313--1322},
+    year={2018}
+}
+"""
+
+
+class SignedListNetLoss(UtilityListLoss):
+    """ListNet on signed utilities: cross-entropy between ``softmax(u / tau)`` and ``softmax(s)`` over each
+    query's documents (Cao et al. 2007; :class:`udcg_ltr.losses.listwise.ListNetLoss`). A harmful document
+    (``u < 0``) gets less target mass than a neutral one instead of being clamped to it."""
+
+    def __init__(self, model: CrossEncoder, tau: float = 0.1, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None) -> None:
+        if not (isinstance(tau, (int, float)) and math.isfinite(tau)):
+            raise ValueError(f"tau must be a finite number, got {tau!r}")
+        super().__init__(model, listwise.ListNetLoss(tau=tau), activation_fn=activation_fn,
+                         mini_batch_size=mini_batch_size)
+
+    @property
+    def citation(self) -> str:
+        return UDCG_CITATION + """
+@inproceedings{cao2007learning,
+    title={Learning to Rank: From Pairwise Approach to Listwise Approach},
+    author={Cao, Zhe and Qin, Tao and Liu, Tie-Yan and Tsai, Ming-Feng and Li, Hang},
+    booktitle={Proceedings of the 24th International Conference on Machine Learning},
+    pages={129--136},
+    year={2007}
+}
+"""
+
+
+__all__ = ["DirectUDCGLoss", "LambdaUDCGLoss", "SignedListNetLoss", "UDCG_CITATION", "UtilityListLoss",
+           "padded_targets"]
