@@ -55,7 +55,7 @@ def system_specs(args) -> dict[str, dict]:
             "lambda_udcg": {"loss": "lambda_udcg", "loss_kwargs": {"k": K}, "lr": args.lr}}
 
 
-DATASETS = {"annotated": "annotated", "annotated_full": "annotated_full"}  # folders of ../shared/data
+DATASETS = ("annotated", "annotated_full")  # folders of ../shared/data
 PAIRED = (f"udcg@{K}", f"ndcg@{K}", f"hits@{K}")
 
 
@@ -115,7 +115,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--udcg-ks", default="5",
                     help="cut-offs of the direct UDCG loss, e.g. 1,2,3,4,5 (mean of UDCG@k' losses; trains the prefix order)")
     ap.add_argument("--seeds", default="0")
-    ap.add_argument("--dataset", default="annotated", choices=sorted(DATASETS),
+    ap.add_argument("--dataset", default="annotated", choices=DATASETS,
                     help="shared annotated SQuAD set: the 400-question one or the full dev set (10,570 questions)")
     ap.add_argument("--train-questions", type=int, default=None,
                     help="train on this many train questions (seeded subsample, the same for every system and seed; "
@@ -141,7 +141,7 @@ def main(argv=None) -> dict:
     from udcg_ltr.paths import shared_file
 
     torch.set_num_threads(args.threads)
-    records = read_annotated_squad(shared_file(DATASETS[args.dataset], "squad_top10.jsonl.gz"))
+    records = read_annotated_squad(shared_file(args.dataset, "squad_top10.jsonl.gz"))
     split = {s: [r for r in records if r.split == s] for s in ("train", "val", "test")}
     split["train"] = subsample(split["train"], args.train_questions, seed=1234)
     split["val"] = subsample(split["val"], args.val_questions, seed=4321)

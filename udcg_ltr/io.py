@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib
 import io
 import json
 import os
@@ -254,3 +255,12 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
+
+
+def optional_import(module: str, extra: str = "bench"):
+    """Import an optional dependency, or raise an ImportError that says how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{module} is not installed: pip install {module} (or the project's '{extra}' extra: "
+                          f"pip install -e '.[{extra}]')") from err

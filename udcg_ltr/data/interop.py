@@ -44,7 +44,7 @@ from udcg_ltr.data.readers.trec import (
     write_trec_run,
 )
 from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
-from udcg_ltr.io import open_text
+from udcg_ltr.io import open_text, optional_import
 
 #: The columns of a records dataset (one row per query) and of each passage.
 RECORD_COLUMNS = ("qid", "question", "answers", "split", "extra_json", "passages")
@@ -52,22 +52,10 @@ PASSAGE_COLUMNS = ("pid", "title", "text", "rank", "score", "relevance", "is_dis
                    "extra_json")
 
 
-def _require(module: str, extra: str = "bench"):
-    """Import an optional dependency, or say how to install it."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise ImportError(f"{module} is not installed: pip install {module} (or the project's '{extra}' extra: "
-                          f"pip install -e '.[{extra}]')") from err
-
-
-# ---- ranx ------------------------------------------------------------------------------------------
 def records_to_ranx_qrels(records: Iterable[QueryRecord], *, include_zero: bool = True,
                           include_unjudged: bool = False):
     """A ranx ``Qrels`` of the records' labelled passages (:func:`~udcg_ltr.data.readers.trec.records_to_qrels`)."""
-    ranx = _require("ranx")
+    ranx = optional_import("ranx")
     return ranx.Qrels.from_dict(records_to_qrels(records, include_zero=include_zero,
                                                  include_unjudged=include_unjudged))
 
@@ -77,7 +65,7 @@ def records_to_ranx_run(records: Iterable[QueryRecord],
     """A ranx ``Run`` of the records' passages scored by ``score_field`` (``"score"``, ``"rank"``,
     ``"relevance"``, ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a callable; see
     :func:`~udcg_ltr.data.readers.trec.records_to_run`)."""
-    ranx = _require("ranx")
+    ranx = optional_import("ranx")
     return ranx.Run.from_dict(records_to_run(records, score_field), name=name)
 
 
@@ -124,7 +112,7 @@ def records_from_trec(run_path: str | os.PathLike, texts: Mapping[str, Any], que
 # ---- Hugging Face datasets ----------------------------------------------------------------------------
 def hf_features():
     """The ``datasets.Features`` of a records dataset (see the module docstring)."""
-    datasets = _require("datasets")
+    datasets = optional_import("datasets")
     string, passage = datasets.Value("string"), {
         "pid": datasets.Value("string"), "title": datasets.Value("string"), "text": datasets.Value("string"),
         "rank": datasets.Value("int64"), "score": datasets.Value("float64"), "relevance": datasets.Value("int64"),
@@ -147,7 +135,7 @@ def _dumps(obj: Any, qid: str, where: str) -> str:
 def records_to_hf_dataset(records: Iterable[QueryRecord]):
     """A ``datasets.Dataset`` with one row per record (columns: the module docstring); exact round trip with
     :func:`records_from_hf_dataset`."""
-    datasets = _require("datasets")
+    datasets = optional_import("datasets")
     rows = []
     for rec in records:
         rows.append({

@@ -25,6 +25,7 @@ from typing import Any
 
 from udcg_ltr.data.readers.trec import Run, grade_counts, ranked_items, read_trec_run, records_from_run
 from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.io import optional_import
 
 log = logging.getLogger(__name__)
 
@@ -32,14 +33,6 @@ log = logging.getLogger(__name__)
 QUERY_TEXT_FIELDS = ("text", "title", "query", "description")
 DOC_TEXT_FIELDS = ("text", "body", "passage", "contents", "abstract")
 DOC_TITLE_FIELDS = ("title",)
-
-
-def _ir_datasets():
-    try:
-        import ir_datasets
-    except ImportError as err:
-        raise ImportError("dataset=ir_datasets needs the ir_datasets package: pip install ir_datasets") from err
-    return ir_datasets
 
 
 def _field(item: Any, names: Iterable[str], source: str, what: str, *, line: int | None = None,
@@ -73,7 +66,7 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     ``query_field`` picks the query text field (default: the first of :data:`QUERY_TEXT_FIELDS`
     present, e.g. ``title`` of TREC topics); ``run_path`` replaces the dataset's scoreddocs.
     """
-    irds = _ir_datasets()
+    irds = optional_import("ir_datasets")
     try:
         dataset = irds.load(str(dataset_id))
     except KeyError:
