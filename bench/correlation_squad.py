@@ -37,10 +37,10 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from udcg_ltr.analysis.study import run_correlation_study  # noqa: E402
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_summary  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, annotated_dir, read_annotated_squad  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
+from udcg_ltr.studies.correlation import run_correlation_study  # noqa: E402
 
 
 def main() -> int:

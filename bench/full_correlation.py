@@ -1,7 +1,7 @@
 """Metric / end-to-end accuracy correlation on the full annotated SQuAD set (10,570 questions), test split.
 
 A thin wrapper over the Hydra job ``evaluate.py mode=correlation dataset=annotated_squad_full``
-(:func:`udcg_ltr.jobs.evaluate_job.mode_correlation` -> :func:`udcg_ltr.analysis.study.run_correlation_study`),
+(:func:`udcg_ltr.jobs.evaluate_job.mode_correlation` -> :func:`udcg_ltr.studies.correlation.run_correlation_study`),
 which does the study itself: every question's 10 end-to-end contexts of 5 passages (the demo LLM's answers,
 graded correct 2 > abstained 1 > wrong 0 by ``annotate.grading``), every metric on every context, and per query
 Spearman's rho and Kendall's tau-b between the metric and the outcome over the query's 10 contexts (NA where
@@ -13,7 +13,7 @@ k' = 1..5 passages and refits UDCG_theta per k' (metric@k' against the full cont
 
 What this script adds to the job's tables (``<out>/job/correlation/``): each metric's **paired difference to
 nDCG** (per query, on the queries where both are defined) with its bootstrap 95% CI and paired bootstrap
-p-value (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`, the job pairs everything with UDCG), for
+p-value (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`, the job pairs everything with UDCG), for
 Spearman and Kendall; a diagnostics table of the readings that differ only in which queries are averaged (the
 NA policy: each metric over its own defined queries, over the queries where both are defined, NA counted as 0);
 the k sweep; a PNG (means and differences with CIs).
@@ -44,8 +44,8 @@ ROOT = _offline.ROOT
 import numpy as np  # noqa: E402
 from _full_data import add_data_args, prepare_data  # noqa: E402
 
-from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test  # noqa: E402
-from udcg_ltr.analysis.report import (  # noqa: E402
+from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
+from udcg_ltr.report import (  # noqa: E402
     Column,
     fmt_ci,
     fmt_float,
@@ -56,17 +56,19 @@ from udcg_ltr.analysis.report import (  # noqa: E402
     save_figure,
     write_csv,
 )
-from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
+from udcg_ltr.stats.bootstrap import bootstrap_ci, paired_bootstrap_test  # noqa: E402
+from udcg_ltr.studies.correlation import row_label  # noqa: E402
 
-BASELINE = "nDCG"
-#: The metrics of the headline table, in order (the job's names); ANSWER_PROB is left out: the shared set
-#: holds no ``answer_logprob`` annotations (the job's own tables show it as NA).
-METRICS = ("UDCG", "UDCG_theta", "UDCG (gamma*)", "nDCG", "MRR", "MAP", "Precision", "HITS", "eRAG", "RA-nWG",
-           "UDCG_theta (rel-only)", "UDCG_theta (binary)", "RANDOM")
-#: Keys of the last line.
-LINE_KEYS = {"udcg": "UDCG", "udcg_theta": "UDCG_theta", "ndcg": "nDCG", "erag": "eRAG"}
+BASELINE = "ndcg"
+#: The metrics of the headline table, in order (the study's row keys, udcg_ltr.studies.correlation; tables and
+#: the figure show their row_label); answer_prob is left out: the shared set holds no ``answer_logprob``
+#: annotations (the job's own tables show it as NA).
+METRICS = ("udcg", "udcg_theta", "udcg_gamma_star", "ndcg", "mrr", "map", "precision", "hits", "erag", "ra_nwg",
+           "udcg_theta_relevance_only", "udcg_theta_binary", "random")
+#: The metrics of the last line, under their own keys.
+LINE_METRICS = ("udcg", "udcg_theta", "ndcg", "erag")
 METHODS = ("spearman", "kendall")
-SWEEP_SHOWN = ("UDCG", "UDCG (gamma*)", "UDCG_theta", "nDCG", "Precision", "eRAG")
+SWEEP_SHOWN = ("udcg", "udcg_gamma_star", "udcg_theta", "ndcg", "precision", "erag")
 
 
 def job_command(data_root: Path, run_dir: Path, args) -> list[str]:
@@ -133,7 +135,7 @@ def check_against_job(rows: list[dict], summary: dict) -> None:
 
 
 def diagnostics(values: dict[str, np.ndarray], outcome_constant: np.ndarray, n_bootstrap: int, seed: int,
-                pairs=(("UDCG", "nDCG"), ("UDCG_theta", "nDCG"), ("UDCG (gamma*)", "nDCG"))) -> list[dict]:
+                pairs=(("udcg", "ndcg"), ("udcg_theta", "ndcg"), ("udcg_gamma_star", "ndcg"))) -> list[dict]:
     """Spearman means of metric pairs under the NA policies a reading can take (module doc)."""
     rows = []
     for a_name, b_name in pairs:
@@ -151,7 +153,7 @@ def diagnostics(values: dict[str, np.ndarray], outcome_constant: np.ndarray, n_b
         }
         for reading, (x, y) in readings.items():
             test = paired_bootstrap_test(x, y, n_bootstrap, seed)
-            rows.append({"pair": f"{a_name} vs {b_name}", "reading": reading,
+            rows.append({"first": a_name, "second": b_name, "reading": reading,
                          "a": float(np.nanmean(x)) if (~np.isnan(x)).any() else float("nan"),
                          "a_n": int((~np.isnan(x)).sum()),
                          "b": float(np.nanmean(y)) if (~np.isnan(y)).any() else float("nan"),
@@ -164,7 +166,7 @@ def diagnostics(values: dict[str, np.ndarray], outcome_constant: np.ndarray, n_b
 def render_table(rows: list[dict]) -> str:
     out = []
     for r in rows:
-        cells = {"metric": r["metric"]}
+        cells = {"metric": row_label(r["metric"])}
         for m in METHODS:
             cells[m] = fmt_ci(r[m], r[f"{m}_lo"], r[f"{m}_hi"])
             cells[f"{m}_diff"] = ("-" if r["metric"] == BASELINE else
@@ -173,14 +175,14 @@ def render_table(rows: list[dict]) -> str:
         cells["n"] = f"{r['spearman_n']} ({r['spearman_na']})"
         out.append(cells)
     return markdown_table(out, [Column("metric", "Metric"), Column("spearman", "Spearman [95% CI]"),
-                                Column("spearman_diff", "- nDCG (paired) [95% CI]"), Column("spearman_p", "p"),
+                                Column("spearman_diff", f"- {row_label(BASELINE)} (paired) [95% CI]"), Column("spearman_p", "p"),
                                 Column("kendall", "Kendall tau-b [95% CI]"),
-                                Column("kendall_diff", "- nDCG (paired) [95% CI]"), Column("kendall_p", "p"),
+                                Column("kendall_diff", f"- {row_label(BASELINE)} (paired) [95% CI]"), Column("kendall_p", "p"),
                                 Column("n", "queries (NA)")])
 
 
 def render_diagnostics(rows: list[dict]) -> str:
-    out = [{"pair": r["pair"], "reading": r["reading"], "a": f"{fmt_float(r['a'])} ({r['a_n']})",
+    out = [{"pair": f"{row_label(r['first'])} vs {row_label(r['second'])}", "reading": r["reading"], "a": f"{fmt_float(r['a'])} ({r['a_n']})",
             "b": f"{fmt_float(r['b'])} ({r['b_n']})",
             "diff": f"{r['paired_diff']:+.4f} [{r['diff_lo']:+.4f}, {r['diff_hi']:+.4f}]", "p": fmt_p(r["p"])}
            for r in rows]
@@ -198,7 +200,7 @@ def sweep_table(path: Path) -> tuple[str, list[dict]]:
     for name in SWEEP_SHOWN:
         by_k = {int(r["k"]): r for r in rows if r["metric"] == name}
         if by_k:
-            out.append({"metric": name, **{f"k={k}": fmt_float(_float(by_k[k]["spearman"])) if k in by_k else "NA"
+            out.append({"metric": row_label(name), **{f"k={k}": fmt_float(_float(by_k[k]["spearman"])) if k in by_k else "NA"
                                            for k in ks}})
     return markdown_table(out, ["metric", *[f"k={k}" for k in ks]]), rows
 
@@ -206,9 +208,9 @@ def sweep_table(path: Path) -> tuple[str, list[dict]]:
 def plot(rows: list[dict], path: Path, title: str) -> Path:
     """Left: mean per-query Spearman with its CI; right: the paired difference to nDCG with its CI."""
     fig, (left, right) = new_figure(1, 2, figsize=(11.0, 0.38 * len(rows) + 1.6))
-    labels = [r["metric"] for r in rows]
+    labels = [row_label(r["metric"]) for r in rows]
     y = np.arange(len(rows))[::-1]
-    colors = ["tab:orange" if lab in ("UDCG", "UDCG_theta") else "tab:blue" for lab in labels]
+    colors = ["tab:orange" if r["metric"] in ("udcg", "udcg_theta") else "tab:blue" for r in rows]
     for ax, key, lo_key, hi_key, xlabel in (
             (left, "spearman", "spearman_lo", "spearman_hi", "mean per-query Spearman (95% CI)"),
             (right, "spearman_diff_vs_ndcg", "spearman_diff_lo", "spearman_diff_hi",
@@ -312,8 +314,8 @@ def main(argv=None) -> int:
     print("\n" + md)
     print(f"files in {out}: table.md table.csv diagnostics.csv {png.name} summary.json job/ ({total_s:.0f} s)")
     by = {r["metric"]: r for r in rows}
-    theta_row = by["UDCG_theta"]
-    print("spearman_test_full: " + " ".join(f"{key}={by[name]['spearman']:.3f}" for key, name in LINE_KEYS.items())
+    theta_row = by["udcg_theta"]
+    print("spearman_test_full: " + " ".join(f"{key}={by[key]['spearman']:.3f}" for key in LINE_METRICS)
           + f" diff_theta_vs_ndcg={theta_row['spearman_diff_vs_ndcg']:+.3f} "
             f"[{theta_row['spearman_diff_lo']:+.3f}, {theta_row['spearman_diff_hi']:+.3f}]")
     return 0

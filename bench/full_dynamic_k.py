@@ -19,7 +19,7 @@ kept set per test question (1,643 questions, articles disjoint from train and va
 * ``oracle``: the per-question best k from the gold utilities (upper bound).
 
 The retriever is not trained on these questions, so its train scores are used as they are (no
-cross-fitting). Statistics over test questions (queries resampled, :mod:`udcg_ltr.analysis.bootstrap`):
+cross-fitting). Statistics over test questions (queries resampled, :mod:`udcg_ltr.stats.bootstrap`):
 mean UDCG with its bootstrap 95% CI; each selector's paired difference to ``best_fixed`` (CI and paired
 bootstrap p-value); the **gap closed** ``G = (learned - best_fixed) / (oracle - best_fixed)`` with a paired
 bootstrap CI (the three per-question arrays resampled together, :func:`gap_closed_bootstrap`).
@@ -49,13 +49,12 @@ import torch  # noqa: E402
 from _full_data import FOLDER, RECORDS, SPLITS, add_data_args, prepare_data  # noqa: E402
 from dynamic_k_squad import learned_candidates, uses_probes  # noqa: E402
 
-from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test  # noqa: E402
-from udcg_ltr.analysis.report import new_figure, save_figure  # noqa: E402
 from udcg_ltr.data.lexical import records_idf  # noqa: E402
 from udcg_ltr.data.padded import pad_records  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad  # noqa: E402
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA  # noqa: E402
+from udcg_ltr.report import new_figure, save_figure  # noqa: E402
 from udcg_ltr.select import (  # noqa: E402
     OracleK,
     evaluate_selectors,
@@ -66,6 +65,7 @@ from udcg_ltr.select import (  # noqa: E402
 )
 from udcg_ltr.select.base import udcg_of_kept  # noqa: E402
 from udcg_ltr.select.training import LEARNED_KINDS, rank_split  # noqa: E402
+from udcg_ltr.stats.bootstrap import bootstrap_ci, paired_bootstrap_test  # noqa: E402
 
 #: Rule baselines: selector name -> (kind, knobs); knobs left None are searched on train + val.
 RULES = {"best_fixed": ("fixed_k", {}), "score_threshold": ("score_threshold", {}),
@@ -79,7 +79,7 @@ def gap_closed_bootstrap(learned: np.ndarray, fixed: np.ndarray, oracle: np.ndar
     """``G = (mean(l) - mean(f)) / (mean(o) - mean(f))`` and its paired percentile bootstrap CI.
 
     The three per-query arrays are resampled with the same query indices (a ``[B, n]`` index matrix, as
-    :func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`); a resample whose oracle gap is not positive
+    :func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`); a resample whose oracle gap is not positive
     has no defined ratio and is left out (counted in ``n_undefined``).
     """
     learned, fixed, oracle = (np.asarray(a, dtype=np.float64) for a in (learned, fixed, oracle))

@@ -20,7 +20,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 import reranker_squad
 
 DEFAULTS = ["--dataset", "annotated_full", "--train-questions", "600", "--val-questions", "200", "--epochs", "1",
-            "--seeds", "0,1,2", "--systems", "bce,udcg", "--precision", "auto", "--reuse",
+            "--seeds", "0,1,2", "--systems", "bce,udcg", "--precision", "auto", "--reuse", "--fusion",
             "--out-dir", "outputs/bench/full_rerankers"]
 
 

@@ -16,12 +16,17 @@ epoch chosen on **val** UDCG@5 (the same rule for both), evaluated on val and te
 (see ``--help`` defaults and the report); ``--seeds`` averages several seeds.
 
 Also printed: paired per-query UDCG@5 differences (each trained system minus the retriever and minus
-BCE; paired bootstrap CI and p-value, :func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`).
+BCE; paired bootstrap CI and p-value, :func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`).
 ``--reuse`` skips the training of a system whose model in ``--out-dir`` was trained with the same recipe
 (re-evaluation only).
 
 With ``--e2e`` the demo LLM also answers every test question's top-5 context of each system (through the
 annotation cache) and ``wrong@5_test: ...`` reports the wrong-answer rates.
+
+``--fusion`` interpolates each trained reranker with the retriever's score (:mod:`udcg_ltr.models.fusion`): the
+weight is chosen on the val questions by UDCG@5, saved with the model, and the same rule serves every system;
+the systems' rows are then the fused rankers, and ``<system>_alone`` rows give the cross-encoders alone.
+Scores of a reused model are read back from ``scores_<split>.json`` in its run folder (same questions only).
 
 ``--dataset annotated_full`` reads the full set (10,570 questions; ``--train-questions`` / ``--val-questions``
 subsample train and val, test stays whole); paired tests then cover UDCG@5, nDCG@5 and hits@5.
@@ -35,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import _offline  # noqa: E402,F401  (environment first: offline hubs, W&B offline)
@@ -42,6 +48,7 @@ import numpy as np  # noqa: E402
 from _recipes import K, udcg_loss_spec  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json  # noqa: E402
+from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores  # noqa: E402
 
 HEADLINE = (f"udcg@{K}", f"ndcg@{K}")
 
@@ -97,6 +104,20 @@ def finished_run(run_dir: Path, recipe: dict, previous: dict, key: str) -> bool:
     return json.loads(json.dumps(run_recipe(old, run["spec"], recipe["seed"]))) == json.loads(json.dumps(recipe))
 
 
+def scores_of(run_dir: Path, split_name: str, records: list, score) -> list[np.ndarray]:
+    """The cross-encoder's scores of ``records``: read from ``run_dir/scores_<split>.json`` when it holds the same
+    questions (in order), else ``score(records)``, saved there for the next ``--reuse``."""
+    path = run_dir / f"scores_{split_name}.json"
+    qids = [r.qid for r in records]
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved.get("qids") == qids:
+            return [np.asarray(v, dtype=np.float64) for v in saved["scores"]]
+    out = score(records)
+    atomic_write_json(path, {"qids": qids, "scores": [np.asarray(v).tolist() for v in out]}, indent=None)
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--systems", default="bce,udcg")
@@ -129,16 +150,19 @@ def main(argv=None) -> dict:
     ap.add_argument("--progress", action="store_true")
     ap.add_argument("--reuse", action="store_true",
                     help="skip training where --out-dir already holds a model trained with the same recipe")
+    ap.add_argument("--fusion", action="store_true",
+                    help="interpolate each trained reranker with the retriever's score, weight chosen on val")
     ap.add_argument("--e2e", action="store_true",
                     help="the demo LLM (float32, cached) also answers every test top-5: correct / abstained / wrong")
     args = ap.parse_args(argv)
 
     import torch
 
-    from udcg_ltr.analysis.bootstrap import paired_bootstrap_test
     from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad
     from udcg_ltr.models import Reranker, evaluate_reranker, fit_reranker, per_query_metrics
+    from udcg_ltr.models.reranker import save_retriever_fusion
     from udcg_ltr.paths import shared_file
+    from udcg_ltr.stats.bootstrap import paired_bootstrap_test
 
     torch.set_num_threads(args.threads)
     records = read_annotated_squad(shared_file(args.dataset, "squad_top10.jsonl.gz"))
@@ -170,6 +194,7 @@ def main(argv=None) -> dict:
     out = Path(args.out_dir)
     previous = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
     runs = {}
+    per_seed_alone: dict[str, dict[str, list[dict[str, float]]]] = {}  # --fusion: the cross-encoders alone
     for name in [s for s in args.systems.split(",") if s]:
         spec = specs[name]
         per_seed: dict[str, list[dict[str, float]]] = {s: [] for s in eval_splits}
@@ -183,6 +208,8 @@ def main(argv=None) -> dict:
                 fit_metrics = json.loads((run_dir / "metrics.json").read_text())
                 print(f"{name} seed {seed}: reusing {path} (same recipe)", flush=True)
             else:
+                for stale in run_dir.glob("scores_*.json"):  # scores of a model this run replaces
+                    stale.unlink()
                 path, fit_metrics = fit_reranker(
                     split["train"], split["val"], llm=ANNOTATED_LLM, loss=spec["loss"], loss_kwargs=spec["loss_kwargs"],
                     k=K, epochs=args.epochs, batch_size=args.batch_size, lr=spec["lr"], warmup=args.warmup,
@@ -190,21 +217,35 @@ def main(argv=None) -> dict:
                     early_stopping_patience=None, enable_progress_bar=args.progress, num_threads=args.threads,
                     precision=args.precision)
                 atomic_write_json(run_dir / RECIPE_FILE, recipe)
-            reranker = Reranker.from_pretrained(path, batch_size=64)
+            reranker = Reranker.from_pretrained(path, batch_size=64, retriever_fusion=0.0)
+            alone = {s: scores_of(run_dir, s, split[s], partial(reranker.score_records, fuse=False))
+                     for s in eval_splits}  # val is always one of them
+            fusion = None
+            if args.fusion:  # the weight is chosen on val only, then saved with the model
+                weight, curve = fit_fusion_weight(split["val"], alone["val"], ANNOTATED_LLM, K)
+                save_retriever_fusion(path, weight)
+                fusion = {"weight": weight, "val_udcg@5_by_weight": curve}
+                print(f"{name} seed {seed}: retriever fusion weight {weight:g} (val UDCG@5 by weight: "
+                      + ", ".join(f"{w:g}: {v:.4f}" for w, v in curve.items()) + ")", flush=True)
             for s in eval_splits:
-                scores = reranker.score_records(split[s])
+                scores = fuse_scores(split[s], alone[s], fusion["weight"]) if fusion else alone[s]
                 per_seed[s].append(evaluate(s, scores))
                 per_query.setdefault(name, {}).setdefault(s, []).append(
                     per_query_metrics(split[s], scores, ANNOTATED_LLM, K))
+                if fusion:
+                    per_seed_alone.setdefault(name, {}).setdefault(s, []).append(evaluate(s, alone[s]))
             runs[f"{name}_seed{seed}"] = {"fit": fit_metrics, "minutes": (time.perf_counter() - t0) / 60,
-                                          "spec": spec, "reused": reused}
+                                          "spec": spec, "reused": reused, "fusion": fusion}
             summary = " ".join(f"{s}/{m}={per_seed[s][-1][m]:.4f}" for s in eval_splits for m in HEADLINE)
             print(f"{name} seed {seed}: best epoch {fit_metrics.get('best_epoch')} {summary} "
                   f"({runs[f'{name}_seed{seed}']['minutes']:.1f} min)", flush=True)
         results[name] = {s: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]}
                          for s, rows in per_seed.items()}
+    for name, by_split in per_seed_alone.items():  # table rows only; the paired tests compare the systems
+        results[f"{name}_alone"] = {s: {m: float(np.mean([r[m] for r in rows])) for m in rows[0]}
+                                    for s, rows in by_split.items()}
 
-    systems = list(results)
+    systems = [name for name in results if name in per_query]
     paired = {}  # each trained system against the retriever and against BCE, query by query (seed means)
     for s in eval_splits:
         for i, name in enumerate(systems):
@@ -222,7 +263,7 @@ def main(argv=None) -> dict:
         print(f"\n{s} ({len(split[s])} questions)")
         print("| system | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))
-        for name in systems:
+        for name in results:
             print(f"| {name} | " + " | ".join(f"{results[name][s][c]:.4f}" for c in cols) + " |")
     print("\npaired differences (per query, seed means; paired bootstrap, 95% CI, two-sided p):")
     for key, t in paired.items():
@@ -237,6 +278,9 @@ def main(argv=None) -> dict:
     for s in eval_splits:
         for m in HEADLINE:
             print(f"{m}_{s}: " + " ".join(f"{name}={results[name][s][m]:.4f}" for name in systems))
+    if per_seed_alone and not args.no_test:
+        print(f"udcg@{K}_test_alone: " + " ".join(f"{name}={results[f'{name}_alone']['test'][f'udcg@{K}']:.4f}"
+                                                 for name in per_seed_alone))
     if args.dataset == "annotated_full" and not args.no_test and {"bce", "udcg"} <= set(systems):
         p = {b: paired[f"udcg@{K}:udcg-{b}_test"]["p"] for b in ("retriever", "bce")}
         print(f"udcg@{K}_test_full: " + " ".join(f"{name}={results[name]['test'][f'udcg@{K}']:.4f}"

@@ -37,7 +37,7 @@ from udcg_ltr.paths import data_dir  # noqa: E402
 
 CUTOFFS = (5, 10)
 THRESHOLD = 2  # DL19: grade >= 2 is relevant for the binary measures (trec_eval -l 2)
-CONTEXT = ("nDCG@10", "MAP@10", "P@10", "R@10", "MRR@10")  # the top-10 context table's trec measures
+CONTEXT = ("ndcg@10", "map@10", "precision@10", "recall@10", "mrr@10")  # the top-10 context table's trec measures
 
 
 def stand_in(records):

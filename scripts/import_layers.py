@@ -47,11 +47,10 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Leaves: helpers that import nothing of ours but each other, so every layer may use them. Atomic writes and
     # paths (io, paths), answer normalisation and abstention detection (text), length batching (batching), the
-    # per-query statistics (stats: grouping, Spearman / Kendall; analysis.bootstrap) and the report helpers
-    # (analysis.report: tables, figures, W&B logging; it belongs in udcg_ltr/report.py, and the bootstrap in
-    # udcg_ltr/stats/: their files are being edited elsewhere, so they are listed by module here).
+    # per-query statistics (stats: grouping, Spearman / Kendall, bootstrap, paired tests) and the report helpers
+    # (report: tables, figures, number formats).
     ("core", ("udcg_ltr", "udcg_ltr.io", "udcg_ltr.paths", "udcg_ltr.text", "udcg_ltr.batching", "udcg_ltr.stats",
-              "udcg_ltr.analysis.bootstrap", "udcg_ltr.analysis.report")),
+              "udcg_ltr.report")),
     # The data: schema, readers, padding to [Q, k] arrays, lexical features and the reader probes derived from
     # stored annotations. It knows no LLM, no metric, no model.
     ("dataset", ("udcg_ltr.data",)),
@@ -66,9 +65,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("slates", ("udcg_ltr.fit", "udcg_ltr.losses")),
     # The cross-encoder reranker (trained with the losses) and the dynamic-k selectors (fitted on slates).
     ("models", ("udcg_ltr.models", "udcg_ltr.select")),
-    # The experiment layer: end-to-end runs, the correlation study, the paper's studies, the train / evaluate
+    # The experiment layer: the paper's five studies (the correlation study among them), the train / evaluate
     # jobs, sweeps and W&B tracking. Nothing below imports it.
-    ("reports", ("udcg_ltr.analysis", "udcg_ltr.studies", "udcg_ltr.jobs", "udcg_ltr.sweeps", "udcg_ltr.tracking")),
+    ("reports", ("udcg_ltr.studies", "udcg_ltr.jobs", "udcg_ltr.sweeps", "udcg_ltr.tracking")),
 )
 
 #: Heavy third-party dependencies (seconds to import, measured on the 2-core machine: pytorch_lightning ~10 s,

@@ -799,7 +799,7 @@ def cli_cases() -> list[Case]:
     def annotate_bad_bytes(folder: Path):
         path = write(folder / "in.jsonl", _break_utf8(jsonl_bytes([record_obj(0), record_obj(1)]), 2))
         argv = ["-m", "udcg_ltr.annotate", f"input={path}", f"output={folder / 'out.jsonl'}", "llm=smollm2",
-                f"cache.dir={folder / 'cache'}"]
+                f"paths.annotation_cache_dir={folder / 'cache'}"]
         return (lambda: _raise_cli(_cli(argv, [str(path), "line 2", "UTF-8"], folder))), Expect(path, 2)
 
     def evaluate_duplicate(folder: Path):

@@ -102,7 +102,7 @@ def test_killed_run_resumes_without_scoring_twice(tmp_path):
     data, out, cache_dir = tmp_path / "in.jsonl", tmp_path / "out.jsonl", tmp_path / "cache"
     write_records(data, records)
     cmd = [sys.executable, "-m", "udcg_ltr.annotate", f"input={data}", f"output={out}", "llm=smollm2",
-           "llm.batch_size=2", f"cache.dir={cache_dir}", "fields=[p_no_response]", "num_threads=1",
+           "llm.batch_size=2", f"paths.annotation_cache_dir={cache_dir}", "fields=[p_no_response]", "num_threads=1",
            "progress=false", f"hydra.run.dir={tmp_path / 'hydra'}"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
 
@@ -169,7 +169,7 @@ def test_run_in_process_with_llm_relevance_judge(tmp_path):
     data, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     write_records(data, _records(1, 2))
     cfg = _compose([f"input={data}", f"output={out}", "llm=smollm2", "num_threads=1", "progress=false",
-                    f"cache.dir={tmp_path / 'cache'}", "relevance.method=llm", "relevance.max_new_tokens=12",
+                    f"paths.annotation_cache_dir={tmp_path / 'cache'}", "relevance.method=llm", "relevance.max_new_tokens=12",
                     "relevance.fallback=contains", "fields=[p_no_response,erag]"])
     summary = run(cfg)
     assert summary["passages"] == 2 and summary["relevance"]["method"] == "llm"
@@ -220,7 +220,7 @@ def test_squad_dataset_runs_from_the_command_line(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline"}
     proc = subprocess.run([sys.executable, "-m", "udcg_ltr.annotate", "dataset=squad", "limit=1", "max_passages=1",
                            "llm=smollm2", "llm.num_threads=1", "fields=[p_no_response]", f"output={out}",
-                           f"cache.dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
+                           f"paths.annotation_cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])

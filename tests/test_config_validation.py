@@ -68,7 +68,6 @@ def problems(task: str, overrides: list[str]) -> list[str]:
     ("train", ["llm.model='not a model'"], "llm.model 'not a model'"),
     ("train", ["+llm.temperature=0.7"], "llm: unknown keys ['temperature']"),
     ("train", ["model=udcg_theta", "model.udcg_theta.variant=everything"], "model.udcg_theta.variant"),
-    ("evaluate", ["mode=oracle"], "unknown mode 'oracle'"),
     ("evaluate", ["mode=selectors", "selectors.scores=retriever", "selectors.kinds=[gate,crystal_ball]"],
      "unknown selector kind 'crystal_ball'"),
     ("evaluate", ["mode=reranker"], "needs a trained reranker"),
@@ -85,6 +84,18 @@ def problems(task: str, overrides: list[str]) -> list[str]:
 def test_each_bad_setting_is_named(task, overrides, expected):
     found = problems(task, overrides)
     assert any(expected in p for p in found), found
+
+
+def test_unknown_mode_is_refused_with_the_known_ones():
+    """A mode is a config group (conf/mode/<name>.yaml): Hydra refuses an unknown one and lists the others."""
+    from hydra.errors import MissingConfigException
+
+    with pytest.raises(MissingConfigException, match="Could not find 'mode/oracle'") as info:
+        compose("evaluate", ["mode=oracle"])
+    assert "oracle_contexts" in str(info.value)
+    with pytest.raises(ConfigError, match="unknown mode 'oracle'"):  # a config built another way is still checked
+        validate_config(compose("evaluate", ["mode=oracle_contexts"]), mode="oracle",
+                        known_modes=list(MODES))
 
 
 def test_every_problem_is_reported_at_once():
@@ -130,7 +141,7 @@ def test_bad_loss_fails_before_any_stage(tmp_path):
     """The reported case: the main job with an unknown loss stops at once, before annotating anything."""
     run_dir = tmp_path / "run"
     proc = _run([str(PROJECT_ROOT / "train.py"), "loss.name=doesnotexist", "logger=csv",
-                 f"annotate.cache_dir={tmp_path / 'annotations'}", f"hydra.run.dir={run_dir}"], tmp_path)
+                 f"paths.annotation_cache_dir={tmp_path / 'annotations'}", f"hydra.run.dir={run_dir}"], tmp_path)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "loss 'doesnotexist'" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert not (tmp_path / "annotations").exists()  # no stage ran: nothing was annotated

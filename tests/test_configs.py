@@ -7,8 +7,9 @@ recipe ``conf/experiment/<name>.yaml`` into the entry point its usage line names
 
 1. resolved (every interpolation, the ``hydra`` node included, with the Hydra runtime values a run would set);
 2. checked for ``_target_`` s that import and accept the config's arguments; the cheap, offline ones are
-   instantiated (the demo world reader, the loss), never an LLM or a reader of shared data; for third-party ones
-   (Optuna's sampler, Hydra's launcher and sweeper plugins) the package must be installed;
+   instantiated (the demo world reader, the loss, the Lightning trainer and callbacks as the train job builds them),
+   never an LLM or a reader of shared data; for third-party ones (Optuna's sampler, Hydra's launcher and sweeper
+   plugins) the package must be installed;
 3. validated with :func:`udcg_ltr.jobs.common.validate_config` as train.py / evaluate.py would; a config with a
    mandatory ``???`` value must fail validation naming that value.
 
@@ -41,7 +42,7 @@ CHEAP_TARGETS = ("udcg_ltr.data.demo_world.generate_demo_world",)
 #: CLI declares llm and paths too, but those options are already composed (identically) into train and evaluate.
 ANNOTATE_GROUPS = ("dataset",)
 #: Groups that change what a job runs: each option is composed on its own (see :func:`cases`).
-ONE_AT_A_TIME = ("model", "loss", "hparams_search")
+ONE_AT_A_TIME = ("model", "loss", "hparams_search", "mode")
 _INSTANTIATED: set[tuple[str, str]] = set()
 
 
@@ -164,6 +165,34 @@ def build_loss(cfg: DictConfig):
     return get_loss(name, **with_spec(name, kwargs, k=int(cfg.k), gamma=float(cfg.gamma)))
 
 
+def check_trainer_and_callbacks(cfg: DictConfig, tmp_path: Path) -> None:
+    """The trainer config builds a ``pl.Trainer`` and each callback config its callback, as the train job does
+    (:func:`udcg_ltr.models.training.fit_reranker`); an accelerator this machine lacks (trainer=gpu, ddp): the
+    arguments bind to ``pl.Trainer``."""
+    import pytorch_lightning as pl
+    from hydra.utils import get_class, instantiate
+
+    from udcg_ltr.models.training import HOST_SIDE_KEYS, build_callbacks, callback_settings, trainer_settings
+
+    node, host = trainer_settings(cfg.trainer, {}, {})
+    assert set(host) == set(HOST_SIDE_KEYS) and not set(node) & set(HOST_SIDE_KEYS)
+    cls = get_class(node["_target_"])
+    assert issubclass(cls, pl.Trainer), node["_target_"]
+    inspect.signature(cls).bind(**{key: value for key, value in node.items() if key != "_target_"})
+    nodes = callback_settings(cfg.get("callbacks") or {}, monitor=f"val/udcg@{cfg.k}", early_stopping_patience=2,
+                              save_weights_only=True)
+    callbacks = build_callbacks(nodes, checkpoint_dir=tmp_path / "checkpoints", validates=True, has_logger=True)
+    assert len(callbacks) == len(nodes) and all(isinstance(c, pl.Callback) for c in callbacks)
+    for callback in callbacks:  # what they follow is what the cross-encoder logs (CrossEncoderModule.monitor)
+        assert getattr(callback, "monitor", None) in (None, f"val/udcg@{cfg.k}"), callback
+        if isinstance(callback, pl.callbacks.ModelCheckpoint):
+            assert Path(callback.dirpath) == (tmp_path / "checkpoints").resolve()
+    if node.get("accelerator") == "cpu":
+        trainer = instantiate(node, _partial_=True)(callbacks=callbacks, logger=False, default_root_dir=str(tmp_path))
+        assert trainer.max_epochs == cfg.trainer.max_epochs and trainer.precision == node["precision"]
+        assert sum(isinstance(c, type(x)) for c in trainer.callbacks for x in callbacks) >= len(callbacks)
+
+
 def job_part(cfg: DictConfig) -> DictConfig:
     """The config without the ``hydra`` node: what the task function receives."""
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
@@ -188,6 +217,8 @@ def test_config_composes_resolves_instantiates_and_validates(task, overrides, hy
     resolved = OmegaConf.to_container(cfg, resolve=True)  # every interpolation, hydra node included
     assert resolved["hydra"]["runtime"]["output_dir"] == str(tmp_path / "run")
     check_targets(resolved)
+    if task == "train":
+        check_trainer_and_callbacks(cfg, tmp_path)
     if task == "train" and "cross_encoder" in cfg.model.stages:
         loss = build_loss(cfg)
         for term in getattr(loss, "terms", [loss]):  # one spec: the loss sees the run's k and gamma
@@ -214,6 +245,41 @@ def test_every_group_is_composed_somewhere():
     composed = {tuple(o.split("=", 1)) for _, overrides in cases() for o in overrides}
     expected = {(group, option) for group, options in groups().items() for option in options}
     assert composed == expected, sorted(expected - composed)
+
+
+def test_every_evaluate_mode_has_one_config_file():
+    """``evaluate.py mode=<name>`` selects conf/mode/<name>.yaml, which names its mode: one file per mode."""
+    assert set(groups()["mode"]) == set(MODES)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_mode_file_sets_its_mode_and_holds_its_settings(mode, hydra_runtime):
+    cfg = hydra_runtime("evaluate", [f"mode={mode}"])
+    assert cfg.mode == mode
+    own = {"correlation": "correlation", "reranker": "reranker", "metrics": "reranker", "selectors": "selectors",
+           "sweep_summary": "sweep_dir", "distractors": "studies", "position": "studies",
+           "oracle_contexts": "studies", "context_size": "studies"}[mode]
+    assert own in cfg
+    others = {"correlation", "selectors", "sweep_dir"} - {own}
+    assert not others & set(cfg), f"mode={mode} carries another mode's settings: {sorted(others & set(cfg))}"
+
+
+def test_one_spelling_of_the_annotation_cache_folder(hydra_runtime):
+    """train.py, evaluate.py and the annotation CLI read the cache folder from one key."""
+    for task in TASKS:
+        cfg = hydra_runtime(task, ["paths.annotation_cache_dir=/tmp/udcg-cache"])
+        assert cfg.paths.annotation_cache_dir == "/tmp/udcg-cache"
+        folders = {key for key in dotted_keys(OmegaConf.to_container(job_part(cfg))) if "cache" in key
+                   and key.endswith("dir")}
+        assert folders == {"paths.cache_dir", "paths.annotation_cache_dir"}, (task, folders)
+
+
+def dotted_keys(node, prefix: str = "") -> list[str]:
+    """Every key of a nested config as a dotted path."""
+    if not isinstance(node, dict):
+        return []
+    return [name for key, value in node.items() for name in
+            (f"{prefix}{key}", *dotted_keys(value, f"{prefix}{key}."))]
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -8,7 +8,7 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from udcg_ltr.analysis.bootstrap import bootstrap_ci, bootstrap_means, paired_bootstrap_test
+from udcg_ltr.stats.bootstrap import bootstrap_ci, bootstrap_means, paired_bootstrap_test
 from udcg_ltr.stats.correlation import (
     average_ranks,
     kendall_rows,

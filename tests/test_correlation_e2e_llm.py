@@ -48,9 +48,9 @@ def tiny_records(llm: str) -> list[QueryRecord]:
 
 
 def test_run_contexts_with_smollm2(smollm2_scorer, tmp_path):
-    from udcg_ltr.analysis.study import run_correlation_study
     from udcg_ltr.annotate.end_to_end import run_contexts
     from udcg_ltr.fit.sampling import sample_contexts
+    from udcg_ltr.studies.correlation import run_correlation_study
 
     name = smollm2_scorer.name
     records = tiny_records(name)
@@ -67,5 +67,5 @@ def test_run_contexts_with_smollm2(smollm2_scorer, tmp_path):
     again = run_contexts(records, contexts[:2], smollm2_scorer, progress=False)
     assert [r.answer for r in again] == [r.answer for r in runs[:2]]
     res = run_correlation_study(records, runs, llm=name, k=2, out_dir=tmp_path, n_bootstrap=20, k_sweep=[],
-                                metrics=["UDCG", "Precision", "RANDOM"], progress=False)
+                                metrics=["udcg", "precision", "random"], progress=False)
     assert res.paths["report_md"].is_file()

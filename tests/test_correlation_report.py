@@ -1,4 +1,4 @@
-"""Shared report helpers: markdown / CSV tables, number formatting, PNG figures, W&B payloads."""
+"""Shared report helpers: markdown / CSV tables, number formatting, PNG figures; a report's W&B payload."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from udcg_ltr.analysis.report import (
+from udcg_ltr.report import (
     Column,
     fmt_ci,
     fmt_float,
     fmt_p,
-    log_to_wandb,
     markdown_table,
     plot_bars,
     plot_lines,
     read_csv,
     write_table,
 )
+from udcg_ltr.tracking import RunLogger, as_run_logger
 
 
 def test_formatting():
@@ -50,7 +50,7 @@ def test_figures(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["b.png", "l.png"]  # atomic: no temp files
 
 
-def test_log_to_wandb_payload(tmp_path):
+def test_log_results_wandb_payload(tmp_path):
     import wandb
 
     png = plot_lines([0, 1], {"a": [0, 1]}, tmp_path / "a.png")
@@ -60,11 +60,16 @@ def test_log_to_wandb_payload(tmp_path):
         def log(self, payload):
             logged.append(payload)
 
-    payload = log_to_wandb(Run(), tables={"t": [{"m": "x", "v": float("nan")}]}, images={"img": png},
-                           scalars={"s": 1.0}, prefix="p/")
+    payload = as_run_logger(Run()).log_results({"t": [{"m": "x", "v": float("nan")}]}, {"img": png}, {"s": 1.0},
+                                               prefix="p/")
     assert logged == [payload]
     assert isinstance(payload["p/t"], wandb.Table) and isinstance(payload["p/img"], wandb.Image)
     assert payload["p/t"].data == [["x", None]]
-    assert log_to_wandb(None, scalars={"s": 2.0}) == {"s": 2.0}
+    assert payload["p/s"] == 1.0
+    # the plain logger writes the table as CSV and the scalar into the run summary
+    local = RunLogger(tmp_path / "run")
+    assert local.log_results({"t": [{"m": "x", "v": 0.5}]}, scalars={"s": 2.0}, prefix="p/")["p/s"] == 2.0
+    assert read_csv(tmp_path / "run" / "p_t.csv") == [{"m": "x", "v": "0.5"}]
+    assert local._summary == {"p/s": 2.0}
     with pytest.raises(TypeError):
-        log_to_wandb(object(), scalars={"s": 1.0})
+        as_run_logger(object())

@@ -9,12 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from udcg_ltr.analysis.study import (
-    BENCH_KEYS,
-    DEFAULT_METRICS,
-    compute_context_metrics,
-    run_correlation_study,
-)
 from udcg_ltr.annotate.end_to_end import grade_runs, load_shared_runs, prompt_items, run_contexts, run_summary
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import Passage, QueryRecord
@@ -22,6 +16,18 @@ from udcg_ltr.fit.pairs import build_context_table
 from udcg_ltr.fit.sampling import sample_contexts
 from udcg_ltr.fit.synthetic import SYNTHETIC_LLM, synthetic_study_data
 from udcg_ltr.fit.weights import load_weights
+from udcg_ltr.metrics.table import METRIC_NAMES
+from udcg_ltr.studies.correlation import (
+    BENCH_LINE_METRICS,
+    DEFAULT_METRICS,
+    REFERENCE,
+    STUDY_ROWS,
+    SWEEP_METRICS,
+    THETA_ROWS,
+    compute_context_metrics,
+    row_label,
+    run_correlation_study,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +44,15 @@ def study(synthetic, tmp_path_factory):
 
 
 def test_udcg_correlates_with_outcomes_and_beats_random(study):
-    udcg, rnd = study.row("UDCG"), study.row("RANDOM")
+    udcg, rnd = study.row("udcg"), study.row("random")
     # The outcomes were generated from the utilities: UDCG must track them; a random metric must not.
     assert udcg["spearman"] > 0.4 and udcg["spearman_lo"] > 0.2
     assert abs(rnd["spearman"]) < 0.2
-    assert rnd["spearman_p_vs_UDCG"] < 0.01
-    assert study.row("UDCG_theta")["spearman"] > 0.4
+    assert rnd["spearman_p_vs_udcg"] < 0.01
+    assert study.row("udcg_theta")["spearman"] > 0.4
     assert udcg["kendall"] > 0.3
     for r in study.rows:
-        if r["metric"] != "ANSWER_PROB" and not np.isnan(r["spearman"]):
+        if r["metric"] != "answer_prob" and not np.isnan(r["spearman"]):
             assert r["spearman_lo"] <= r["spearman"] <= r["spearman_hi"]
 
 
@@ -64,11 +70,11 @@ def test_fit_and_report_splits_are_separate(synthetic, study, tmp_path):
                             outcome=str(rng.choice(["correct", "abstained", "wrong"])) if split[r.qid] == "test"
                             else r.outcome) for r in runs]
     other = run_correlation_study(records, scrambled, llm=SYNTHETIC_LLM, out_dir=tmp_path, n_bootstrap=50,
-                                  k_sweep=[], metrics=["UDCG", "UDCG (gamma*)", "UDCG_theta"], progress=False,
+                                  k_sweep=[], metrics=["udcg", "udcg_gamma_star", "udcg_theta"], progress=False,
                                   theta_variants=["full"])
     np.testing.assert_allclose(other.weights["full"].alpha, study.weights["full"].alpha)
     assert other.gamma.gamma == study.gamma.gamma
-    assert other.spearman("UDCG") != study.spearman("UDCG")  # ... while the test-split table does change
+    assert other.spearman("udcg") != study.spearman("udcg")  # ... while the test-split table does change
 
 
 def test_outputs_written(study):
@@ -81,7 +87,7 @@ def test_outputs_written(study):
     with open(p["table_test_csv"], newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["metric"] for r in rows] == list(DEFAULT_METRICS)
-    assert float(rows[0]["spearman"]) == pytest.approx(study.spearman("UDCG"))
+    assert float(rows[0]["spearman"]) == pytest.approx(study.spearman("udcg"))
     assert "| UDCG |" in study.markdown and "Kendall tau-b" in study.markdown
     assert {w.variant for w in load_weights(p["weights_json"])} == {"full", "relevance_only", "binary"}
     assert sorted({r["k"] for r in study.k_sweep}) == [2, 5]
@@ -89,7 +95,34 @@ def test_outputs_written(study):
         per_query = list(csv.DictReader(f))
     assert len(per_query) == study.meta["n_queries"] == 90
     line = study.bench_line()
-    assert re.fullmatch(r"spearman: " + " ".join(rf"{k}=-?\d\.\d{{3}}" for k in BENCH_KEYS), line)
+    assert re.fullmatch(r"spearman: " + " ".join(rf"{k}=-?\d\.\d{{3}}" for k in BENCH_LINE_METRICS), line)
+
+
+def test_row_keys_are_the_metric_keys_plus_the_study_rows():
+    # One scheme: every row is a metric-table key or a study-only row, never both, all lower case.
+    assert not set(STUDY_ROWS) & set(METRIC_NAMES)
+    known = set(METRIC_NAMES) | set(STUDY_ROWS)
+    for rows in (DEFAULT_METRICS, SWEEP_METRICS, BENCH_LINE_METRICS, tuple(THETA_ROWS.values()), (REFERENCE,)):
+        assert set(rows) <= known and set(rows) <= set(DEFAULT_METRICS), rows
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", k) for k in DEFAULT_METRICS)
+    assert set(STUDY_ROWS) <= set(DEFAULT_METRICS)
+    assert row_label("ndcg") == "nDCG" and row_label("udcg_gamma_star") == "UDCG (gamma*)" and row_label("x") == "x"
+    with pytest.raises(ValueError, match="unknown metric 'UDCG'"):
+        compute_context_metrics(build_context_table({}, [], "m", k=2), [], metrics=["UDCG"])
+
+
+def test_files_name_rows_by_key_and_markdown_by_label(study):
+    keys = [r["metric"] for r in study.summary["report"]]
+    assert keys == list(DEFAULT_METRICS)
+    with open(study.paths["per_query_csv"], newline="") as f:
+        header = next(csv.reader(f))
+    assert "udcg_gamma_star|spearman" in header and not any("UDCG" in h for h in header)
+    with open(study.paths["table_test_csv"], newline="") as f:
+        header = next(csv.reader(f))
+    assert "spearman_p_vs_udcg" in header and "udcg_gain_pct" in header
+    assert {r["metric"] for r in study.k_sweep} <= set(SWEEP_METRICS)
+    assert set(study.scalars) == {f"spearman/{k}" for k in DEFAULT_METRICS}
+    assert "| UDCG (gamma*) |" in study.markdown and "| udcg_gamma_star |" not in study.markdown
 
 
 def test_na_queries_are_counted_not_averaged(synthetic, tmp_path):
@@ -99,13 +132,13 @@ def test_na_queries_are_counted_not_averaged(synthetic, tmp_path):
     runs2 = [ContextRun(r.qid, r.context_id, r.pids, r.answer, r.llm, outcome="wrong" if r.qid == q else r.outcome)
              for r in runs]
     res = run_correlation_study(records, runs2, llm=SYNTHETIC_LLM, out_dir=tmp_path, n_bootstrap=50, k_sweep=[],
-                                metrics=["UDCG", "Precision"], progress=False)
+                                metrics=["udcg", "precision"], progress=False)
     row = next(r for r in res.per_query if r["qid"] == q)
-    assert row["outcome_constant"] and np.isnan(row["UDCG|spearman"])
-    defined = [r["UDCG|spearman"] for r in res.per_query if r["split"] == "test" and not np.isnan(r["UDCG|spearman"])]
-    assert res.row("UDCG")["spearman_n"] == len(defined)
-    assert res.row("UDCG")["spearman"] == pytest.approx(np.mean(defined))
-    assert res.row("UDCG")["spearman_na"] >= 1
+    assert row["outcome_constant"] and np.isnan(row["udcg|spearman"])
+    defined = [r["udcg|spearman"] for r in res.per_query if r["split"] == "test" and not np.isnan(r["udcg|spearman"])]
+    assert res.row("udcg")["spearman_n"] == len(defined)
+    assert res.row("udcg")["spearman"] == pytest.approx(np.mean(defined))
+    assert res.row("udcg")["spearman_na"] >= 1
 
 
 def test_log_to_fake_wandb(study):
@@ -127,7 +160,7 @@ def test_log_to_fake_wandb(study):
     assert lg.experiment.logged == [payload]
     assert isinstance(payload["correlation/table_report"], wandb.Table)
     assert isinstance(payload["correlation/bars_png"], wandb.Image)
-    assert payload["correlation/spearman/UDCG"] == pytest.approx(study.spearman("UDCG"))
+    assert payload["correlation/spearman/udcg"] == pytest.approx(study.spearman("udcg"))
 
 
 def test_context_metric_values_by_hand():
@@ -144,18 +177,18 @@ def test_context_metric_values_by_hand():
             ContextRun("q", 1, ["d", "b"], "", llm, outcome="wrong")]
     t = build_context_table([rec], runs, llm, k=2)
     v = compute_context_metrics(t, [rec])
-    np.testing.assert_allclose(v["Precision"], [0.5, 0.0])
-    np.testing.assert_allclose(v["MRR"], [0.5, 0.0])
-    np.testing.assert_allclose(v["HITS"], [1.0, 0.0])
+    np.testing.assert_allclose(v["precision"], [0.5, 0.0])
+    np.testing.assert_allclose(v["mrr"], [0.5, 0.0])
+    np.testing.assert_allclose(v["hits"], [1.0, 0.0])
     # nDCG@2 with IDCG@2 from the pool (2 relevant): (1/log2 3) / (1 + 1/log2 3)
-    np.testing.assert_allclose(v["nDCG"], [(1 / np.log2(3)) / (1 + 1 / np.log2(3)), 0.0])
-    np.testing.assert_allclose(v["MAP"], [0.5 / 2, 0.0])  # AP with R = 2 relevant in the pool
-    np.testing.assert_allclose(v["eRAG"], [0.5, 0.0])  # "Paris" contains the gold answer, "Lyon" does not
-    np.testing.assert_allclose(v["ANSWER_PROB"][0], -1.75)
-    assert np.isnan(v["ANSWER_PROB"][1])  # passage d lacks answer_logprob
-    np.testing.assert_allclose(v["RA-nWG"], [0.5, 0.0])
+    np.testing.assert_allclose(v["ndcg"], [(1 / np.log2(3)) / (1 + 1 / np.log2(3)), 0.0])
+    np.testing.assert_allclose(v["map"], [0.5 / 2, 0.0])  # AP with R = 2 relevant in the pool
+    np.testing.assert_allclose(v["erag"], [0.5, 0.0])  # "Paris" contains the gold answer, "Lyon" does not
+    np.testing.assert_allclose(v["answer_prob"][0], -1.75)
+    assert np.isnan(v["answer_prob"][1])  # passage d lacks answer_logprob
+    np.testing.assert_allclose(v["ra_nwg"], [0.5, 0.0])
     # UDCG, Eq. 4: context 0 holds u = -0.4 (b) and +0.8 (a)
-    np.testing.assert_allclose(v["UDCG"][0], 1 / (1 + np.exp(-(0.8 + (-0.4) / 3) / 2)))
+    np.testing.assert_allclose(v["udcg"][0], 1 / (1 + np.exp(-(0.8 + (-0.4) / 3) / 2)))
 
 
 # ---- end-to-end runs --------------------------------------------------------------------------
@@ -232,12 +265,12 @@ def test_study_on_shared_squad(annotated_squad, tmp_path):
     res = run_correlation_study(annotated_squad, runs, llm="qwen2.5-coder-0.5b-instruct", out_dir=tmp_path,
                                 n_bootstrap=200, k_sweep=[], progress=False)
     assert res.meta["n_report_queries"] == 31 and res.meta["n_fit_queries"] == 69
-    assert -1 <= res.spearman("UDCG") <= 1
-    assert res.row("UDCG")["spearman_n"] + res.row("UDCG")["spearman_na"] == 31
-    assert res.row("UDCG", "all")["spearman_n"] + res.row("UDCG", "all")["spearman_na"] == 100
+    assert -1 <= res.spearman("udcg") <= 1
+    assert res.row("udcg")["spearman_n"] + res.row("udcg")["spearman_na"] == 31
+    assert res.row("udcg", "all")["spearman_n"] + res.row("udcg", "all")["spearman_na"] == 100
     # queries whose outcomes never vary are NA for every metric
     n_const = sum(r["outcome_constant"] for r in res.per_query)
-    assert res.row("UDCG", "all")["spearman_na"] >= n_const > 0
+    assert res.row("udcg", "all")["spearman_na"] >= n_const > 0
 
 
 class WorldScorer:
@@ -262,8 +295,8 @@ class WorldScorer:
 
 
 def test_k_sweep_resample_and_truncate_with_a_scorer(synthetic):
-    from udcg_ltr.analysis.study import k_sweep_rows
     from udcg_ltr.fit.sampling import ContextSamplingConfig
+    from udcg_ltr.studies.correlation import k_sweep_rows
 
     records, runs = synthetic
     records = records[:30]
@@ -272,14 +305,14 @@ def test_k_sweep_resample_and_truncate_with_a_scorer(synthetic):
     split_of = {r.qid: r.split for r in records}
     scorer = WorldScorer(records)
     common = dict(llm=SYNTHETIC_LLM, split_of=split_of, fit_splits=("train", "val"), report_split=None,
-                  metrics=["UDCG", "HITS", "RANDOM"], C=1.0, gamma_grid=[1 / 3], n_bootstrap=20, seed=0,
+                  metrics=["udcg", "hits", "random"], C=1.0, gamma_grid=[1 / 3], n_bootstrap=20, seed=0,
                   progress=False)
     rows = k_sweep_rows(records, runs, k_values=[1, 3], mode="resample", scorer=scorer,
                         sampling=ContextSamplingConfig(n_contexts=4, top_n=12), **common)
     assert scorer.calls == 30 * 4 * 2  # fresh contexts for each k, all answered by the LLM
     assert {r["k"] for r in rows} == {1, 3} and {r["outcome_source"] for r in rows} == {"llm"}
     # With this scorer the outcome is exactly "the context holds an answer-bearing passage": HITS is perfect.
-    assert all(r["spearman"] == pytest.approx(1.0) for r in rows if r["metric"] == "HITS")
+    assert all(r["spearman"] == pytest.approx(1.0) for r in rows if r["metric"] == "hits")
     trunc = k_sweep_rows(records, runs, k_values=[2], mode="truncate", scorer=scorer, **common)
     assert scorer.calls == 30 * 4 * 2 + len(runs) and trunc[0]["outcome_source"] == "llm"
     no_llm = k_sweep_rows(records, runs, k_values=[2], mode="truncate", **common)
@@ -296,7 +329,7 @@ def test_records_without_splits_get_a_noted_hash_split(synthetic, tmp_path):
     for r in unsplit:
         r.split = None
     res = run_correlation_study(unsplit, runs, llm=SYNTHETIC_LLM, out_dir=tmp_path, n_bootstrap=20, k_sweep=[],
-                                metrics=["UDCG", "UDCG_theta"], theta_variants=["full"], progress=False)
+                                metrics=["udcg", "udcg_theta"], theta_variants=["full"], progress=False)
     assert res.meta["split_note"] and "hash" in res.meta["split_note"]
     by = res.meta["queries_by_split"]
     assert set(by) == {"train", "val", "test"} and sum(by.values()) == 90

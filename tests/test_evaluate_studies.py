@@ -23,7 +23,7 @@ TINY_DEMO = ["dataset.reader.n_entities=16", "dataset.reader.n_questions=5", "da
 
 def _evaluate(tmp_path: Path, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "evaluate.py"), "llm=smollm2", "llm.num_threads=1", "logger=csv", *TINY_DEMO,
-           f"cache_dir={tmp_path / 'annotations'}", f"hydra.run.dir={run_dir}", *overrides]
+           f"paths.annotation_cache_dir={tmp_path / 'annotations'}", f"hydra.run.dir={run_dir}", *overrides]
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
@@ -48,7 +48,7 @@ def test_study_mode_writes_its_tables_and_finishes(tmp_path, mode, folder, overr
         assert summary["meta"]["config"]["k"] == 3  # the top-level k reached the study
     finished = json.loads((run_dir / "job_result.json").read_text())
     assert finished["metrics"]["time/total_s"] > 0
-    # the LLM answered through the run's annotation cache (cache_dir=...)
+    # the LLM answered through the run's annotation cache (paths.annotation_cache_dir=...)
     assert any((tmp_path / "annotations").rglob("*.jsonl"))
 
 
@@ -108,13 +108,14 @@ def test_evaluate_config_defaults_fit_the_demo_world():
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="evaluate", overrides=["mode=distractors"])
+        correlation = compose(config_name="evaluate", overrides=["mode=correlation"])
     assert cfg.studies.distractors.adapt_k is True and cfg.studies.distractors.k == cfg.k == 5
-    assert cfg.correlation.k_sweep is None
+    assert correlation.correlation.k_sweep is None
 
 
 def test_correlation_study_sweeps_k_only_when_asked(tmp_path):
-    from udcg_ltr.analysis.study import run_correlation_study
     from udcg_ltr.fit.synthetic import SYNTHETIC_LLM, synthetic_study_data
+    from udcg_ltr.studies.correlation import run_correlation_study
 
     records, runs = synthetic_study_data(40, n_contexts=4, k=3, pool_size=6, seed=5)
     kw = dict(llm=SYNTHETIC_LLM, k=3, n_bootstrap=20, seed=0, progress=False)

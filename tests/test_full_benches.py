@@ -105,3 +105,24 @@ def test_full_dynamic_k_end_to_end(small_full_set, tmp_path):
     for name in ("table.md", "selectors_test.csv", "learned_grid.csv", "udcg_test.png", "k_hist_test.png",
                  "results.json"):
         assert (tmp_path / name).is_file(), name
+
+
+def test_reranker_bench_scores_are_read_back_only_for_the_same_questions(tmp_path):
+    import numpy as np
+    from reranker_squad import scores_of
+
+    from udcg_ltr.data.schema import Passage, QueryRecord
+
+    recs = [QueryRecord(qid=f"q{i}", question="?", passages=[Passage(pid=f"p{i}{j}", text="t") for j in range(3)])
+            for i in range(2)]
+    calls = []
+
+    def score(rs):
+        calls.append([r.qid for r in rs])
+        return [np.arange(3.0) + len(calls) for _ in rs]
+
+    first = scores_of(tmp_path, "test", recs, score)
+    again = scores_of(tmp_path, "test", recs, score)
+    assert len(calls) == 1 and all((a == b).all() for a, b in zip(first, again))
+    other = scores_of(tmp_path, "test", recs[:1], score)  # other questions: scored afresh
+    assert len(calls) == 2 and other[0].tolist() == [2.0, 3.0, 4.0]

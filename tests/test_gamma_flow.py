@@ -9,49 +9,15 @@ built with.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import numpy as np
 import pytest
-from model_fixtures import save_tiny_bert
+from job_fixtures import CONF, LLM, compose, tiny_job_config, tiny_records
 
-from udcg_ltr.data.jsonl import write_records
-from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.losses import DirectUDCGLoss, LambdaUDCGLoss, get_loss, with_spec
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.paths import PROJECT_ROOT, data_dir
 
-CONF = PROJECT_ROOT / "conf"
-LLM = "smollm2-135m-instruct"  # conf/llm/smollm2.yaml's name: the data carries its annotations, so it never loads
 GAMMA, K, THRESHOLD = 0.5, 3, 2    # none of them the default (1/3, 5, 1)
-
-
-def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    # Outside a Hydra run there is no ${hydra:runtime...}: pin the paths the config derives from it.
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=[f"paths.root_dir={PROJECT_ROOT}", *overrides])
-
-
-def tiny_records(n_per_split: dict[str, int], seed: int = 0) -> list[QueryRecord]:
-    """Pools of 5 graded passages (grade 2 = relevant at threshold 2) with utilities of both signs."""
-    rng = np.random.default_rng(seed)
-    records = []
-    for split, n in n_per_split.items():
-        for q in range(n):
-            passages = []
-            for j in range(5):
-                grade = int(rng.integers(0, 3)) if j else 2
-                text = f"the thing {q} is {'red' if grade == 2 else 'blue'} and {j}"
-                passages.append(Passage(pid=f"{split}{q}-p{j}", text=text, rank=j + 1, relevance=grade,
-                                        annotations={LLM: {"p_no_response": float(rng.uniform(0.0, 0.6)),
-                                                           "answer_alone": "red" if grade == 2 else "blue"}}))
-            records.append(QueryRecord(qid=f"{split}{q}", question=f"what colour is thing {q}?", answers=["red"],
-                                       passages=passages, split=split))
-    return records
 
 
 # ---- the loss alone: the Python API (fit_reranker / CrossEncoderModule) and the config ------------------------
@@ -125,18 +91,10 @@ def test_command_line_gamma_reaches_loss_validation_and_report(tmp_path, monkeyp
 
     from udcg_ltr.jobs.train_job import train
 
-    data = tmp_path / "tiny.jsonl"
-    write_records(data, tiny_records({"train": 6, "val": 3, "test": 3}))
-    model_dir = save_tiny_bert(tmp_path / "bert")
-    # prepare_environment exports these; monkeypatch puts the originals back afterwards.
-    monkeypatch.setenv("UDCG_LTR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("UDCG_LTR_DATA", os.environ.get("UDCG_LTR_DATA", str(data_dir())))
-    cfg = compose([
-        f"gamma={GAMMA}", f"k={K}", "dataset=jsonl", f"dataset.reader.path={data}",
-        f"dataset.relevance_threshold={THRESHOLD}", "llm=smollm2", "model=cross_encoder", "loss=udcg_direct",
-        f"model.cross_encoder.pretrained={model_dir}", "model.cross_encoder.batch_size=3", "trainer=debug",
-        "trainer.precision=32-true", "trainer.num_threads=1", "logger=none", "evaluation.end_to_end=false",
-        f"paths.output_dir={tmp_path / 'run'}", f"annotate.cache_dir={tmp_path / 'annotations'}"])
+    cfg = tiny_job_config(tmp_path, monkeypatch, tiny_records({"train": 6, "val": 3, "test": 3}), [
+        f"gamma={GAMMA}", f"k={K}", f"dataset.relevance_threshold={THRESHOLD}", "loss=udcg_direct",
+        "model.cross_encoder.batch_size=3", "trainer=debug", "trainer.precision=32-true", "trainer.num_threads=1",
+        "logger=none"])
     threads = torch.get_num_threads()
     try:
         metrics = train(cfg)

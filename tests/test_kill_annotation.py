@@ -40,7 +40,7 @@ def _complete_lines(cache_dir: Path) -> int:
 
 def _command(data: Path, out: Path, cache_dir: Path, hydra_dir: Path) -> list[str]:
     return [sys.executable, "-m", "udcg_ltr.annotate", f"input={data}", f"output={out}", "llm=smollm2",
-            "llm.batch_size=1", f"cache.dir={cache_dir}", "fields=[p_no_response]", "num_threads=1",
+            "llm.batch_size=1", f"paths.annotation_cache_dir={cache_dir}", "fields=[p_no_response]", "num_threads=1",
             "progress=false", f"hydra.run.dir={hydra_dir}"]
 
 

@@ -243,28 +243,47 @@ def test_metric_table_columns_are_the_library_functions():
     alpha, beta = rng.random(slates.shape[1]), rng.random(slates.shape[1])
     table = metric_table(slates, k=k, graded=True, erag_labels=labels, alpha=alpha, beta=beta)
     m = slates.mask
-    np.testing.assert_allclose(table["UDCG@3"], udcg(slates.utility, m, k=k))
-    np.testing.assert_allclose(table["UDCG_theta@3"], udcg_theta(slates.utility, alpha, beta, m, k=k))
+    np.testing.assert_allclose(table["udcg@3"], udcg(slates.utility, m, k=k))
+    np.testing.assert_allclose(table["udcg_theta@3"], udcg_theta(slates.utility, alpha, beta, m, k=k))
     n_rel = slates.n_relevant
     # nDCG: graded gains (the labels) against the ideal of the whole judged pool (trec_eval ndcg_cut)
-    np.testing.assert_allclose(table["nDCG@3"], ndcg(np.where(m, slates.relevance, 0.0), m, k=k,
+    np.testing.assert_allclose(table["ndcg@3"], ndcg(np.where(m, slates.relevance, 0.0), m, k=k,
                                                       ideal_gains=np.where(m, slates.relevance, 0.0), ideal_mask=m))
-    np.testing.assert_allclose(table["MAP@3"], average_precision(slates.relevant, m, k=k, n_relevant=n_rel))
-    np.testing.assert_allclose(table["R@3"], recall(slates.relevant, m, k=k, n_relevant=n_rel))
-    np.testing.assert_allclose(table["P@3"], precision(slates.relevant, m, k=k))
-    np.testing.assert_allclose(table["eRAG@3"], erag(graded_precision, labels, k=k))
-    np.testing.assert_allclose(table["RA-nWG@3"], ra_nwg(slates.relevance, m, k=k), equal_nan=True)
+    np.testing.assert_allclose(table["map@3"], average_precision(slates.relevant, m, k=k, n_relevant=n_rel))
+    np.testing.assert_allclose(table["recall@3"], recall(slates.relevant, m, k=k, n_relevant=n_rel))
+    np.testing.assert_allclose(table["precision@3"], precision(slates.relevant, m, k=k))
+    np.testing.assert_allclose(table["erag@3"], erag(graded_precision, labels, k=k))
+    np.testing.assert_allclose(table["ra_nwg@3"], ra_nwg(slates.relevance, m, k=k), equal_nan=True)
     h = heuristic_utilities(slates.relevant, slates.retrieval_score, m, is_distractor=slates.is_distractor)
-    np.testing.assert_allclose(table["DA-DCG@3"], distractor_aware_dcg(h, m, k=k))
+    np.testing.assert_allclose(table["da_dcg@3"], distractor_aware_dcg(h, m, k=k))
     assert all(v.shape == (6,) and v.dtype == np.float64 for v in table.values())
 
     summary = summarize(table)
-    assert summary["MRR@3"].value == pytest.approx(table["MRR@3"].mean())
-    assert summary["RA-nWG@3"].n + summary["RA-nWG@3"].n_na == 6
+    assert summary["mrr@3"].value == pytest.approx(table["mrr@3"].mean())
+    assert summary["ra_nwg@3"].n + summary["ra_nwg@3"].n_na == 6
     md = format_markdown(summary)
     assert md.splitlines()[0] == "| metric | mean | n | NA |" and len(md.splitlines()) == 2 + len(table)
-    assert f"| MRR@3 | {table['MRR@3'].mean():.4f} | 6 | 0 |" in md
+    assert f"| mrr@3 | {table['mrr@3'].mean():.4f} | 6 | 0 |" in md
 
+
+
+def test_metric_keys_are_one_lower_case_spelling():
+    """Every column of the metric table and the TREC table is a METRIC_NAMES key with its cutoff."""
+    from udcg_ltr.metrics import METRIC_NAMES, display_name, metric_key, metric_table, trec_table
+
+    slates, _ = _slates()
+    labels = np.where(slates.mask, 0.5, np.nan)
+    table = metric_table(slates, k=2, graded=True, erag_labels=labels, alpha=np.ones(2), beta=np.ones(2))
+    trec = trec_table(slates.relevance, slates.mask, cutoffs=(2,))
+    for key in [*table, *trec]:
+        name, _, cut = key.partition("@")
+        assert name in METRIC_NAMES and key == key.lower() and key == metric_key(name, int(cut) if cut else None)
+    assert set(METRIC_NAMES) - {"utility"} == {key.split("@")[0] for key in table}  # the table uses every name
+    assert metric_key("ndcg", 10) == "ndcg@10" and metric_key("map") == "map"
+    assert display_name("ndcg@5") == "nDCG@5" and display_name("n_recall_4plus@3") == "N-Recall4+@3"
+    assert display_name("unjudged_queries") == "unjudged_queries"
+    with pytest.raises(KeyError, match="nDCG"):
+        metric_key("nDCG", 5)
 
 def test_metric_table_follows_a_reordering():
     from udcg_ltr.metrics import metric_table
@@ -274,6 +293,6 @@ def test_metric_table_follows_a_reordering():
     reranked = slates.reorder(rank_by_scores(scores, slates.mask))
     t = metric_table(reranked, k=2)
     order = rank_by_scores(scores, slates.mask)
-    np.testing.assert_allclose(t["MRR@2"], reciprocal_rank(take_ranked(slates.relevant, order),
+    np.testing.assert_allclose(t["mrr@2"], reciprocal_rank(take_ranked(slates.relevant, order),
                                                            take_ranked(slates.mask, order), k=2))
-    assert "UDCG@2" in t and "RA-nWG@2" not in t and "eRAG@2" not in t
+    assert "udcg@2" in t and "ra_nwg@2" not in t and "erag@2" not in t

@@ -14,11 +14,12 @@ import pytest
 from matplotlib.colors import to_rgba
 from test_studies_common import LLM, FakeScorer, annotate, make_record
 
-from udcg_ltr.analysis.report import bars_figure, lines_figure, merge_identical, plot_bars, plot_lines
 from udcg_ltr.jobs.plots import outcomes_figure, systems_figure
 from udcg_ltr.jobs.systems import SystemResult
+from udcg_ltr.report import bars_figure, lines_figure, merge_identical, plot_bars, plot_lines
 from udcg_ltr.studies import distractors, oracle, position
 from udcg_ltr.studies.common import plot_title
+from udcg_ltr.studies.correlation import row_label
 from udcg_ltr.studies.position import position_figure, predicted_curves
 from udcg_ltr.sweeps import collect_jobs, sweep_figure
 
@@ -92,13 +93,14 @@ def test_position_figure_shows_every_metric_curve_and_the_accuracies():
     fig = position_figure(rows, curves, None, k=k, n=20, llm=LLM, title=title)
     ax, ax2 = fig.axes
     labels = [ln.get_label() for ln in assert_no_line_hidden(ax2)]
-    assert "MRR = MAP" in labels and "nDCG" in labels and "Precision" in labels
+    # legends show each curve's row_label (the metric table's display names), the keys stay in the data
+    assert labels == ["nDCG", "MRR = MAP", row_label("precision")] and set(curves) == {"ndcg", "mrr", "map", "precision"}
     assert {"90.0%", "55.0%", "50.0%", "60.0%"} <= set(texts(ax))
     assert "toy, split test: 20 queries" in ax.get_title() and LLM in ax.get_title()
 
 
 def _system(name, rng, n=12, outcomes=True):
-    per_query = {"UDCG@5": rng.uniform(0.3, 0.7, n), "nDCG@5": rng.uniform(0.2, 0.9, n)}
+    per_query = {"udcg@5": rng.uniform(0.3, 0.7, n), "ndcg@5": rng.uniform(0.2, 0.9, n)}
     return SystemResult(name, per_query, outcomes=list(rng.choice(["correct", "abstained", "wrong"], n))
                         if outcomes else None, context_sizes=np.full(n, 5))
 
@@ -110,7 +112,7 @@ def test_system_bars_carry_means_and_bootstrap_cis():
     ax = fig.axes[0]
     shown = texts(ax)
     for r in results:
-        for name in ("UDCG@5", "nDCG@5"):
+        for name in ("udcg@5", "ndcg@5"):
             assert f"{np.mean(r.per_query[name]):.3f}" in shown
     bars = [c for c in ax.containers if hasattr(c, "errorbar")]
     assert len(bars) == 2 and all(c.errorbar is not None for c in bars)  # one bar group per metric, with CIs

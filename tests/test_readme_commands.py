@@ -298,9 +298,13 @@ def test_inline_modules_and_files_exist():
 TINY_DEMO = ["dataset.reader.n_entities=32", "dataset.reader.n_questions=16"]  # train 9 / val 4 / test 3
 TINY_LLM = ["llm=smollm2", "llm.max_new_tokens=4", "llm.num_threads=1"]
 TINY_SQUAD = ["+dataset.limit=40", "end_to_end=false"]  # train 30 / val 4 / test 6
-TINY_STUDIES = ["studies.distractors.n_bootstrap=50", "studies.position.n_bootstrap=50",
-                "studies.oracle.n_bootstrap=50", "studies.context_size.n_bootstrap=50",
-                "studies.context_size.k_values=[1,3]", "+studies.context_size.n_contexts=3", "correlation.n_bootstrap=50"]
+#: Per evaluate mode (conf/mode/<mode>.yaml holds that mode's settings, so only its own keys can be overridden).
+TINY_STUDIES = {"correlation": ["correlation.n_bootstrap=50"],
+                "distractors": ["studies.distractors.n_bootstrap=50"],
+                "position": ["studies.position.n_bootstrap=50"],
+                "oracle_contexts": ["studies.oracle.n_bootstrap=50"],
+                "context_size": ["studies.context_size.n_bootstrap=50", "studies.context_size.k_values=[1,3]",
+                                 "+studies.context_size.n_contexts=3"]}
 
 
 def _tiny(cmd: Command, ann: Path, model_run: Path | None) -> list[str] | None:
@@ -309,23 +313,24 @@ def _tiny(cmd: Command, ann: Path, model_run: Path | None) -> list[str] | None:
     if cmd.argv[0] == "train.py":
         if cmd.argv[1:] == ():  # the main job
             return [*TINY_DEMO, *TINY_LLM, "trainer.max_epochs=1", "trainer.num_threads=1",
-                    "model.cross_encoder.max_length=64", "model.udcg_theta.n_contexts=2", f"annotate.cache_dir={ann}"]
+                    "model.cross_encoder.max_length=64", "model.udcg_theta.n_contexts=2", f"paths.annotation_cache_dir={ann}"]
         return None  # annotated-SQuAD trainings (minutes each) and the 4-job sweep: composed and validated only
     if cmd.argv[0] == "evaluate.py":
         if "<run>" in args and model_run is None:
             return None
         if "experiment=squad_studies" in args:
             return ["studies.distractors.max_queries=2", "studies.distractors.n_bootstrap=50", "llm.num_threads=1",
-                    f"cache_dir={ann / 'squad'}"]
+                    f"paths.annotation_cache_dir={ann / 'squad'}"]
         if "mode=correlation" in args and "annotated_squad" in args:  # ready-made runs: no LLM, seconds
             return ["correlation.n_bootstrap=50"]
         if "annotated_squad" in args or "dl19" in args:
             extra = ["selectors.kinds=[fixed_k,relative_threshold,oracle]"] if "mode=selectors" in args else []
             limit = ["+dataset.limit=3"] if "dl19" in args else TINY_SQUAD
             return [*limit, *extra, "reranker.batch_size=16"]
-        return [*TINY_DEMO, *TINY_LLM, *TINY_STUDIES, f"cache_dir={ann}"]
+        mode = next((a.split("=", 1)[1] for a in cmd.argv if a.startswith("mode=")), "correlation")
+        return [*TINY_DEMO, *TINY_LLM, *TINY_STUDIES.get(mode, []), f"paths.annotation_cache_dir={ann}"]
     if cmd.argv[:2] == ("-m", "udcg_ltr.annotate") and "input=data.jsonl" in args:
-        return [*TINY_LLM, f"cache.dir={ann / 'annotate_cli'}"]
+        return [*TINY_LLM, f"paths.annotation_cache_dir={ann / 'annotate_cli'}"]
     return None
 
 

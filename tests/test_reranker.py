@@ -132,8 +132,36 @@ def test_evaluate_reranker_matches_metrics_and_oracle_bound():
     assert res[f"test/ndcg@{k}"] == pytest.approx(M.mean(M.ndcg(s.relevance, s.mask, k=k)).value)
     assert res[f"test/mrr@{k}"] == pytest.approx(M.mean(M.mrr(s.relevance, s.mask, k=k)).value)
     assert res["test/n_queries"] == 8
-    assert "test/DA-DCG@3" in res and "test/Harm@3" in res  # the metric helper's table rides along
+    assert "test/da_dcg@3" in res and "test/harm@3" in res  # the metric helper's table rides along
 
+
+
+def test_slate_metrics_are_the_metric_table_under_its_keys():
+    """Validation's metrics and the report's table share one key per metric (metrics.table.METRIC_NAMES):
+    every relevance column of slate_metrics is the metric table's mean on the same ranked rows."""
+    from udcg_ltr.metrics.table import METRIC_NAMES, metric_table, summarize
+    from udcg_ltr.models.evaluation import slate_metrics
+
+    rng = np.random.default_rng(4)
+    k, shape = 3, (7, 6)
+    mask = rng.random(shape) < 0.85
+    mask[:, 0] = True
+    graded = np.where(mask, rng.integers(0, 6, shape), 0).astype(float)
+    utility = np.where(mask, rng.uniform(-1, 1, shape), 0.0)
+    scores = np.where(mask, rng.normal(size=shape), -np.inf)
+    judged = np.arange(shape[0]) != 2
+    got = slate_metrics(scores, k=k, utility=utility, graded=graded, mask=mask, relevance_threshold=3,
+                        judged=judged, prefix="val/")
+    order = M.rank_by_scores(scores, mask)
+    m, g = M.take_ranked(mask, order), M.take_ranked(graded, order)
+    table = summarize(metric_table(k=k, mask=m, relevant=(g >= 3) & m, gains=g, ideal_gains=g, ideal_mask=m,
+                                   graded=g, judged=judged))
+    for name, res in table.items():
+        assert got[f"val/{name}"] == pytest.approx(res.value, nan_ok=True), name
+    assert set(got) == {f"val/{name}" for name in table} | {"val/udcg@3", "val/utility@3", "val/unjudged_queries"}
+    assert all(key.split("/")[1].split("@")[0] in METRIC_NAMES for key in got if "@" in key)
+    assert got["val/udcg@3"] == pytest.approx(M.udcg(M.take_ranked(utility, order), m, k=k).mean())
+    assert got["val/unjudged_queries"] == 1
 
 def test_per_query_udcg_averages_to_the_reported_udcg():
     from udcg_ltr.models.evaluation import evaluate_reranker, per_query_udcg

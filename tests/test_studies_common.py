@@ -26,16 +26,9 @@ from udcg_ltr.annotate.cache import AnnotationCache
 from udcg_ltr.annotate.scorer import ScoreResult
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
-from udcg_ltr.studies.common import (
-    StudyContext,
-    answer_contexts,
-    cochran_q,
-    mcnemar_exact,
-    paired_ratio_ci,
-    select_queries,
-    split_scorer_or_runs,
-    wilcoxon_paired,
-)
+from udcg_ltr.stats.bootstrap import paired_ratio_ci
+from udcg_ltr.stats.paired import cochran_q, mcnemar_exact, wilcoxon_paired
+from udcg_ltr.studies.common import StudyContext, answer_contexts, select_queries, split_scorer_or_runs
 
 LLM = "fake-llm"
 _ANS = re.compile(r"ANS\[([^\]]+)\]")

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from test_studies_common import LLM, FakeScorer, annotate, make_record
 
-from udcg_ltr.analysis.study import run_correlation_study
 from udcg_ltr.annotate.cache import AnnotationCache
 from udcg_ltr.annotate.end_to_end import run_contexts
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import json_safe
 from udcg_ltr.studies.context_size import ContextSizeConfig, run_context_size
+from udcg_ltr.studies.correlation import run_correlation_study
 
-METRICS = ("UDCG", "UDCG_theta", "nDCG", "MAP", "Precision", "HITS", "eRAG")
+METRICS = ("udcg", "udcg_theta", "ndcg", "map", "precision", "hits", "erag")
 
 
 def world(n=36, seed=0):
@@ -58,7 +58,7 @@ def test_resample_mode_answers_every_k_through_the_cache(tmp_path):
     recs = world(24, seed=2)
     cache = AnnotationCache(tmp_path / "cache")
     fake = FakeScorer()
-    params = dict(k_values=(1, 2, 3), n_contexts=4, metrics=("UDCG", "nDCG", "Precision"), n_bootstrap=100)
+    params = dict(k_values=(1, 2, 3), n_contexts=4, metrics=("udcg", "ndcg", "precision"), n_bootstrap=100)
     rep = run_context_size(recs, fake, llm=LLM, out_dir=tmp_path / "a", cache=cache, progress=False, **params)
     assert rep.meta["mode"] == "resample" and rep.meta["outcome_source"] == "llm"
     expected = sum(len({(c.qid, c.pids) for c in sample_contexts(recs, ContextSamplingConfig(n_contexts=4, k=k))})
@@ -70,12 +70,12 @@ def test_resample_mode_answers_every_k_through_the_cache(tmp_path):
     assert json_safe(again.rows) == json_safe(rep.rows)  # NaN-aware
     # at k = 1 Precision and nDCG agree on every context (both are the relevance of the single passage)
     row = {r["metric"]: r for r in rep.rows}
-    assert row["Precision"]["k=1"] == pytest.approx(row["nDCG"]["k=1"])
+    assert row["precision"]["k=1"] == pytest.approx(row["ndcg"]["k=1"])
 
 
 def test_parameters():
     with pytest.raises(ValueError, match="unknown metrics"):
-        ContextSizeConfig(metrics=("UDCG", "BLEU"))
+        ContextSizeConfig(metrics=("udcg", "BLEU"))
     with pytest.raises(ValueError):
         ContextSizeConfig(mode="shuffle")
     recs = world(9)

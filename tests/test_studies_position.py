@@ -9,7 +9,7 @@ import pytest
 from test_studies_common import LLM, FakeScorer, annotate, make_record, outcome_of
 
 from udcg_ltr.fit.weights import UDCGThetaWeights, save_weights
-from udcg_ltr.studies.common import cochran_q
+from udcg_ltr.stats.paired import cochran_q
 from udcg_ltr.studies.position import PositionConfig, plan_query, predicted_curves, run_positional_bias
 
 
@@ -48,10 +48,10 @@ def test_predicted_curves_follow_the_metric_definitions():
     k = 5
     c = predicted_curves(k)
     i = np.arange(1, k + 1)
-    np.testing.assert_allclose(c["nDCG"], 1 / np.log2(i + 1))
-    np.testing.assert_allclose(c["MRR"], 1 / i)
-    np.testing.assert_allclose(c["MAP"], 1 / i)
-    np.testing.assert_allclose(c["Precision"], np.full(k, 1 / k))
+    np.testing.assert_allclose(c["ndcg"], 1 / np.log2(i + 1))
+    np.testing.assert_allclose(c["mrr"], 1 / i)
+    np.testing.assert_allclose(c["map"], 1 / i)
+    np.testing.assert_allclose(c["precision"], np.full(k, 1 / k))
 
 
 def test_accuracy_by_position_is_exact(tmp_path):
@@ -80,7 +80,7 @@ def test_accuracy_by_position_is_exact(tmp_path):
         assert r["correct"] == pytest.approx(correct[:, j].mean())
         assert r["correct_lo"] <= r["correct"] <= r["correct_hi"]
         assert r["alpha"] == pytest.approx(w.alpha[j]) and r["beta"] == pytest.approx(w.beta[j])
-        assert r["nDCG"] == pytest.approx(1 / np.log2(j + 2)) and r["Precision"] == pytest.approx(0.25)
+        assert r["ndcg"] == pytest.approx(1 / np.log2(j + 2)) and r["precision"] == pytest.approx(0.25)
     accs = [r["correct"] for r in rep.rows]
     assert accs == sorted(accs, reverse=True) and accs[0] == 1.0  # first-decisive reader: monotone
     assert rep.meta["tests"]["cochran_q"]["Q"] == pytest.approx(cochran_q(correct)["Q"])
@@ -91,9 +91,9 @@ def test_accuracy_by_position_is_exact(tmp_path):
     assert rep.meta["tests"]["last_minus_middle"]["diff"] == pytest.approx((correct[:, 3] - middle).mean())
     assert "U shape (both CIs above 0): no" in rep.markdown  # the fake reader is monotone, not U-shaped
     # UDCG has no positional discount: flat; UDCG_theta follows alpha
-    udcg_vals = [r["UDCG"] for r in rep.rows]
+    udcg_vals = [r["udcg"] for r in rep.rows]
     assert max(udcg_vals) - min(udcg_vals) < 1e-12
-    theta = [r["UDCG_theta"] for r in rep.rows]
+    theta = [r["udcg_theta"] for r in rep.rows]
     assert list(np.argsort(theta)) == [2, 1, 3, 0]
     assert rep.paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert "alpha_i" in rep.paths["table_md"].read_text()
@@ -107,7 +107,7 @@ def test_weights_objects_and_no_matching_fit(tmp_path):
     assert [r["alpha"] for r in rep.rows] == pytest.approx([1.0, 0.5, 0.8])
     none = run_positional_bias(recs, FakeScorer(), llm=LLM, out_dir=tmp_path / "b", k=4, weights=[w], n_bootstrap=50,
                                cache=None, progress=False)
-    assert "alpha" not in none.rows[0] and "UDCG_theta" not in none.rows[0]
+    assert "alpha" not in none.rows[0] and "udcg_theta" not in none.rows[0]
     assert "none given" in none.markdown
 
 

@@ -26,7 +26,7 @@ PARAMS = {
     "position": {"k": 3},
     "oracle": {"ks": (3,)},
     "context_size": {"k_values": (1, 2), "n_contexts": 3, "report_split": None,
-                     "fit_splits": ("train", "val", "test"), "metrics": ("UDCG", "nDCG", "Precision", "eRAG")},
+                     "fit_splits": ("train", "val", "test"), "metrics": ("udcg", "ndcg", "precision", "erag")},
 }
 
 

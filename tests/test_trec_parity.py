@@ -146,11 +146,11 @@ def test_dl19_bm25_table_equals_the_reference(dl19, reference):
     records, qrels = dl19
     run = {r.qid: {p.pid: p.score for p in r.passages} for r in records}
     ours = trec_metrics(records, _bm25(records), relevance_threshold=2, cutoffs=CUTOFFS, ties="trec")
-    assert {"nDCG@10", "nDCG@5", "MAP@10", "R@10", "P@10", "MRR@10", "MAP", "nDCG"} <= set(ours)
+    assert {"ndcg@10", "ndcg@5", "map@10", "recall@10", "precision@10", "mrr@10", "map", "ndcg"} <= set(ours)
     assert assert_matches(ours, [r.qid for r in records], reference(qrels, run, list(ours), 2)) <= TOL
     # the numbers of the issue: trec_eval's MAP@10 and R@10, not the pool-relative 0.226 / 0.328
-    assert np.mean(ours["MAP@10"]) == pytest.approx(0.12722168847006304, abs=1e-12)
-    assert np.mean(ours["R@10"]) == pytest.approx(0.17512799328543338, abs=1e-12)
+    assert np.mean(ours["map@10"]) == pytest.approx(0.12722168847006304, abs=1e-12)
+    assert np.mean(ours["recall@10"]) == pytest.approx(0.17512799328543338, abs=1e-12)
 
 
 def _evaluate_dl19(tmp_path, monkeypatch, ties: str) -> dict[str, float]:
@@ -180,8 +180,8 @@ def test_evaluate_dl19_rerank_tables_equal_trec_eval(dl19, tmp_path, monkeypatch
     rankings = {"retriever": {r.qid: {p.pid: -float(p.rank) for p in r.passages} for r in records},
                 "reranker": {r.qid: {p.pid: float(np.round(p.score)) for p in r.passages} for r in records}}
     assert sum(len(set(s.values())) < len(s) for s in rankings["reranker"].values()) > 20  # ties to break
-    columns = ["nDCG@5", "MAP@5", "P@5", "R@5", "MRR@5", "nDCG@10", "MAP@10", "P@10", "R@10", "MRR@10",
-               "nDCG", "MAP", "R", "MRR"]
+    columns = [f"{name}@{c}" for c in (5, 10) for name in ("ndcg", "map", "precision", "recall", "mrr")] + \
+        ["ndcg", "map", "recall", "mrr"]
     checked = 0
     for system, run in rankings.items():
         path = write_trec_run(tmp_path / f"{system}.run", run, ties=ties)
@@ -190,15 +190,15 @@ def test_evaluate_dl19_rerank_tables_equal_trec_eval(dl19, tmp_path, monkeypatch
             expected = np.mean([reference[q][c] for q in reference])
             assert metrics[f"test/trec/{system}/{c}"] == pytest.approx(expected, abs=TOL), (system, c)
             checked += 1
-        for c in ("nDCG@10", "MAP@10", "P@10", "R@10", "MRR@10"):  # the context table of the top 10
+        for c in ("ndcg@10", "map@10", "precision@10", "recall@10", "mrr@10"):  # the context table of the top 10
             expected = np.mean([reference[q][c] for q in reference])
             assert metrics[f"test/{system}@10/{c}"] == pytest.approx(expected, abs=TOL), (system, c)
             checked += 1
     assert checked == 2 * (len(columns) + 5)
     # the tie rule matters here: trec_eval on the file written with the other rule disagrees
     other = write_trec_run(tmp_path / "other.run", rankings["reranker"], ties="stable" if ties == "trec" else "trec")
-    reference = pytrec_reference(qrels, read_trec_run(other), ["nDCG@5"], 2)
-    assert abs(metrics["test/trec/reranker/nDCG@5"] - np.mean([v["nDCG@5"] for v in reference.values()])) > 1e-3
+    reference = pytrec_reference(qrels, read_trec_run(other), ["ndcg@5"], 2)
+    assert abs(metrics["test/trec/reranker/ndcg@5"] - np.mean([v["ndcg@5"] for v in reference.values()])) > 1e-3
     assert metrics["test/trec/unjudged_queries"] == 0 and metrics["test/trec/judged_queries"] == 43
     assert metrics["test/reranker@10/unjudged_queries"] == 0
     assert (tmp_path / "run" / "trec.md").is_file() and (tmp_path / "run" / "results.md").is_file()
@@ -219,7 +219,7 @@ def test_unjudged_queries_are_dropped_and_counted(dl19, tmp_path):
     [with_extra] = evaluate_systems(both, {"bm25": top_k_by(both, retrieval_scores(both), 10)}, llm=None, k=10,
                                     relevance_threshold=2)
     assert with_extra.summary()["unjudged_queries"] == 1 and base.summary()["unjudged_queries"] == 0
-    for name in ("nDCG@10", "MAP@10", "R@10", "P@10", "MRR@10", "HITS@10"):
+    for name in ("ndcg@10", "map@10", "recall@10", "precision@10", "mrr@10", "hits@10"):
         assert np.isnan(with_extra.per_query[name][-1])
         assert with_extra.summary()[name] == pytest.approx(base.summary()[name], abs=1e-15)
     table = trec_metrics(both, _bm25(both), relevance_threshold=2)

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import fmt_float, new_figure, save_figure, set_title
 from udcg_ltr.io import atomic_open, atomic_write_text
+from udcg_ltr.report import fmt_float, new_figure, save_figure, set_title
 
 RESULT_FILE = "job_result.json"
 

@@ -5,11 +5,16 @@ Every job (train.py, evaluate.py, the studies) logs through a :class:`RunLogger`
 * ``log_metrics(dict, step=None)`` scalar metrics; ``summary(dict)`` final metrics;
 * ``log_table(name, rows, columns)`` result tables (also written as CSV in the run folder);
 * ``log_image(name, path)`` PNG plots;
+* ``log_results(tables, images, scalars, prefix=...)`` a whole report (row-dict tables, PNGs, headline scalars;
+  one W&B step): the one way a study or job logs its results;
 * :func:`log_artifact` (logger, path, name, type, metadata): a trained model folder or weights file as a W&B
   artifact (no-op for the other backends);
 * ``lightning()`` the matching Lightning logger for trainers, so a training run and its job share one
   W&B run;
 * ``finish()`` closes the run cleanly so the next job of a sweep starts a new one.
+
+:func:`as_run_logger` wraps a W&B run started elsewhere (a Lightning ``WandbLogger``'s, a notebook's) in a
+:class:`WandbRunLogger`, so that it is logged to through the same code.
 
 W&B runs in offline mode unless ``mode: online`` is configured: it never asks for a key, and runs
 can be uploaded later with ``wandb sync <run folder>/wandb/offline-run-*``.
@@ -39,6 +44,7 @@ from typing import Any
 
 from udcg_ltr.io import atomic_open, atomic_write_json, json_safe
 from udcg_ltr.paths import PROJECT_ROOT, cache_dir, data_dir
+from udcg_ltr.report import table_data
 
 
 def _plain(value: Any) -> Any:
@@ -89,13 +95,14 @@ def redact_paths(value: Any, placeholders: Sequence[tuple[str, str]]) -> Any:
 
 
 class RunLogger:
-    """Base logger: writes metrics and tables into ``run_dir`` (always), nothing else."""
+    """Base logger: writes metrics and tables into ``run_dir``, nothing else (``run_dir=None``: no local files)."""
 
     backend = "none"
 
-    def __init__(self, run_dir: str | os.PathLike, *, config: Mapping[str, Any] | None = None, **_: Any):
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, run_dir: str | os.PathLike | None, *, config: Mapping[str, Any] | None = None, **_: Any):
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.config = dict(config or {})
         self._summary: dict[str, Any] = {}
 
@@ -104,9 +111,25 @@ class RunLogger:
 
     def summary(self, metrics: Mapping[str, Any]) -> None:
         self._summary.update({k: _plain(v) for k, v in metrics.items()})
-        atomic_write_json(self.run_dir / "metrics.json", self._summary)
+        if self.run_dir is not None:
+            atomic_write_json(self.run_dir / "metrics.json", self._summary)
 
-    def log_table(self, name: str, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> Path:
+    def log_results(self, tables: Mapping[str, Sequence[Mapping[str, Any]]] = {},  # noqa: B006
+                    images: Mapping[str, str | os.PathLike] = {}, scalars: Mapping[str, Any] = {},  # noqa: B006
+                    *, prefix: str = "") -> dict[str, Any]:
+        """A report: row-dict tables (:meth:`log_table`), PNG files (:meth:`log_image`) and headline scalars (the
+        :meth:`summary`), each named ``prefix + name``. Returns what was logged by name."""
+        for name, rows in tables.items():
+            columns, data = table_data(rows)
+            self.log_table(prefix + name, data, columns)
+        for name, path in images.items():
+            self.log_image(prefix + name, path)
+        self.summary({prefix + k: v for k, v in scalars.items()})
+        return {prefix + k: v for part in (tables, images, scalars) for k, v in part.items()}
+
+    def log_table(self, name: str, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> Path | None:
+        if self.run_dir is None:
+            return None
         path = self.run_dir / f"{name.replace('/', '_')}.csv"
         with atomic_open(path, "w") as f:
             writer = csv.writer(f)
@@ -147,15 +170,19 @@ class WandbRunLogger(RunLogger):
 
     def __init__(self, run_dir, *, config=None, project: str = "udcg-ltr", mode: str = "offline",
                  group: str | None = None, tags: Sequence[str] = (), name: str | None = None,
-                 job_type: str | None = None, entity: str | None = None, **_: Any):
+                 job_type: str | None = None, entity: str | None = None, run: Any = None, **_: Any):
+        """A new W&B run in ``run_dir``; with ``run``, the logger of that run, started elsewhere (:func:`as_run_logger`)."""
         super().__init__(run_dir, config=config)
         import wandb
 
+        self._wandb = wandb
+        self._placeholders = path_placeholders(self.run_dir, self.config)
+        self.run, self._owns_run = run, run is None  # a run started elsewhere is finished there, not here
+        if run is not None:
+            return
         if mode == "offline":
             os.environ.setdefault("WANDB_MODE", "offline")
         os.environ.setdefault("WANDB_SILENT", "true")
-        self._wandb = wandb
-        self._placeholders = path_placeholders(self.run_dir, self.config)
         # No machine metadata (host, user, program and Python paths, git state) in a run meant to be shared.
         settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True,
                                   x_disable_machine_info=True, disable_git=True, disable_code=True, save_code=False)
@@ -168,7 +195,7 @@ class WandbRunLogger(RunLogger):
     @property
     def run_folder(self) -> str | None:
         """This run's offline folder relative to the run folder (``wandb/offline-run-...``), if under it."""
-        if self.run is None:
+        if self.run is None or self.run_dir is None:
             return None
         try:
             return Path(self.run.dir).parent.resolve().relative_to(self.run_dir.resolve()).as_posix()
@@ -187,17 +214,36 @@ class WandbRunLogger(RunLogger):
         for k, v in metrics.items():
             self.run.summary[k] = self.redact(_plain(v))
 
-    def log_table(self, name, rows, columns):
-        path = super().log_table(name, rows, columns)
-        table = self._wandb.Table(columns=list(columns), data=[[self.redact(_plain(v)) for v in r] for r in rows])
+    def _table(self, name, rows, columns):
+        table = self._wandb.Table(columns=list(columns), data=[[self.redact(_plain(v)) for v in r] for r in rows],
+                                  allow_mixed_types=True)
         # Bound to the run first, the table is logged as a media file of the run (a relative path) instead of a
         # table artifact, whose manifest records W&B's absolute staging path under the home folder.
-        table.bind_to_run(self.run, name, self.run.step)
-        self.run.log({name: table})
+        if isinstance(self.run, self._wandb.Run):
+            table.bind_to_run(self.run, name, self.run.step)
+        return table
+
+    def log_table(self, name, rows, columns):
+        path = super().log_table(name, rows, columns)
+        self.run.log({name: self._table(name, rows, columns)})
         return path
 
     def log_image(self, name, path):
         self.run.log({name: self._wandb.Image(str(path))})
+
+    def log_results(self, tables={}, images={}, scalars={}, *, prefix=""):  # noqa: B006
+        """As :meth:`RunLogger.log_results`, in one ``log`` call (one W&B step): tables as ``wandb.Table``, PNGs as
+        ``wandb.Image``; returns that payload."""
+        payload: dict[str, Any] = {}
+        for name, rows in tables.items():
+            columns, data = table_data(rows)
+            RunLogger.log_table(self, prefix + name, data, columns)  # the local CSV
+            payload[prefix + name] = self._table(prefix + name, data, columns)
+        payload.update({prefix + name: self._wandb.Image(str(path)) for name, path in images.items()})
+        payload.update({prefix + k: self.redact(_plain(v)) for k, v in scalars.items()})
+        RunLogger.summary(self, {prefix + k: v for k, v in scalars.items()})  # metrics.json in the run folder
+        self.run.log(payload)
+        return payload
 
     def lightning(self):
         from pytorch_lightning.loggers import WandbLogger
@@ -215,7 +261,7 @@ class WandbRunLogger(RunLogger):
         return RedactingWandbLogger(experiment=self.run, save_dir=str(self.run_dir))
 
     def finish(self, exit_code: int = 0):
-        if self.run is not None:
+        if self.run is not None and self._owns_run:
             self.run.finish(exit_code=exit_code)
             self.run = None
             # run.finish() returns before W&B's service process has written the offline run log (read right
@@ -241,20 +287,17 @@ def log_artifact(run: Any, path: str | os.PathLike, name: str, type: str = "mode
     atomically, and never changed). The offline log records those local paths for that upload; the
     artifact manifest W&B uploads holds only logical paths, sizes and digests.
     """
-    if isinstance(run, WandbRunLogger):
-        wandb_run, redact = run.run, run.redact
-    elif isinstance(run, RunLogger) or run is None:
+    if run is None or (isinstance(run, RunLogger) and not isinstance(run, WandbRunLogger)):
         return None
-    else:
-        placeholders = path_placeholders()
-        wandb_run, redact = run, lambda value: redact_paths(value, placeholders)
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"artifact {name!r}: {path} does not exist")
+    logger = as_run_logger(run)
+    wandb_run, redact = logger.run, logger.redact
     if wandb_run is None:
         raise RuntimeError(f"cannot log artifact {name!r}: the W&B run is already finished")
     import wandb
 
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"artifact {name!r}: {path} does not exist")
     clean = _ARTIFACT_NAME_JUNK.sub("-", name).strip("-.") or "artifact"
     artifact = wandb.Artifact(clean, type=type, metadata=redact(json_safe(dict(metadata or {}))))
     if path.is_dir():
@@ -262,6 +305,19 @@ def log_artifact(run: Any, path: str | os.PathLike, name: str, type: str = "mode
     else:
         artifact.add_file(str(path), policy="immutable")
     return wandb_run.log_artifact(artifact)
+
+
+def as_run_logger(logger: Any) -> RunLogger:
+    """``logger`` itself when it is a :class:`RunLogger`; a W&B run started elsewhere (a ``wandb`` run, a Lightning
+    ``WandbLogger``: its ``experiment``, or anything with ``.log(dict)``) as a :class:`WandbRunLogger` without a
+    run folder."""
+    if isinstance(logger, RunLogger):
+        return logger
+    experiment = getattr(logger, "experiment", None)
+    run = experiment if hasattr(experiment, "log") else logger
+    if not hasattr(run, "log"):
+        raise TypeError(f"cannot log to {type(logger).__name__}: expected a RunLogger, a W&B run or a WandbLogger")
+    return WandbRunLogger(None, run=run)
 
 
 BACKENDS = {"none": RunLogger, "csv": CSVRunLogger, "wandb": WandbRunLogger}

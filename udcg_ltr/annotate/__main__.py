@@ -100,7 +100,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     cache = None
     if cfg.cache.enabled:
-        root = Path(cfg.cache.dir) if cfg.cache.get("dir") else default_cache_root(scorer.name)
+        folder = (cfg.get("paths") or {}).get("annotation_cache_dir")  # one spelling for every entry point
+        root = Path(folder) if folder else default_cache_root(scorer.name)
         cache = AnnotationCache(root, fsync=bool(cfg.cache.get("fsync", True)))
         log.info("annotation cache %s: %d entries", root, len(cache))
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from udcg_ltr.analysis.report import new_figure, save_figure
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_logit
+from udcg_ltr.report import new_figure, save_figure
 from udcg_ltr.stats.correlation import per_query_correlations
 from udcg_ltr.stats.groups import group_index
 

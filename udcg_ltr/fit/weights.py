@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import new_figure, save_figure
 from udcg_ltr.io import atomic_write_json, json_safe, open_text
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_equivalent_weights, udcg_theta
+from udcg_ltr.report import new_figure, save_figure
 
 FORMAT = "udcg_ltr.udcg_theta/1"
 

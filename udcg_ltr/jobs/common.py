@@ -53,7 +53,7 @@ FINISHED_FILE = "job_result.json"
 #: name, ``force``): left out of :func:`config_hash`, so moving the cache or renaming a sweep does
 #: not rerun finished jobs. The annotation cache is a memo of deterministic LLM calls.
 RESULT_INDEPENDENT_KEYS = ("force", "sweep_name", "logger", "paths.output_dir", "paths.log_dir", "paths.root_dir",
-                           "paths.cache_dir", "cache_dir", "annotate.cache_dir")
+                           "paths.cache_dir", "paths.annotation_cache_dir")
 
 #: Files the run folder keeps when a stale result is cleared: Hydra's record of this launch and its log.
 _HYDRA_FILES = (".hydra",)

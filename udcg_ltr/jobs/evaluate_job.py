@@ -38,7 +38,7 @@ class EvalContext:
 
     def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
         self.cfg, self.run_dir, self.logger = cfg, run_dir, logger
-        self.llm = LLMAccess(cfg.get("llm"), cfg.cache_dir)
+        self.llm = LLMAccess(cfg.get("llm"), cfg.paths.get("annotation_cache_dir"))
         self._records: list[QueryRecord] | None = None
 
     @property
@@ -161,7 +161,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
 
 def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     """The correlation study: per-query Spearman / Kendall between each metric and end-to-end outcomes."""
-    from udcg_ltr.analysis.study import run_correlation_study
+    from udcg_ltr.studies.correlation import run_correlation_study
 
     cfg, cc = ctx.cfg, ctx.cfg.correlation
     records = ctx.records

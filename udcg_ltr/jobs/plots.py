@@ -2,7 +2,7 @@
 
 Each ``plot_*`` saves the figure its ``*_figure`` twin returns (tests read the artists of the latter).
 Bars carry their values; metric bars carry 95% bootstrap CIs over queries
-(:func:`udcg_ltr.analysis.bootstrap.bootstrap_ci`); titles name the data set, split and number of
+(:func:`udcg_ltr.stats.bootstrap.bootstrap_ci`); titles name the data set, split and number of
 queries when the caller passes them (``title``), else at least the number of queries.
 """
 
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from udcg_ltr.analysis.bootstrap import bootstrap_ci
-from udcg_ltr.analysis.report import fmt_float, new_figure, save_figure, set_title
+from udcg_ltr.metrics.table import display_name
+from udcg_ltr.report import fmt_float, new_figure, save_figure, set_title
+from udcg_ltr.stats.bootstrap import bootstrap_ci
 
 OUTCOME_COLORS = {"correct": "#228833", "abstained": "#ccbb44", "wrong": "#ee6677"}
 
@@ -25,7 +26,7 @@ def _n_queries(results: Sequence) -> int:
     return max(sizes, default=0)
 
 
-def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("UDCG@{k}", "UDCG_theta@{k}", "nDCG@{k}", "P@{k}"),
+def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("udcg@{k}", "udcg_theta@{k}", "ndcg@{k}", "precision@{k}"),
                    *, title: str | None = None, n_bootstrap: int = 1000, seed: int = 0):
     """Grouped bars: each system's mean of the main metrics (the ones it has), 95% bootstrap CI, value on top."""
     names = [m.format(k=k) for m in metrics]
@@ -41,7 +42,7 @@ def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("UDCG@{k
                         else (np.nan, np.nan) for r in results], dtype=np.float64).reshape(len(results), 2)
         yerr = np.nan_to_num(np.clip(np.vstack([means - cis[:, 0], cis[:, 1] - means]), 0, None))
         xs = x + (j - (len(names) - 1) / 2) * width
-        ax.bar(xs, means, width, label=name, color=f"C{j}", yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8})
+        ax.bar(xs, means, width, label=display_name(name), color=f"C{j}", yerr=yerr, capsize=2, error_kw={"elinewidth": 0.8})
         for xi, m, hi in zip(xs, means, cis[:, 1]):
             end = hi if np.isfinite(hi) else m
             if np.isfinite(m):
@@ -59,7 +60,7 @@ def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("UDCG@{k
 
 
 def plot_systems(results: Sequence, k: int, path: str | os.PathLike,
-                 metrics: Sequence[str] = ("UDCG@{k}", "UDCG_theta@{k}", "nDCG@{k}", "P@{k}"), *,
+                 metrics: Sequence[str] = ("udcg@{k}", "udcg_theta@{k}", "ndcg@{k}", "precision@{k}"), *,
                  title: str | None = None) -> Path:
     """Grouped bars: each system's mean of the main metrics (the ones it has), with 95% CIs and values."""
     return save_figure(systems_figure(results, k, metrics, title=title), path)

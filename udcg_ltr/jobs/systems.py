@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import write_table
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
@@ -30,6 +29,7 @@ from udcg_ltr.metrics._common import rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
 from udcg_ltr.metrics.table import metric_table, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+from udcg_ltr.report import write_table
 
 
 @dataclass
@@ -180,7 +180,7 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
 
 
 def results_rows(results: Sequence[SystemResult], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """One row per system (``system`` + its mean metrics), ready for :func:`udcg_ltr.analysis.report.write_table`."""
+    """One row per system (``system`` + its mean metrics), ready for :func:`udcg_ltr.report.write_table`."""
     rows = []
     for r in results:
         summary = r.summary()

@@ -43,6 +43,7 @@ from udcg_ltr.jobs.common import (
 from udcg_ltr.jobs.llm import LLMAccess, has_annotations
 from udcg_ltr.jobs.systems import report_systems, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
+from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores
 from udcg_ltr.models.precision import on_gpu, resolve_precision
 from udcg_ltr.tracking import RunLogger, log_artifact
 
@@ -130,7 +131,7 @@ def stage_udcg_theta(state: PipelineState) -> None:
 
 
 def stage_cross_encoder(state: PipelineState) -> None:
-    from udcg_ltr.models.reranker import Reranker
+    from udcg_ltr.models.reranker import Reranker, save_retriever_fusion
     from udcg_ltr.models.training import fit_reranker
 
     cfg, mcfg = state.cfg, state.cfg.model.cross_encoder
@@ -139,18 +140,14 @@ def stage_cross_encoder(state: PipelineState) -> None:
     loss = OmegaConf.to_container(loss, resolve=True) if isinstance(loss, DictConfig) else loss
     loss_name, loss_kwargs = (loss, {}) if isinstance(loss, str) else (loss.pop("name"), loss)
     trainer = cfg.trainer
-    extra = {key: trainer[key] for key in ("limit_train_batches", "limit_val_batches", "num_nodes", "num_workers",
-                                           "pin_memory", "length_buckets") if trainer.get(key) is not None}
+    # The Trainer and its callbacks are instantiated from their _target_ configs (conf/trainer, conf/callbacks).
     path, metrics = fit_reranker(
         train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
-        k=int(cfg.k), gamma=float(cfg.gamma), epochs=int(trainer.max_epochs), batch_size=int(mcfg.batch_size),
+        k=int(cfg.k), gamma=float(cfg.gamma), batch_size=int(mcfg.batch_size),
         lr=float(mcfg.lr), weight_decay=float(mcfg.weight_decay), warmup=float(mcfg.warmup),
         max_length=int(mcfg.max_length), relevance_threshold=int(cfg.dataset.relevance_threshold),
-        seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"), precision=trainer.precision,
-        accelerator=trainer.accelerator, devices=trainer.devices, strategy=trainer.strategy,
-        logger=state.logger.lightning(), gradient_clip_val=trainer.gradient_clip_val,
-        early_stopping_patience=mcfg.early_stopping_patience, deterministic=bool(trainer.deterministic),
-        num_threads=trainer.get("num_threads"), **extra)
+        seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"), logger=state.logger.lightning(),
+        trainer_config=trainer, callback_configs=cfg.get("callbacks") or {})
     state.reranker_path = path
     state.record_metrics(metrics, prefix="cross_encoder/")
     log_artifact(state.logger, path, name=f"reranker-{cfg.dataset.name}-{loss_name}", type="model",
@@ -162,7 +159,18 @@ def stage_cross_encoder(state: PipelineState) -> None:
                                         device="cuda" if on_gpu(trainer.accelerator) else "cpu",
                                         precision=resolve_precision(trainer.precision, trainer.accelerator))
     scored = state.split(list(cfg.evaluation.splits) + [mcfg.val_split])
-    for rec, s in zip(scored, reranker.score_records(scored, progress=True)):
+    scores = reranker.score_records(scored, progress=True, fuse=False)
+    if mcfg.get("retriever_fusion", False):  # interpolate with the retriever's score, weight chosen on val
+        on_val = [(r, s) for r, s in zip(scored, scores) if r.split == mcfg.val_split]
+        weight, curve = fit_fusion_weight([r for r, _ in on_val], [s for _, s in on_val], state.llm_name,
+                                          int(cfg.k), gamma=float(cfg.gamma),
+                                          relevance_threshold=int(cfg.dataset.relevance_threshold))
+        save_retriever_fusion(path, weight)
+        scores = fuse_scores(scored, scores, weight)
+        state.record_metrics({"retriever_fusion": weight, **{f"val_udcg_fusion_{w:g}": v for w, v in curve.items()}},
+                             prefix="cross_encoder/")
+        log.info("cross_encoder: retriever fusion weight %g (val UDCG@%d by weight: %s)", weight, int(cfg.k), curve)
+    for rec, s in zip(scored, scores):
         state.scores[rec.qid] = np.asarray(s, dtype=np.float64)
     log.info("cross_encoder: saved to %s", path)
 
@@ -228,8 +236,7 @@ def stage_evaluate(state: PipelineState) -> None:
         relevance_threshold=threshold, match_rule=str(cfg.evaluation.match_rule), chosen_k=chosen_k)
     state.record_metrics(metrics)
     main = next(r for r in reversed(results) if not r.name.startswith("oracle")).summary()
-    state.record_metrics({f"udcg@{k}": main.get(f"UDCG@{k}", float("nan")),
-                          f"ndcg@{k}": main.get(f"nDCG@{k}", float("nan"))}, prefix="test/")
+    state.record_metrics({key: main.get(key, float("nan")) for key in (f"udcg@{k}", f"ndcg@{k}")}, prefix="test/")
 
 
 STAGE_FUNCS = {"annotate": stage_annotate, "udcg_theta": stage_udcg_theta, "cross_encoder": stage_cross_encoder,
@@ -247,7 +254,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         records = load_records(cfg)
         llm_name = cfg.llm.get("name") if cfg.get("llm") else None
         state = PipelineState(cfg=cfg, run_dir=run_dir, logger=logger, records=records, llm_name=llm_name,
-                              llm=LLMAccess(cfg.get("llm"), cfg.annotate.cache_dir))
+                              llm=LLMAccess(cfg.get("llm"), cfg.paths.get("annotation_cache_dir")))
         log.info("dataset %s: %d queries, %d passages; stages %s", cfg.dataset.name, len(records),
                  sum(len(r.passages) for r in records), list(cfg.model.stages))
         for stage in cfg.model.stages:

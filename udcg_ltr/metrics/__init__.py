@@ -4,7 +4,8 @@ See :mod:`udcg_ltr.metrics._common` for the conventions (ranked order, masks, cu
 Modules: :mod:`~udcg_ltr.metrics.udcg` (UDCG, UDCG_theta), :mod:`~udcg_ltr.metrics.classic`
 (DCG, nDCG, MRR, MAP, P, R, HITS), :mod:`~udcg_ltr.metrics.setbased` (RA-nWG, PROC, %PROC,
 N-Recall, Precision4+, Harm), :mod:`~udcg_ltr.metrics.distractor` (distractor-aware DCG, dynamic
-k), :mod:`~udcg_ltr.metrics.erag` (eRAG), :mod:`~udcg_ltr.metrics.table` (the metric table) and
+k), :mod:`~udcg_ltr.metrics.erag` (eRAG), :mod:`~udcg_ltr.metrics.table` (the metric table and the
+one key per metric, :data:`~udcg_ltr.metrics.table.METRIC_NAMES`) and
 :mod:`~udcg_ltr.metrics.torch_ops` (differentiable versions, imported on demand: it needs torch);
 :mod:`~udcg_ltr.metrics.reference` runs trec_eval (pytrec_eval) and ranx as references for the TREC
 table (imported on demand).
@@ -61,18 +62,27 @@ from udcg_ltr.metrics.setbased import (
     ra_nwg,
     rarity_weights,
 )
-from udcg_ltr.metrics.table import format_markdown, metric_table, summarize, trec_measure, trec_table
+from udcg_ltr.metrics.table import (
+    METRIC_NAMES,
+    display_name,
+    format_markdown,
+    metric_key,
+    metric_table,
+    summarize,
+    trec_measure,
+    trec_table,
+)
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_equivalent_weights, udcg_logit, udcg_theta
 from udcg_ltr.metrics.utility import negative_part, passage_utility, positive_part
 
 __all__ = [
-    "DEFAULT_GAMMA", "TIES", "AssessmentThresholds", "DistractorAnalysis", "DistractorReport", "HeuristicConfig",
+    "DEFAULT_GAMMA", "METRIC_NAMES", "TIES", "AssessmentThresholds", "DistractorAnalysis", "DistractorReport", "HeuristicConfig",
     "MeanResult", "as_padded", "assess", "average_precision", "best_k", "check_not_nan", "cutoff_mask", "dcg",
     "dcg_bounds",
-    "dcg_without_distractors", "distractor_analysis", "distractor_aware_dcg", "distractor_harm",
+    "dcg_without_distractors", "display_name", "distractor_analysis", "distractor_aware_dcg", "distractor_harm",
     "distractor_rate", "dynamic_k_curve", "erag", "erag_labels", "erag_mask", "erag_score", "format_markdown",
     "graded_precision", "harm_at_k", "harm_share", "heuristic_utilities", "hits", "ideal_dcg", "max_label",
-    "mean", "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
+    "mean", "metric_key", "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
     "pct_proc", "positions", "positive_part", "precision", "precision_4plus", "prepare", "proc", "ra_nwg",
     "rank_by_scores", "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "trec_measure",
     "trec_table", "udcg",

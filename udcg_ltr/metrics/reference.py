@@ -2,12 +2,12 @@
 
 Imported on demand: it needs ``pytrec_eval`` (package ``pytrec_eval-terrier``) or ``ranx``. Both
 take TREC-shaped dicts: ``qrels = {qid: {docid: grade}}`` and ``run = {qid: {docid: score}}``; both
-return per-query ``{qid: {column: value}}`` under the table's column names (``nDCG@10`` ...,
+return per-query ``{qid: {column: value}}`` under the table's column names (``ndcg@10`` ...,
 :func:`udcg_ltr.metrics.table.trec_measure` gives trec_eval's names), over the queries the
 reference evaluates (trec_eval: those of the run that the qrels judge).
 
 * trec_eval holds each score as a 32-bit C ``float`` and sorts by it, ties by docid descending
-  (:func:`trec_order`). ``MRR@c`` is its ``recip_rank`` on the run cut to that order's top c.
+  (:func:`trec_order`). ``mrr@c`` is its ``recip_rank`` on the run cut to that order's top c.
 * ranx orders tied scores in no defined order, so :func:`ranx_table` gives it scores that encode
   :func:`trec_order` (distinct by construction); its binary measures use ranx's ``-l`` suffix.
 """
@@ -56,7 +56,7 @@ def pytrec_eval_table(qrels: Qrels, run: Run, columns: Sequence[str], threshold:
     return {q: {c: float(v[trec_measure(c)]) for c in columns} for q, v in res.items()}
 
 
-_RANX = {"nDCG": "ndcg", "MAP": "map", "P": "precision", "R": "recall", "MRR": "mrr"}
+_RANX = {"ndcg", "map", "precision", "recall", "mrr"}  # our keys are ranx's metric names
 
 
 def ranx_table(qrels: Qrels, run: Run, columns: Sequence[str], threshold: int = 1) -> dict[str, dict[str, float]]:
@@ -68,9 +68,9 @@ def ranx_table(qrels: Qrels, run: Run, columns: Sequence[str], threshold: int = 
     out: dict[str, dict[str, float]] = {q: {} for q in ordered}
     for c in columns:
         base, _, cut = c.partition("@")
-        if base not in _RANX or (base == "P" and not cut):
+        if base not in _RANX or (base == "precision" and not cut):
             raise KeyError(f"no ranx measure for {c!r}")
-        metric = _RANX[base] + (f"@{cut}" if cut else "") + ("" if base == "nDCG" else f"-l{threshold}")
+        metric = c + ("" if base == "ndcg" else f"-l{threshold}")
         ranked = ranx.Run(ordered)
         ranx.evaluate(ranx.Qrels(judged), ranked, metric)
         for q, v in ranked.scores[metric].items():

@@ -3,28 +3,28 @@
 :func:`metric_table` takes a :class:`udcg_ltr.data.padded.PaddedSlates` (or any object with the
 same attributes) whose columns are already in ranked order (reorder with
 ``slates.reorder(rank_by_scores(scores, slates.mask))``), and/or explicit arrays that override its
-fields. Columns (``@k`` is the cutoff):
+fields. Its columns are keys of :data:`METRIC_NAMES` with the cutoff (``ndcg@10``; bare ``ndcg`` uncut):
 
-=====================  =====================================================================
-``UDCG@k``             Eq. 4 over LLM utilities (when utilities are available)
-``UDCG_theta@k``       Eq. 3 with the given positional weights ``alpha``, ``beta``
-``nDCG@k``             graded gains (the labels), ideal from the query's judged pool (every qrel)
-``MRR@k`` ``MAP@k``    reciprocal rank; average precision over ``n_relevant`` (R of the judged pool)
-``P@k`` ``R@k``        precision (divided by k) and recall (over ``n_relevant``)
-``HITS@k``             a relevant passage in the top k
-``eRAG@k``             eRAG Precision@k over the given per-passage downstream labels
-``RA-nWG@k`` ...       RA-nWG, PROC, %PROC, N-Recall4+, N-Recall5, Precision4+, Harm over graded labels
-``DA-DCG@k``           distractor-aware DCG over heuristic utilities (labels, retriever scores,
-                       known distractors), with ``DA-harm@k`` and ``distractor_rate@k``
-=====================  =====================================================================
+======================  =====================================================================
+``udcg@k``              Eq. 4 over LLM utilities (when utilities are available)
+``udcg_theta@k``        Eq. 3 with the given positional weights ``alpha``, ``beta``
+``ndcg@k``              graded gains (the labels), ideal from the query's judged pool (every qrel)
+``mrr@k`` ``map@k``     reciprocal rank; average precision over ``n_relevant`` (R of the judged pool)
+``precision@k``         precision (divided by k) and recall (over ``n_relevant``): ``recall@k``
+``hits@k``              a relevant passage in the top k
+``erag@k``              eRAG Precision@k over the given per-passage downstream labels
+``ra_nwg@k`` ...        RA-nWG, PROC, %PROC, N-Recall4+, N-Recall5, Precision4+, Harm over graded labels
+``da_dcg@k``            distractor-aware DCG over heuristic utilities (labels, retriever scores,
+                        known distractors), with ``da_harm@k`` and ``distractor_rate@k``
+======================  =====================================================================
 
 A query whose qrels judge nothing (``judged`` False, see :func:`udcg_ltr.data.padded.judged_pools`)
-is NA in every column that reads relevance (all but ``eRAG@k``): trec_eval drops such queries, so
+is NA in every column that reads relevance (all but ``erag@k``): trec_eval drops such queries, so
 they are left out of the means and counted as NA.
 
 :func:`trec_table` is trec_eval on full rankings: ``ndcg_cut``, ``map_cut``, ``P``, ``recall`` and
-``recip_rank`` at each cutoff plus the uncut ``ndcg``, ``map``, ``recip_rank`` and ``set_recall``
-(:func:`trec_measure` maps its column names to trec_eval's).
+``recip_rank`` at each cutoff plus the uncut ``ndcg``, ``map``, ``recip_rank`` and ``set_recall``, under
+the same keys (:func:`trec_measure` maps them to trec_eval's names).
 
 :func:`summarize` averages each column with NA left out and counted; :func:`format_markdown`
 prints the summary as the Markdown table that ``train.py`` / ``evaluate.py`` show.
@@ -38,6 +38,30 @@ from udcg_ltr.metrics import classic, distractor, setbased
 from udcg_ltr.metrics._common import MeanResult, _as_2d, _as_mask, check_not_nan, mean, prepare
 from udcg_ltr.metrics.erag import erag, graded_precision
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_theta
+
+# The one spelling of every metric, as ranx and trec-style tools write them: lower case, ``key@k`` with a
+# cutoff, the bare key without. The metric table, validation (``val/udcg@5``), reports, plots, W&B and
+# the benches' lines all use these keys; the value is the display name a plot legend may show.
+METRIC_NAMES: dict[str, str] = {
+    "udcg": "UDCG", "udcg_theta": "UDCG_theta", "ndcg": "nDCG", "mrr": "MRR", "map": "MAP",
+    "precision": "P", "recall": "R", "hits": "HITS", "erag": "eRAG", "utility": "mean utility",
+    "ra_nwg": "RA-nWG", "proc": "PROC", "pct_proc": "%PROC", "n_recall_4plus": "N-Recall4+",
+    "n_recall_5": "N-Recall5", "precision_4plus": "Precision4+", "harm": "Harm",
+    "da_dcg": "DA-DCG", "da_harm": "DA-harm", "distractor_rate": "distractor rate",
+}
+
+
+def metric_key(name: str, k: int | None = None) -> str:
+    """The key of metric ``name`` (a :data:`METRIC_NAMES` key) at cutoff ``k``: ``ndcg@10``, uncut ``ndcg``."""
+    if name not in METRIC_NAMES:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRIC_NAMES)}")
+    return name if k is None else f"{name}@{k}"
+
+
+def display_name(key: str) -> str:
+    """A key's display name for readers (plot legends): ``ndcg@5`` -> ``nDCG@5``; other keys unchanged."""
+    name, at, cut = key.partition("@")
+    return METRIC_NAMES.get(name, name) + at + cut
 
 
 def _field(slates, name):
@@ -83,7 +107,7 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     ``scores`` (retriever scores, default ``slates.retrieval_score``), ``is_distractor``.
     ``graded`` (labels 0..5; ``True`` takes ``slates.relevance``) switches on the set-based
     family, with ``pool_graded`` as the judged pool (default the row). ``erag_labels`` (per-passage
-    downstream scores in [0, 1], NaN = absent) adds ``eRAG@k``. ``alpha``/``beta`` add ``UDCG_theta@k``.
+    downstream scores in [0, 1], NaN = absent) adds ``erag@k``. ``alpha``/``beta`` add ``udcg_theta@k``.
     ``heuristic`` configures the distractor-aware utilities; by default the score rule is
     ``"ratio"``, or ``"range"`` when some row's top score is not positive.
     """
@@ -104,8 +128,10 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     g = np.where(m, g, 0.0)
     ok = judged if judged is not None else _field(slates, "judged")
     ok = np.ones(rel.shape[0], dtype=bool) if ok is None else np.asarray(ok, dtype=bool).reshape(-1)
-    at = "" if k is None else f"@{k}"
     out: dict[str, np.ndarray] = {}
+
+    def key(name: str) -> str:
+        return metric_key(name, k)
 
     u = utilities
     if u is None and slates is not None:
@@ -113,53 +139,53 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
         if pnr is not None and np.isfinite(np.where(m, pnr, 0.0)).all() and m.any():
             u = slates.utility
     if u is not None:
-        out[f"UDCG{at}"] = udcg(u, m, k=k, gamma=gamma)
+        out[key("udcg")] = udcg(u, m, k=k, gamma=gamma)
         if alpha is not None and beta is not None:
-            out[f"UDCG_theta{at}"] = udcg_theta(u, alpha, beta, m, k=k)
+            out[key("udcg_theta")] = udcg_theta(u, alpha, beta, m, k=k)
 
     pool, pool_mask = _ideal(g, rel, m, ideal_gains, ideal_mask, slates, explicit_n_rel, k)
-    out[f"nDCG{at}"] = classic.ndcg(g, m, k=k, ideal_gains=pool, ideal_mask=pool_mask)
-    out[f"MRR{at}"] = classic.reciprocal_rank(rel, m, k=k)
-    out[f"MAP{at}"] = classic.average_precision(rel, m, k=k, n_relevant=n_rel)
-    out[f"P{at}"] = classic.precision(rel, m, k=k)
-    out[f"R{at}"] = classic.recall(rel, m, k=k, n_relevant=n_rel)
-    out[f"HITS{at}"] = classic.hits(rel, m, k=k)
+    out[key("ndcg")] = classic.ndcg(g, m, k=k, ideal_gains=pool, ideal_mask=pool_mask)
+    out[key("mrr")] = classic.reciprocal_rank(rel, m, k=k)
+    out[key("map")] = classic.average_precision(rel, m, k=k, n_relevant=n_rel)
+    out[key("precision")] = classic.precision(rel, m, k=k)
+    out[key("recall")] = classic.recall(rel, m, k=k, n_relevant=n_rel)
+    out[key("hits")] = classic.hits(rel, m, k=k)
 
     if graded is not None and graded is not False:
         gr = _field(slates, "relevance") if graded is True else graded
         gm = graded_mask if graded_mask is not None else m
         pool_kw = dict(pool_grades=pool_graded, pool_mask=pool_graded_mask)
-        out[f"RA-nWG{at}"] = setbased.ra_nwg(gr, gm, k=k, **pool_kw)
-        out[f"PROC{at}"] = setbased.proc(gr, gm, k=k, **pool_kw)
-        out[f"%PROC{at}"] = setbased.pct_proc(gr, gm, k=k, **pool_kw)
-        out[f"N-Recall4+{at}"] = setbased.n_recall_4plus(gr, gm, k=k, **pool_kw)
-        out[f"N-Recall5{at}"] = setbased.n_recall_5(gr, gm, k=k, **pool_kw)
-        out[f"Precision4+{at}"] = setbased.precision_4plus(gr, gm, k=k)
-        out[f"Harm{at}"] = setbased.harm_at_k(gr, gm, k=k)
+        out[key("ra_nwg")] = setbased.ra_nwg(gr, gm, k=k, **pool_kw)
+        out[key("proc")] = setbased.proc(gr, gm, k=k, **pool_kw)
+        out[key("pct_proc")] = setbased.pct_proc(gr, gm, k=k, **pool_kw)
+        out[key("n_recall_4plus")] = setbased.n_recall_4plus(gr, gm, k=k, **pool_kw)
+        out[key("n_recall_5")] = setbased.n_recall_5(gr, gm, k=k, **pool_kw)
+        out[key("precision_4plus")] = setbased.precision_4plus(gr, gm, k=k)
+        out[key("harm")] = setbased.harm_at_k(gr, gm, k=k)
 
     s = scores if scores is not None else _field(slates, "retrieval_score")
     dis = is_distractor if is_distractor is not None else _field(slates, "is_distractor")
     config = heuristic if heuristic is not None else _default_heuristic(s, m)
     h = distractor.heuristic_utilities(rel, s, m, is_distractor=dis, config=config)
-    out[f"DA-DCG{at}"] = distractor.distractor_aware_dcg(h, m, k=k)
-    out[f"DA-harm{at}"] = distractor.distractor_harm(h, m, k=k)
-    out[f"distractor_rate{at}"] = distractor.distractor_rate(h, m, k=k)
+    out[key("da_dcg")] = distractor.distractor_aware_dcg(h, m, k=k)
+    out[key("da_harm")] = distractor.distractor_harm(h, m, k=k)
+    out[key("distractor_rate")] = distractor.distractor_rate(h, m, k=k)
 
     if not ok.all():  # unjudged queries: NA wherever relevance is read (trec_eval drops them)
         out = {name: np.where(ok, v, np.nan) for name, v in out.items()}
     if erag_labels is not None:  # downstream labels, not relevance: defined for unjudged queries too
-        out[f"eRAG{at}"] = erag(graded_precision, erag_labels, erag_mask, k=k)
+        out[key("erag")] = erag(graded_precision, erag_labels, erag_mask, k=k)
     return out
 
 
 def trec_measure(column: str) -> str:
-    """trec_eval's name for a :func:`trec_table` column: ``nDCG@10`` -> ``ndcg_cut_10``, ``MAP`` -> ``map`` ...
+    """trec_eval's name for a :func:`trec_table` column: ``ndcg@10`` -> ``ndcg_cut_10``, ``map`` -> ``map`` ...
 
-    ``MRR@c`` -> ``recip_rank@c``: trec_eval's ``recip_rank`` on the run cut to its top c per query.
+    ``mrr@c`` -> ``recip_rank@c``: trec_eval's ``recip_rank`` on the run cut to its top c per query.
     """
     name, _, cut = column.partition("@")
-    base = {"nDCG": ("ndcg", "ndcg_cut_"), "MAP": ("map", "map_cut_"), "P": (None, "P_"),
-            "R": ("set_recall", "recall_"), "MRR": ("recip_rank", "recip_rank@")}
+    base = {"ndcg": ("ndcg", "ndcg_cut_"), "map": ("map", "map_cut_"), "precision": (None, "P_"),
+            "recall": ("set_recall", "recall_"), "mrr": ("recip_rank", "recip_rank@")}
     if name not in base or (not cut and base[name][0] is None):
         raise KeyError(f"not a trec_table column: {column!r}")
     full, prefix = base[name]
@@ -172,9 +198,9 @@ def trec_table(gains, mask=None, *, ideal_gains=None, ideal_mask=None, n_relevan
 
     trec_eval's definitions (``-l threshold`` for the binary ones): gains are the grades, those
     <= 0 carry none (``ndcg``); ``R`` (``n_relevant``) and the ideal (``ideal_gains``) come from the
-    qrels, retrieved or not (default: the row itself); ``P@c`` divides by c; ``MRR@c`` is
-    ``recip_rank`` on the top c. Columns for every cutoff ``c``: ``nDCG@c`` ``MAP@c`` ``P@c``
-    ``R@c`` ``MRR@c``; uncut: ``nDCG`` ``MAP`` ``R`` (``set_recall``) ``MRR``. Queries with
+    qrels, retrieved or not (default: the row itself); ``precision@c`` divides by c; ``mrr@c`` is
+    ``recip_rank`` on the top c. Columns for every cutoff ``c``: ``ndcg@c`` ``map@c`` ``precision@c``
+    ``recall@c`` ``mrr@c``; uncut: ``ndcg`` ``map`` ``recall`` (``set_recall``) ``mrr``. Queries with
     ``judged`` False are NA (trec_eval leaves queries without qrels out of its averages).
     """
     g, m = prepare(gains, mask, None, dtype=np.float64)
@@ -193,13 +219,12 @@ def trec_table(gains, mask=None, *, ideal_gains=None, ideal_mask=None, n_relevan
         np.asarray(n_relevant, dtype=np.float64).reshape(-1)
     out: dict[str, np.ndarray] = {}
     for c in (*sorted(set(int(c) for c in cutoffs)), None):
-        at = "" if c is None else f"@{c}"
-        out[f"nDCG{at}"] = classic.ndcg(g, m, k=c, ideal_gains=ideal_gains, ideal_mask=ideal_mask)
-        out[f"MAP{at}"] = classic.average_precision(rel, m, k=c, n_relevant=n_rel)
+        out[metric_key("ndcg", c)] = classic.ndcg(g, m, k=c, ideal_gains=ideal_gains, ideal_mask=ideal_mask)
+        out[metric_key("map", c)] = classic.average_precision(rel, m, k=c, n_relevant=n_rel)
         if c is not None:
-            out[f"P{at}"] = classic.precision(rel, m, k=c)
-        out[f"R{at}"] = classic.recall(rel, m, k=c, n_relevant=n_rel)
-        out[f"MRR{at}"] = classic.reciprocal_rank(rel, m, k=c)
+            out[metric_key("precision", c)] = classic.precision(rel, m, k=c)
+        out[metric_key("recall", c)] = classic.recall(rel, m, k=c, n_relevant=n_rel)
+        out[metric_key("mrr", c)] = classic.reciprocal_rank(rel, m, k=c)
     if judged is not None:
         ok = np.asarray(judged, dtype=bool).reshape(-1)
         out = {name: np.where(ok, v, np.nan) for name, v in out.items()}
@@ -231,4 +256,5 @@ def format_markdown(summary: dict[str, MeanResult], *, digits: int = 4) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["format_markdown", "metric_table", "summarize", "trec_measure", "trec_table"]
+__all__ = ["METRIC_NAMES", "display_name", "format_markdown", "metric_key", "metric_table", "summarize", "trec_measure",
+           "trec_table"]

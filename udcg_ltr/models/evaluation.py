@@ -2,12 +2,13 @@
 
 :func:`slate_metrics` is what validation uses on padded ``[Q, n]`` arrays: rank each row by
 score (ties: earlier column first, or ``ties="trec"``: passage id descending as trec_eval), keep
-the top k, and compute UDCG@k (Eq. 4 on the signed utilities of the top-k set), nDCG@k (graded
-gains, DCG / IDCG with the ideal taken from the query's whole judged pool when given, else from
-the row), MRR@k, Precision@k, Recall@k, HITS@k, MAP@k (R of the judged pool) and the mean utility
-of the context. Queries marked unjudged (``judged`` False: their qrels judge nothing) are left out
-of the relevance metrics, as trec_eval does, and counted in ``unjudged_queries``. :func:`evaluate_reranker` does the same from
-:class:`QueryRecord` s and per-passage scores, and with an LLM scorer it also asks the LLM to
+the top k, and compute ``udcg@k`` (Eq. 4 on the signed utilities of the top-k set), the mean
+utility of the context and the metric table's columns under its keys (``ndcg@k`` with graded gains
+and the ideal taken from the query's whole judged pool when given, else from the row; ``mrr@k``,
+``precision@k``, ``recall@k``, ``hits@k``, ``map@k`` with R of the judged pool, ``ra_nwg@k``,
+``da_dcg@k`` ...). Queries marked unjudged (``judged`` False: their qrels judge nothing) are left
+out of the relevance metrics, as trec_eval does, and counted in ``unjudged_queries``.
+:func:`evaluate_reranker` does the same from :class:`QueryRecord` s and per-passage scores, and with an LLM scorer it also asks the LLM to
 answer each top-k context and grades the answers (correct / abstained / wrong,
 :mod:`udcg_ltr.annotate.grading`).
 """
@@ -24,81 +25,59 @@ from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.metrics._common import rank_by_scores
-from udcg_ltr.metrics.table import metric_table, summarize
+from udcg_ltr.metrics.table import metric_key, metric_table, summarize
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
-def _table_columns(*, k, gamma, mask, utility, graded, relevance_threshold, n_relevant, ideal_gains, ideal_mask,
-                   retrieval_scores, judged) -> dict[str, float]:
-    """Means of the metric helper's table (:func:`udcg_ltr.metrics.table.metric_table`) on ranked rows.
+def _relevance_columns(*, k, mask, graded, relevance_threshold, n_relevant, ideal_gains, ideal_mask,
+                       retrieval_scores, judged) -> dict[str, float]:
+    """Means of the metric table's relevance columns (:func:`udcg_ltr.metrics.table.metric_table`) on ranked rows.
 
-    Adds the families not computed here (RA-nWG, PROC, %PROC, N-Recall, Harm, distractor-aware DCG
-    ...) under the table's own names; NA counts are left out (means skip NA).
+    The set-based family (RA-nWG, PROC, N-Recall, Harm ...) joins when the labels are grades 0..5;
+    NA queries are left out of each mean (NaN when none is defined).
     """
-    kw: dict[str, Any] = dict(k=k, gamma=gamma, mask=mask, relevant=(graded >= relevance_threshold) & mask,
-                              n_relevant=n_relevant, utilities=utility, gains=graded, ideal_gains=ideal_gains,
-                              ideal_mask=ideal_mask, judged=judged)
-    ints = np.all(np.equal(np.mod(graded[mask], 1), 0)) and graded[mask].min(initial=0) >= 0 \
-        and graded[mask].max(initial=0) <= 5
-    if ints:
+    kw: dict[str, Any] = dict(k=k, mask=mask, relevant=(graded >= relevance_threshold) & mask, n_relevant=n_relevant,
+                              gains=graded, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=judged,
+                              scores=retrieval_scores)
+    grades = graded[mask]
+    if np.all(np.mod(grades, 1) == 0) and grades.min(initial=0) >= 0 and grades.max(initial=0) <= 5:
         kw.update(graded=graded, pool_graded=ideal_gains, pool_graded_mask=ideal_mask)
-    if retrieval_scores is not None:
-        kw["scores"] = retrieval_scores
-    summary = summarize(metric_table(**kw))
-    return {name: float(res.value) for name, res in summary.items() if np.isfinite(res.value)}
+    return {name: float(res.value) for name, res in summarize(metric_table(**kw)).items()}
 
 
 def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relevance_threshold: float = 1,
                   n_relevant=None, ideal_gains=None, ideal_mask=None, gamma: float = DEFAULT_GAMMA,
-                  retrieval_scores=None, table: bool = True, prefix: str = "", judged=None, ties: str = "stable",
+                  retrieval_scores=None, prefix: str = "", judged=None, ties: str = "stable",
                   ids=None) -> dict[str, float]:
-    """Metrics of the top-k by ``scores`` of each row: ``{prefix}udcg@k``, ``ndcg@k``, ``mrr@k`` ...
+    """Metrics of the top-k by ``scores`` of each row, under the metric table's keys: ``{prefix}udcg@k``, ``ndcg@k`` ...
 
-    ``utility`` (signed, Eq. 2) enables UDCG@k and ``utility@k``; ``graded`` (raw labels) enables the
-    relevance metrics (binary ones count ``label >= relevance_threshold``); ``n_relevant`` (R) and
-    ``ideal_gains`` describe the whole judged pool when it is larger than the row (TREC qrels:
+    ``utility`` (signed, Eq. 2) enables ``udcg@k`` (Eq. 4) and ``utility@k``; ``graded`` (raw labels)
+    enables the metric table's relevance columns (binary ones count ``label >= relevance_threshold``;
+    :data:`udcg_ltr.metrics.table.METRIC_NAMES`); ``n_relevant`` (R) and ``ideal_gains`` describe the
+    whole judged pool when it is larger than the row (TREC qrels:
     :func:`udcg_ltr.data.padded.judged_pools`). ``judged`` (bool per row) leaves unjudged queries out
     of the relevance metrics and adds ``unjudged_queries``. ``ties``/``ids``: the tie-break of
-    :func:`udcg_ltr.metrics.rank_by_scores`. Our names are lower case (``ndcg@k`` uses graded gains);
-    ``table=True`` adds the metric helper's table under its names (``RA-nWG@k``, ``DA-DCG@k`` ...)
-    where they do not repeat ours (its ``nDCG@k`` is left out when ``ndcg@k`` is here).
+    :func:`udcg_ltr.metrics.rank_by_scores`.
     """
     scores, mask = M.as_padded(scores, mask)
     order = M.rank_by_scores(scores, mask, ties=ties, ids=ids)
     m = M.take_ranked(mask, order)
-    ok = None if judged is None else np.asarray(judged, dtype=bool).reshape(-1)
-
-    def avg(values) -> float:  # unjudged queries are NA (left out), as trec_eval drops them
-        return M.mean(values if ok is None else np.where(ok, values, np.nan)).value
-
     out: dict[str, float] = {}
     if utility is not None:
         u = M.take_ranked(M.as_padded(utility, mask)[0], order)
-        out[f"udcg@{k}"] = M.mean(M.udcg(u, m, k=k, gamma=gamma)).value
+        out[metric_key("udcg", k)] = M.mean(M.udcg(u, m, k=k, gamma=gamma)).value
         top = M.cutoff_mask(m, k)
-        out[f"utility@{k}"] = float(np.mean(np.where(top, u, 0.0).sum(1) / np.maximum(top.sum(1), 1)))
+        out[metric_key("utility", k)] = float(np.mean(np.where(top, u, 0.0).sum(1) / np.maximum(top.sum(1), 1)))
     if graded is not None:
         g = M.take_ranked(M.as_padded(graded, mask)[0], order)
         own_pool = ideal_gains is None
-        if own_pool:
-            ideal_gains, ideal_mask = g, m
-        out[f"ndcg@{k}"] = avg(M.ndcg(g, m, k=k, ideal_gains=ideal_gains, ideal_mask=ideal_mask))
-        b = dict(threshold=relevance_threshold)
-        out[f"mrr@{k}"] = avg(M.mrr(g, m, k=k, **b))
-        out[f"precision@{k}"] = avg(M.precision(g, m, k=k, **b))
-        out[f"recall@{k}"] = avg(M.recall(g, m, k=k, n_relevant=n_relevant, **b))
-        out[f"hits@{k}"] = avg(M.hits(g, m, k=k, **b))
-        out[f"map@{k}"] = avg(M.average_precision(g, m, k=k, n_relevant=n_relevant, **b))
+        ok = None if judged is None else np.asarray(judged, dtype=bool).reshape(-1)
+        rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
+        out.update(_relevance_columns(k=k, mask=m, graded=g, relevance_threshold=relevance_threshold,
+                                      n_relevant=n_relevant, ideal_gains=g if own_pool else ideal_gains,
+                                      ideal_mask=m if own_pool else ideal_mask, retrieval_scores=rs, judged=ok))
         if ok is not None:
             out["unjudged_queries"] = float((~ok).sum())
-        if table:
-            rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
-            extra = _table_columns(k=k, gamma=gamma, mask=m, utility=u if utility is not None else None, graded=g,
-                                   relevance_threshold=relevance_threshold, n_relevant=n_relevant,
-                                   ideal_gains=None if own_pool else ideal_gains,
-                                   ideal_mask=None if own_pool else ideal_mask, retrieval_scores=rs, judged=ok)
-            taken = {name.lower() for name in out} | {f"p@{k}", f"r@{k}"}  # = precision@k, recall@k
-            out.update({name: v for name, v in extra.items() if name.lower() not in taken})
     return {f"{prefix}{name}": value for name, value in out.items()}
 
 
@@ -166,24 +145,25 @@ def per_query_metrics(records: Sequence[QueryRecord], scores, llm: str, k: int =
 
     The same ranking (ties: earlier passage first), utilities (Eq. 2), UDCG (Eq. 4) and signed-gain
     nDCG as :func:`evaluate_reranker`, kept per query for paired comparisons of two rankers
-    (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`); their means are the table's values
+    (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`); their means are the table's values
     for records whose pool is their judged pool (no qrels).
     """
     _, slates, padded = _scored_slates(records, scores, llm, relevance_threshold)
     order = M.rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask)
     mask = M.take_ranked(slates.mask, order)
     graded = np.where(slates.mask, slates.relevance, 0.0)
-    return {f"udcg@{k}": np.asarray(M.udcg(M.take_ranked(slates.utility, order), mask, k=k, gamma=gamma),
-                                    dtype=np.float64),
-            f"ndcg@{k}": np.asarray(M.ndcg(M.take_ranked(graded, order), mask, k=k, ideal_gains=graded,
-                                           ideal_mask=slates.mask), dtype=np.float64),
-            f"hits@{k}": np.asarray(M.hits(M.take_ranked(slates.relevant, order), mask, k=k), dtype=np.float64)}
+    return {metric_key("udcg", k): np.asarray(M.udcg(M.take_ranked(slates.utility, order), mask, k=k, gamma=gamma),
+                                              dtype=np.float64),
+            metric_key("ndcg", k): np.asarray(M.ndcg(M.take_ranked(graded, order), mask, k=k, ideal_gains=graded,
+                                                     ideal_mask=slates.mask), dtype=np.float64),
+            metric_key("hits", k): np.asarray(M.hits(M.take_ranked(slates.relevant, order), mask, k=k),
+                                              dtype=np.float64)}
 
 
 def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
                    gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> np.ndarray:
     """``[Q]`` UDCG@k (Eq. 4) of each query's top-k by ``scores``: the values ``udcg@k`` averages."""
-    return per_query_metrics(records, scores, llm, k, gamma=gamma, relevance_threshold=relevance_threshold)[f"udcg@{k}"]
+    return per_query_metrics(records, scores, llm, k, gamma=gamma, relevance_threshold=relevance_threshold)[metric_key("udcg", k)]
 
 
 def top_k_by(records: Sequence[QueryRecord], scores, k: int | np.ndarray, *, ties: str = "stable") -> list[list[str]]:

@@ -50,6 +50,8 @@ from udcg_ltr.data.jsonl import loads_json
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.io import DataError, atomic_directory, atomic_write_json
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, encode_pairs, pad_rows, passage_text
+from udcg_ltr.models.evaluation import align_scores
+from udcg_ltr.models.fusion import fuse_scores
 from udcg_ltr.models.precision import autocast, resolve_precision
 
 #: Side file of a saved reranker: how passages were formatted and truncated in training.
@@ -114,6 +116,16 @@ def read_reranker_config(model_dir: str | os.PathLike) -> dict[str, Any]:
     return cfg
 
 
+def save_retriever_fusion(model_dir: str | os.PathLike, weight: float) -> Path:
+    """Record the retriever-fusion weight (:func:`udcg_ltr.models.fusion.fit_fusion_weight`) in a saved reranker's
+    :data:`RERANKER_CONFIG`, atomically; :meth:`Reranker.from_pretrained` applies it."""
+    if not np.isfinite(weight) or weight < 0:
+        raise ValueError(f"fusion weight must be a finite number >= 0, got {weight!r}")
+    side = Path(model_dir) / RERANKER_CONFIG
+    atomic_write_json(side, {**read_reranker_config(model_dir), "retriever_fusion": float(weight)})
+    return side
+
+
 def read_template(model_dir: str | os.PathLike) -> str:
     """The passage template a saved reranker was trained with (:data:`RERANKER_CONFIG`; the default without one)."""
     template = read_reranker_config(model_dir).get("template", DEFAULT_TEMPLATE)
@@ -141,7 +153,7 @@ class Reranker:
 
     def __init__(self, model, tokenizer, *, device: str | torch.device | None = None, batch_size: int = 64,
                  max_length: int = 256, template: str = DEFAULT_TEMPLATE, progress_threshold: int = 2000,
-                 precision: str = "32-true", max_tokens: int | None = None):
+                 precision: str = "32-true", max_tokens: int | None = None, retriever_fusion: float = 0.0):
         self.device = _resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
@@ -149,6 +161,8 @@ class Reranker:
         self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.precision = resolve_precision(precision, "gpu" if self.device.type == "cuda" else "cpu")
         self.progress_threshold = progress_threshold
+        #: Weight of the retriever's evidence in :meth:`score_records` (:mod:`udcg_ltr.models.fusion`; 0: none).
+        self.retriever_fusion = float(retriever_fusion)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = None,
@@ -157,6 +171,8 @@ class Reranker:
         """Load a saved reranker (or any one-logit sequence-classification checkpoint) from safetensors weights.
 
         ``device=None`` takes CUDA when available; ``precision`` / ``max_tokens`` and the rest go to the constructor.
+        The retriever-fusion weight saved with the model (``retriever_fusion`` in :data:`RERANKER_CONFIG`) is used
+        unless ``retriever_fusion`` is given.
         """
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -169,6 +185,11 @@ class Reranker:
             raise ValueError(f"{path}: expected a one-logit model (num_labels=1), got {model.config.num_labels}")
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         max_length = max_length or cfg.get("max_length") or min(int(tokenizer.model_max_length), 512)
+        fusion = cfg.get("retriever_fusion", 0.0)
+        if not isinstance(fusion, (int, float)) or isinstance(fusion, bool) or not 0 <= fusion < float("inf"):
+            raise DataError(f"expected a number >= 0, got {fusion!r}", path=str(path / RERANKER_CONFIG),
+                            field="retriever_fusion")
+        kwargs.setdefault("retriever_fusion", float(fusion))
         return cls(model, tokenizer, device=device, batch_size=batch_size, max_length=max_length,
                    template=read_template(path), **kwargs)
 
@@ -267,8 +288,13 @@ class Reranker:
             results.append(hit)
         return results if top_k is None else results[:top_k]
 
-    def score_records(self, records: Sequence[QueryRecord], *, progress: bool | None = None) -> list[np.ndarray]:
-        """Per record, one score per passage in ``record.passages`` order; all pairs batched together."""
+    def score_records(self, records: Sequence[QueryRecord], *, progress: bool | None = None,
+                      fuse: bool = True) -> list[np.ndarray]:
+        """Per record, one score per passage in ``record.passages`` order; all pairs batched together.
+
+        With a retriever-fusion weight (and ``fuse``), records carrying retriever scores or ranks get the fused
+        score of :func:`udcg_ltr.models.fusion.fuse_scores`; ``fuse=False`` gives the cross-encoder's logits.
+        """
         questions = [r.question for r in records for _ in r.passages]
         texts = [self._text(p) for r in records for p in r.passages]
         flat = self.score_pairs(questions, texts, progress=progress, desc="reranking")
@@ -276,7 +302,7 @@ class Reranker:
         for r in records:
             out.append(flat[start:start + len(r.passages)])
             start += len(r.passages)
-        return out
+        return fuse_scores(records, out, self.retriever_fusion) if fuse and self.retriever_fusion > 0 else out
 
     def rank_records(self, records: Sequence[QueryRecord], top_k: int | None = None, *,
                      progress: bool | None = None) -> list[list[RankedPassage]]:
@@ -310,7 +336,6 @@ def write_run(records: Sequence[QueryRecord], scores, path: str | os.PathLike, t
     Ranks follow descending score, ties in passage order (as :func:`udcg_ltr.metrics.rank_by_scores`).
     """
     from udcg_ltr.data.readers.trec import write_trec_run
-    from udcg_ltr.models.evaluation import align_scores
 
     run = {r.qid: {p.pid: float(v) for p, v in zip(r.passages, s)}
            for r, s in zip(records, align_scores(records, scores))}

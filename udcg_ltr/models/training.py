@@ -7,11 +7,13 @@ maps onto it one to one. The run:
    function of ``(seed, epoch)``, so a resumed run repeats an uninterrupted one);
 2. builds :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule` and
    :class:`~udcg_ltr.models.datamodule.SlateDataModule` (targets: utilities of ``llm``, Eq. 2);
-3. trains with AdamW + linear warm-up/decay, gradient clipping, validation every epoch on
-   ``val/udcg@{k}`` (or ``val/{monitor_metric}@{k}``), best-model checkpointing (atomic file
-   writes), ``last.ckpt`` for resuming, and early stopping; accelerator / devices / strategy /
-   precision pass to Lightning (``precision="auto"``: bf16 autocast where the CPU or GPU has bf16
-   units, :mod:`udcg_ltr.models.precision`; ``ddp`` for several GPUs);
+3. trains with AdamW + linear warm-up/decay, validation every epoch on ``val/udcg@{k}`` (or
+   ``val/{monitor_metric}@{k}``) and ``last.ckpt`` for resuming. The ``pl.Trainer`` and its callbacks
+   (best-model checkpointing with atomic file writes, early stopping, learning-rate monitor) are
+   instantiated from ``_target_`` configs, Hydra's ``trainer`` and ``callbacks`` groups
+   (``trainer=`` / ``callback_configs=``), or built from the keyword arguments when those are not given;
+   ``precision="auto"`` is resolved first (bf16 autocast where the CPU or GPU has bf16 units,
+   :mod:`udcg_ltr.models.precision`) and the host-side settings (:data:`HOST_SIDE_KEYS`) never reach Lightning;
 4. reloads the best checkpoint, writes it with ``save_pretrained`` (+ tokenizer) to
    ``output_dir/model``, with a model card (``README.md``, :func:`udcg_ltr.models.hub.write_model_card`),
    and returns ``(model_path, metrics)`` where ``metrics`` holds the best model's full validation table
@@ -21,17 +23,20 @@ maps onto it one to one. The run:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from hydra.utils import get_class, instantiate
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from omegaconf import DictConfig, OmegaConf
 
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.io import atomic_open, atomic_write_json, json_safe
@@ -94,6 +99,99 @@ def _quiet_lightning() -> None:
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
+#: Keys of the ``trainer`` config that are not ``pl.Trainer`` arguments: the host side of the loop
+#: (``torch.set_num_threads``, DataLoader workers, pinned memory, length buckets per batch), taken out before
+#: the Trainer is instantiated. ``None`` = chosen for the accelerator.
+HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets")
+
+#: ``fit_reranker``'s keyword arguments that set the Trainer (or its host side), with their name in a trainer config.
+TRAINER_KEYWORDS = {"epochs": "max_epochs", "max_steps": "max_steps", "accelerator": "accelerator", "devices": "devices",
+                    "strategy": "strategy", "num_nodes": "num_nodes", "precision": "precision",
+                    "gradient_clip_val": "gradient_clip_val", "accumulate_grad_batches": "accumulate_grad_batches",
+                    "deterministic": "deterministic", "enable_progress_bar": "enable_progress_bar",
+                    "limit_train_batches": "limit_train_batches", "limit_val_batches": "limit_val_batches",
+                    **{key: key for key in HOST_SIDE_KEYS}}
+
+#: ``fit_reranker``'s keyword arguments that set the callbacks.
+CALLBACK_KEYWORDS = ("early_stopping_patience", "save_weights_only")
+
+BEST_CHECKPOINT_NAME = "best-epoch{epoch:02d}-step{step}"
+
+
+def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
+
+
+def _refuse_both(config_name: str, given: Mapping[str, Any]) -> None:
+    """With a ``trainer_config`` / ``callback_configs``, the keyword arguments it replaces must keep their defaults:
+    one setting, one place."""
+    defaults = {name: p.default for name, p in inspect.signature(fit_reranker).parameters.items()}
+    clash = sorted(name for name, value in given.items() if value != defaults.get(name))
+    if clash:
+        raise TypeError(f"fit_reranker: {clash} are set by {config_name}=...; set them there, not as keyword arguments")
+
+
+def trainer_settings(trainer_config: Mapping[str, Any] | None, keywords: Mapping[str, Any],
+                     extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(Trainer config with _target_, host-side settings)`` from a trainer config or from the keyword arguments.
+
+    ``precision`` is resolved (``"auto"``, :func:`udcg_ltr.models.precision.resolve_precision`) for the configured
+    accelerator, so the Trainer and the scoring after training use one precision.
+    """
+    if trainer_config is None:
+        node = {"_target_": "pytorch_lightning.Trainer",
+                **{TRAINER_KEYWORDS[name]: value for name, value in keywords.items() if value is not None}, **extra}
+    else:
+        _refuse_both("trainer_config", {**keywords, **dict.fromkeys(extra, object())})
+        node = _plain(trainer_config)
+    host = {key: node.pop(key, None) for key in HOST_SIDE_KEYS}
+    node["precision"] = resolve_precision(node.get("precision"), node.get("accelerator", "auto"))
+    return node, host
+
+
+def callback_settings(callback_configs: Mapping[str, Any] | None, *, monitor: str,
+                      early_stopping_patience: int | None, save_weights_only: bool) -> dict[str, dict[str, Any]]:
+    """``{name: _target_ config}`` of the callbacks: Hydra's ``callbacks`` group, or built from the keyword arguments
+    (best checkpoint on ``monitor``, early stopping after ``early_stopping_patience`` epochs, learning-rate monitor)."""
+    if callback_configs is not None:
+        _refuse_both("callback_configs", {"early_stopping_patience": early_stopping_patience,
+                                          "save_weights_only": save_weights_only})
+        return {str(name): _plain(node) for name, node in _plain(callback_configs).items() if node}
+    nodes = {"model_checkpoint": {"_target_": "pytorch_lightning.callbacks.ModelCheckpoint", "dirpath": None,
+                                  "monitor": monitor, "mode": "max", "save_top_k": 1,
+                                  "save_weights_only": save_weights_only, "filename": BEST_CHECKPOINT_NAME,
+                                  "auto_insert_metric_name": False}}
+    if early_stopping_patience is not None and early_stopping_patience > 0:
+        nodes["early_stopping"] = {"_target_": "pytorch_lightning.callbacks.EarlyStopping", "monitor": monitor,
+                                   "mode": "max", "patience": early_stopping_patience}
+    nodes["lr_monitor"] = {"_target_": "pytorch_lightning.callbacks.LearningRateMonitor", "logging_interval": "step"}
+    return nodes
+
+
+def build_callbacks(nodes: Mapping[str, Mapping[str, Any]], *, checkpoint_dir: Path, validates: bool,
+                    has_logger: bool) -> list[pl.Callback]:
+    """Instantiate the callback configs; a checkpoint without ``dirpath`` writes to ``checkpoint_dir``.
+
+    Left out, as Lightning would refuse them: callbacks that monitor a validation metric when there is no
+    validation loop, and the learning-rate monitor without a logger.
+    """
+    out = []
+    for name, node in nodes.items():
+        cls = get_class(str(node["_target_"]))
+        if issubclass(cls, (pl.callbacks.ModelCheckpoint, pl.callbacks.EarlyStopping)) and node.get("monitor") \
+                and not validates:
+            continue
+        if issubclass(cls, pl.callbacks.LearningRateMonitor) and not has_logger:
+            continue
+        overrides = {"dirpath": str(checkpoint_dir)} if issubclass(cls, pl.callbacks.ModelCheckpoint) \
+            and node.get("dirpath") is None else {}
+        callback = instantiate(node, **overrides)
+        if not isinstance(callback, pl.Callback):
+            raise TypeError(f"callbacks.{name}: {node['_target_']} is not a Lightning callback")
+        out.append(callback)
+    return out
+
+
 def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None = None, *,
                  llm: str | None = None, model_name_or_path: str | None = None, loss: str = "udcg",
                  loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
@@ -111,6 +209,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                  save_weights_only: bool = True, callbacks: Sequence[pl.Callback] | None = None,
                  num_workers: int | None = None, pin_memory: bool | None = None, length_buckets: int | None = None,
                  shuffle: bool = True, resume: bool = True, keep_checkpoints: bool = False,
+                 trainer_config: Mapping[str, Any] | None = None, callback_configs: Mapping[str, Any] | None = None,
                  **trainer_kwargs: Any) -> tuple[str, dict[str, float]]:
     """Train a cross-encoder reranker; return ``(path of the saved best model, metrics)``.
 
@@ -132,15 +231,25 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     ``last.ckpt`` written with other arguments is not resumed from (a warning says so). On success
     the Lightning checkpoints are deleted (``keep_checkpoints=False``): the exported model is the result.
     Extra keyword arguments go to ``pl.Trainer``.
+
+    Configs instead of keywords (the train job): ``trainer_config`` is a ``_target_`` config of ``pl.Trainer`` (Hydra's
+    ``trainer`` group, host-side keys :data:`HOST_SIDE_KEYS` included) and replaces the keywords of
+    :data:`TRAINER_KEYWORDS` and the extra ones; ``callback_configs`` maps names to ``_target_`` configs of
+    callbacks (Hydra's ``callbacks`` group) and replaces ``early_stopping_patience`` / ``save_weights_only``.
+    Passing both a config and a keyword it replaces is an error. ``callbacks`` are callback objects added to either.
     """
+    arguments = dict(locals())  # first statement: the call's arguments and nothing else
     _quiet_lightning()
-    if num_threads:
-        torch.set_num_threads(int(num_threads))
+    settings, host = trainer_settings(trainer_config, {name: arguments[name] for name in TRAINER_KEYWORDS},
+                                      trainer_kwargs)
+    if host["num_threads"]:
+        torch.set_num_threads(int(host["num_threads"]))
     pl.seed_everything(seed, workers=True, verbose=False)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     model_path = str(model_name_or_path or default_model_path())
-    precision = resolve_precision(precision, accelerator)
+    precision, accelerator = settings["precision"], settings.get("accelerator", "auto")
+    progress = bool(settings.get("enable_progress_bar", True))
     gpu = on_gpu(accelerator)
 
     from transformers import AutoTokenizer
@@ -153,56 +262,45 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                            batch_size=batch_size, eval_batch_size=eval_batch_size, max_length=max_length,
                            max_slate=max_slate, sampling=slate_sampling, relevance_threshold=relevance_threshold,
                            template=template, seed=seed,
-                           num_workers=(4 if gpu else 0) if num_workers is None else num_workers,
-                           pin_memory=gpu if pin_memory is None else pin_memory,
-                           buckets=(1 if gpu else 4) if length_buckets is None else length_buckets, shuffle=shuffle)
+                           num_workers=(4 if gpu else 0) if host["num_workers"] is None else host["num_workers"],
+                           pin_memory=gpu if host["pin_memory"] is None else host["pin_memory"],
+                           buckets=(1 if gpu else 4) if host["length_buckets"] is None else host["length_buckets"],
+                           shuffle=shuffle)
 
     ckpt_dir = out / "checkpoints"
     cbs: list[pl.Callback] = list(callbacks or [])
-    ckpt = None
-    if val_records:
-        ckpt = pl.callbacks.ModelCheckpoint(dirpath=ckpt_dir, monitor=module.monitor, mode="max",
-                                            save_top_k=1, save_weights_only=save_weights_only,
-                                            filename="best-epoch{epoch:02d}-step{step}", auto_insert_metric_name=False)
-        cbs.append(ckpt)
-        if early_stopping_patience is not None and early_stopping_patience > 0:
-            cbs.append(pl.callbacks.EarlyStopping(monitor=module.monitor, mode="max",
-                                                  patience=early_stopping_patience))
+    cbs += build_callbacks(callback_settings(callback_configs, monitor=module.monitor,
+                                             early_stopping_patience=early_stopping_patience,
+                                             save_weights_only=save_weights_only),
+                           checkpoint_dir=ckpt_dir, validates=bool(val_records), has_logger=bool(logger))
+    best = next((cb for cb in cbs if isinstance(cb, pl.callbacks.ModelCheckpoint) and cb.monitor), None)
     # The full training state after every epoch, for resuming (its own callback: the best one holds weights only).
     cbs.append(pl.callbacks.ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
                                             enable_version_counter=False))
-    if not enable_progress_bar:
+    if not progress:
         cbs.append(EpochSummary(module.monitor, k))
-    if logger:
-        cbs.append(pl.callbacks.LearningRateMonitor(logging_interval="step"))
-    kw = dict(trainer_kwargs)
-    if limit_train_batches is not None:
-        kw["limit_train_batches"] = limit_train_batches
-    if limit_val_batches is not None:
-        kw["limit_val_batches"] = limit_val_batches
+    settings.setdefault("enable_model_summary", False)
+    settings.setdefault("num_sanity_val_steps", 0)
+    settings.setdefault("log_every_n_steps", 10)
     if not val_records:  # no validation loop at all (the data module has no val loader): final weights
-        kw["limit_val_batches"] = 0
-    trainer = pl.Trainer(max_epochs=epochs, max_steps=max_steps, accelerator=accelerator, devices=devices,
-                         strategy=strategy, num_nodes=num_nodes, precision=precision, logger=logger,
-                         callbacks=cbs, gradient_clip_val=gradient_clip_val,
-                         accumulate_grad_batches=accumulate_grad_batches, deterministic=deterministic,
-                         enable_progress_bar=enable_progress_bar, enable_model_summary=False,
-                         default_root_dir=str(out), plugins=[AtomicCheckpointIO()],
-                         num_sanity_val_steps=0, log_every_n_steps=kw.pop("log_every_n_steps", 10), **kw)
+        settings["limit_val_batches"] = 0
+    # _partial_: the config's arguments bound, the run's objects passed as they are (instantiate would copy them).
+    make_trainer = instantiate(settings, _partial_=True)
+    trainer = make_trainer(logger=logger, callbacks=cbs, default_root_dir=str(out), plugins=[AtomicCheckpointIO()])
     fingerprint = {"model": model_path, "loss": loss, "loss_kwargs": loss_kwargs or {}, "target": target, "k": k,
-                   "gamma": gamma, "epochs": epochs, "batch_size": batch_size, "lr": lr, "weight_decay": weight_decay,
-                   "warmup": warmup, "schedule": schedule, "max_length": max_length, "max_slate": max_slate,
+                   "gamma": gamma, "epochs": settings.get("max_epochs"), "batch_size": batch_size, "lr": lr,
+                   "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule, "max_length": max_length, "max_slate": max_slate,
                    "sampling": slate_sampling, "seed": seed, "precision": precision, "llm": llm,
                    "train": [r.qid for r in train_records], "val": [r.qid for r in val_records or []]}
     trainer.fit(module, datamodule=data, ckpt_path=_resume_from(ckpt_dir, fingerprint) if resume else None,
                 weights_only=True)
 
     metrics: dict[str, float] = {}
-    if ckpt is not None and ckpt.best_model_path:
-        state = torch.load(ckpt.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
+    if best is not None and best.best_model_path:
+        state = torch.load(best.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
         module.load_state_dict(state)
-        metrics["best_epoch"] = float(state_epoch(ckpt.best_model_path))
-        metrics[f"best_{module.monitor}"] = float(ckpt.best_model_score)
+        metrics["best_epoch"] = float(state_epoch(best.best_model_path))
+        metrics[f"best_{best.monitor}"] = float(best.best_model_score)
     metrics["epochs_run"] = float(trainer.current_epoch)
     # Export first (rank 0 only under DDP), then evaluate the exported weights.
     saved = out / "model"
@@ -211,7 +309,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                                                         "relevance_threshold": relevance_threshold, "seed": seed,
                                                         "gamma": gamma, "base_model": base_model_name(model_path)})
     eval_kw = dict(accelerator=accelerator, devices=1, precision=precision, logger=False,
-                   enable_progress_bar=enable_progress_bar, enable_model_summary=False)
+                   enable_progress_bar=progress, enable_model_summary=False)
     if val_records:
         res = pl.Trainer(**eval_kw).validate(module, datamodule=data, verbose=False)
         metrics.update({name: float(v) for name, v in res[0].items()})

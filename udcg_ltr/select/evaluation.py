@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import Column, markdown_table, write_csv
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.io import atomic_write_bytes
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
+from udcg_ltr.report import Column, markdown_table, write_csv
 from udcg_ltr.select.base import RankedSlates, Selector, udcg_of_kept
 from udcg_ltr.select.training import rank_split, required_extra
 

@@ -1,8 +1,9 @@
-"""Statistics over queries: leaves of the package (numpy only, nothing of ours).
+"""Statistics over queries: leaves of the package (numpy, scipy inside the functions; nothing of ours).
 
 * :mod:`~udcg_ltr.stats.groups`: rows grouped by query as a padded ``[G, m]`` layout;
-* :mod:`~udcg_ltr.stats.correlation`: per-query Spearman / Kendall tau-b of a metric against outcomes.
+* :mod:`~udcg_ltr.stats.correlation`: per-query Spearman / Kendall tau-b of a metric against outcomes;
+* :mod:`~udcg_ltr.stats.bootstrap`: bootstrap CIs of means over queries, the paired bootstrap test, paired ratios;
+* :mod:`~udcg_ltr.stats.paired`: Wilcoxon signed-rank, McNemar's exact test and Cochran's Q on paired outcomes.
 
-Used by the fitting of UDCG_theta and gamma (:mod:`udcg_ltr.fit`) and the correlation study. (The bootstrap,
-:mod:`udcg_ltr.analysis.bootstrap`, is the other statistics leaf.)
+Used by the fitting of UDCG_theta and gamma (:mod:`udcg_ltr.fit`), the studies and the evaluation jobs.
 """

@@ -3,6 +3,7 @@
 ==========================  ==========================  =========================================
 study                       paper                        entry point (parameters)
 ==========================  ==========================  =========================================
+metric-outcome correlation  central experiment           :func:`run_correlation_study` (keyword arguments)
 distractor sensitivity      Table 1                      :func:`run_distractor_sensitivity` (:class:`DistractorConfig`)
 positional bias             Figure 1                     :func:`run_positional_bias` (:class:`PositionConfig`)
 oracle contexts by schema   Table 2                      :func:`run_oracle_contexts` (:class:`OracleConfig`)
@@ -10,8 +11,10 @@ context-size sensitivity    Figure 2                     :func:`run_context_size
 ==========================  ==========================  =========================================
 
 Every entry has the shape ``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None,
-cache=True, **params) -> StudyReport`` (see :mod:`udcg_ltr.studies.common`); :data:`STUDIES` maps
-the ``evaluate.py mode=<name>`` names to ``(function, config class)``. Names are imported lazily.
+cache=True, **params) -> StudyReport`` (see :mod:`udcg_ltr.studies.common`); the correlation study takes
+its end-to-end runs and returns a :class:`~udcg_ltr.studies.correlation.CorrelationReport`, a ``StudyReport``.
+:data:`STUDY_ENTRIES` maps the ``evaluate.py mode=<name>`` names to ``(function, config class)``. Names are
+imported lazily.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ _EXPORTS = {
     "run_oracle_contexts": "oracle", "OracleConfig": "oracle",
     "run_context_size": "context_size", "ContextSizeConfig": "context_size",
     "StudyReport": "common", "StudyContext": "common",
+    "run_correlation_study": "correlation", "CorrelationReport": "correlation",
 }
 
 #: ``mode`` name -> (module, entry point, config class).

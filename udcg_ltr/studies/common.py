@@ -1,7 +1,8 @@
-"""Shared machinery of the paper studies: contexts, LLM runs through the cache, paired statistics, reports.
+"""Shared machinery of the paper studies: contexts, LLM runs through the cache, query selection, the report.
 
 Every study (:mod:`~udcg_ltr.studies.distractors`, :mod:`~udcg_ltr.studies.position`,
-:mod:`~udcg_ltr.studies.oracle`, :mod:`~udcg_ltr.studies.context_size`) follows one shape::
+:mod:`~udcg_ltr.studies.oracle`, :mod:`~udcg_ltr.studies.context_size`; the correlation study,
+:mod:`~udcg_ltr.studies.correlation`, returns the same :class:`StudyReport`) follows one shape::
 
     run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, **params) -> StudyReport
 
@@ -20,22 +21,13 @@ Every study (:mod:`~udcg_ltr.studies.distractors`, :mod:`~udcg_ltr.studies.posit
 Randomness is per query (:func:`udcg_ltr.fit.sampling.query_rng` salted with the study's name): a query's
 contexts do not depend on which other queries are in the study.
 
-Statistics shared by the studies (all over queries, the unit of resampling):
-
-* :func:`rate_ci`: a rate with its bootstrap percentile 95% interval (:func:`udcg_ltr.analysis.bootstrap.bootstrap_ci`);
-* :func:`paired_difference`: mean paired difference, bootstrap CI and the centred-bootstrap p
-  (:func:`udcg_ltr.analysis.bootstrap.paired_bootstrap_test`);
-* :func:`wilcoxon_paired`: ``scipy.stats.wilcoxon`` on per-query paired values (zero differences
-  dropped, the ``wilcox`` convention; p = 1 when every difference is zero);
-* :func:`mcnemar_exact`: McNemar's exact test on paired binary outcomes (two-sided binomial test
-  of the discordant pairs, ``b`` vs ``c``, p = 0.5);
-* :func:`cochran_q`: Cochran's Q for ``k`` related binary samples (chi-square with ``k - 1`` df);
-* :func:`paired_ratio_ci`: bootstrap CI of a ratio of two paired means (same resampled queries).
+The statistics they share (bootstrap CIs and paired tests over queries) are in :mod:`udcg_ltr.stats`, the
+tables, figures and number formats in :mod:`udcg_ltr.report`; a report is logged through
+:meth:`udcg_ltr.tracking.RunLogger.log_results` (:meth:`StudyReport.log_to`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -44,8 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test
-from udcg_ltr.analysis.report import log_to_wandb
 from udcg_ltr.annotate.annotator import DedupScorer, with_cache
 from udcg_ltr.annotate.cache import open_cache
 from udcg_ltr.annotate.end_to_end import Context, grade_runs, run_contexts
@@ -53,8 +43,13 @@ from udcg_ltr.annotate.grading import Outcome
 from udcg_ltr.data.contexts import ContextRun, write_context_runs
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
+from udcg_ltr.report import fmt_pct_ci, table_cell, write_csv
+from udcg_ltr.stats.bootstrap import rate_ci
+from udcg_ltr.tracking import as_run_logger
 
 OUTCOMES = ("correct", "abstained", "wrong")
+#: The CSV columns of :func:`outcome_rates`: each outcome's rate and its CI bounds.
+OUTCOME_COLUMNS = tuple(f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi"))
 
 
 # =============================================================================================
@@ -105,57 +100,24 @@ class StudyReport:
         return int(self.meta["n_queries"])
 
     def log_to(self, logger, *, prefix: str | None = None) -> dict[str, Any]:
-        """Log tables, PNGs and the headline scalars.
-
-        ``logger``: a :class:`udcg_ltr.tracking.RunLogger` (``log_table`` / ``log_image`` /
-        ``summary``), or a W&B run / Lightning ``WandbLogger`` (through
-        :func:`udcg_ltr.analysis.report.log_to_wandb`). Returns what was logged.
-        """
-        prefix = f"{self.name}/" if prefix is None else prefix
+        """Log the tables, PNGs and headline scalars (NaN / None left out) under ``prefix`` (default ``"<name>/"``)
+        through :meth:`udcg_ltr.tracking.RunLogger.log_results`. ``logger``: a ``RunLogger``, or a W&B run /
+        Lightning ``WandbLogger`` (:func:`udcg_ltr.tracking.as_run_logger`). Returns what was logged."""
         images = {k: v for k, v in self.paths.items() if str(v).endswith(".png")}
-        scalars = {k: v for k, v in self.scalars.items() if v is not None and not _isnan(v)}
-        if logger is None:
-            return {"tables": list(self.tables), "images": list(images), "scalars": scalars}
-        if hasattr(logger, "log_table") and hasattr(logger, "log_image"):
-            for name, rows in self.tables.items():
-                cols = _keys(rows)
-                logger.log_table(f"{prefix}{name}", [[_cell(r.get(c)) for c in cols] for r in rows], cols)
-            for name, path in images.items():
-                logger.log_image(f"{prefix}{name}", path)
-            if hasattr(logger, "summary"):
-                logger.summary({f"{prefix}{k}": v for k, v in scalars.items()})
-            return {"tables": list(self.tables), "images": list(images), "scalars": scalars}
-        return log_to_wandb(logger, tables=self.tables, images=images, scalars=scalars, prefix=prefix)
-
-
-def _keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    keys: list[str] = []
-    for r in rows:
-        keys.extend(k for k in r if k not in keys)
-    return keys
-
-
-def _cell(v):
-    if isinstance(v, (list, tuple)):
-        return " ".join(str(x) for x in v)
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
-def _isnan(x) -> bool:
-    try:
-        return math.isnan(float(x))
-    except (TypeError, ValueError):
-        return False
+        scalars = {k: v for k, v in self.scalars.items() if table_cell(v) is not None}  # None for NaN / None
+        return as_run_logger(logger).log_results(self.tables, images, scalars,
+                                                 prefix=f"{self.name}/" if prefix is None else prefix)
 
 
 def finish_report(report: StudyReport, out_dir: Path, logger=None) -> StudyReport:
-    """Write the graded runs (``<name>_runs.jsonl``), ``report.md`` and ``summary.json`` (atomically), then log
-    when a logger is given. The markdown's last section is its file list: the runs file is appended to it."""
-    if report.runs:  # the graded answers, reusable as ``scorer_or_runs`` (no LLM needed to redo the tables)
+    """Write the graded runs (``<name>_runs.csv`` and ``.jsonl``), ``report.md`` and ``summary.json`` (atomically),
+    then log when a logger is given. The markdown gets its last section here: the list of the files written."""
+    files = [p.name for p in report.paths.values()] + ["report.md", "summary.json"]
+    if report.runs:  # the graded answers: a table to read, and JSONL reusable as ``scorer_or_runs`` (no LLM call)
+        report.paths["runs_csv"] = write_csv(out_dir / f"{report.name}_runs.csv", runs_csv_rows(report.runs))
         report.paths["runs_jsonl"] = write_context_runs(out_dir / f"{report.name}_runs.jsonl", report.runs)
-        report.markdown += f"- `{report.paths['runs_jsonl'].name}`\n"
+        files += [report.paths["runs_csv"].name, report.paths["runs_jsonl"].name]
+    report.markdown = report.markdown.rstrip("\n") + "\n\n## Files\n\n" + "".join(f"- `{f}`\n" for f in files)
     report.paths["report_md"] = out_dir / "report.md"
     atomic_write_text(report.paths["report_md"], report.markdown)
     report.paths["summary_json"] = out_dir / "summary.json"
@@ -194,6 +156,14 @@ def config_from(params: Mapping[str, Any], cls):
 # LLM, annotations, cache, runs
 
 
+def annotation_name(llm) -> str:
+    """The annotation name of ``llm``: the name itself (a string) or a scorer's ``.name``."""
+    name = llm if isinstance(llm, str) else getattr(llm, "name", None)
+    if not isinstance(name, str):
+        raise TypeError("llm must be the annotation name (str) or a scorer with a .name")
+    return name
+
+
 def split_scorer_or_runs(llm, scorer_or_runs) -> tuple[str, Any, list[ContextRun] | None]:
     """``(llm name, scorer or None, runs or None)`` from the study arguments.
 
@@ -213,14 +183,9 @@ def split_scorer_or_runs(llm, scorer_or_runs) -> tuple[str, Any, list[ContextRun
     else:
         raise TypeError(f"scorer_or_runs must be a scorer (with .score) or ContextRun s, got "
                         f"{type(scorer_or_runs).__name__}")
-    if isinstance(llm, str):
-        name = llm
-    else:
-        name = getattr(llm, "name", None)
-        if not isinstance(name, str):
-            raise TypeError("llm must be the annotation name (str) or a scorer with a .name")
-        if scorer is None and runs is None:
-            scorer = llm
+    name = annotation_name(llm)
+    if scorer is None and runs is None and not isinstance(llm, str):
+        scorer = llm
     if scorer is None and runs is None:
         raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
     return name, scorer, runs
@@ -352,101 +317,26 @@ def outcome_indicators(runs: Sequence[ContextRun]) -> dict[str, np.ndarray]:
     return out
 
 
-def rate_ci(values, n_bootstrap: int, seed: int) -> tuple[float, float, float]:
-    """``(mean, lo, hi)``: the mean over queries with its bootstrap percentile 95% interval."""
-    v = np.asarray(values, dtype=np.float64)
-    v = v[~np.isnan(v)]
-    if v.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    lo, hi = bootstrap_ci(v, n_bootstrap, seed)
-    return float(v.mean()), lo, hi
+def outcome_rates(indicators: Mapping[str, np.ndarray], n_bootstrap: int, seed: int,
+                  where: Any = slice(None)) -> dict[str, float]:
+    """Each outcome's rate over queries (``indicators[o][where]``) with its bootstrap 95% CI, under the keys of
+    :data:`OUTCOME_COLUMNS` (:func:`udcg_ltr.stats.bootstrap.rate_ci`)."""
+    out: dict[str, float] = {}
+    for o in OUTCOMES:
+        out[o], out[f"{o}_lo"], out[f"{o}_hi"] = rate_ci(indicators[o][where], n_bootstrap, seed)
+    return out
 
 
-def paired_difference(a, b, n_bootstrap: int, seed: int) -> dict[str, float]:
-    """``mean(a - b)`` over queries, its bootstrap 95% CI and the centred paired-bootstrap p."""
-    t = paired_bootstrap_test(a, b, n_bootstrap, seed)
-    return {"diff": t.mean_diff, "lo": t.lo, "hi": t.hi, "p_bootstrap": t.p_value, "n": t.n}
+def outcome_bars(rows: Sequence[Mapping[str, Any]], label: Callable[[Mapping[str, Any]], str]) -> list[list]:
+    """``[labels, values, CI lows, CI highs]`` of a bar chart of every outcome's rate (percentage points) in every
+    row, outcome by outcome, each bar labelled ``"<outcome> | <label(row)>"``."""
+    bars = [(f"{o} | {label(r)}", *(100 * r[f"{o}{s}"] for s in ("", "_lo", "_hi"))) for o in OUTCOMES for r in rows]
+    return [list(column) for column in zip(*bars)]
 
 
-def wilcoxon_paired(a, b) -> dict[str, float]:
-    """Wilcoxon signed-rank test of paired per-query values (``scipy.stats.wilcoxon``, two-sided).
-
-    Zero differences are dropped (``zero_method="wilcox"``); ``n_nonzero`` says how many pairs
-    remained. When none differ the test is undefined: ``p = 1`` and ``statistic = NaN``.
-    """
-    from scipy.stats import wilcoxon
-
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    d = a - b
-    nonzero = int(np.count_nonzero(d))
-    if nonzero == 0:
-        return {"statistic": float("nan"), "p": 1.0, "n_nonzero": 0}
-    res = wilcoxon(a, b, zero_method="wilcox", alternative="two-sided")
-    return {"statistic": float(res.statistic), "p": float(res.pvalue), "n_nonzero": nonzero}
-
-
-def mcnemar_exact(a, b) -> dict[str, float]:
-    """McNemar's exact test on paired binary outcomes: ``b01`` = a true and b false, ``b10`` the reverse;
-    two-sided binomial test of ``b01`` among the discordant pairs at p = 0.5 (p = 1 without discordance)."""
-    from scipy.stats import binomtest
-
-    a = np.asarray(a, dtype=bool)
-    b = np.asarray(b, dtype=bool)
-    only_a = int((a & ~b).sum())
-    only_b = int((~a & b).sum())
-    n = only_a + only_b
-    p = 1.0 if n == 0 else float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
-    return {"only_a": only_a, "only_b": only_b, "p": p}
-
-
-def cochran_q(matrix) -> dict[str, float]:
-    """Cochran's Q test that ``k`` related binary samples (columns of ``[n, k]``) share one success rate.
-
-    ``Q = (k - 1) (k sum_j C_j^2 - N^2) / (k N - sum_i R_i^2)`` with column sums ``C_j``, row sums
-    ``R_i`` and ``N`` the total; ``p`` from chi-square with ``k - 1`` degrees of freedom. Undefined
-    (NaN, p = 1) when every row is constant.
-    """
-    from scipy.stats import chi2
-
-    x = np.asarray(matrix, dtype=np.float64)
-    n, k = x.shape
-    col = x.sum(axis=0)
-    row = x.sum(axis=1)
-    total = row.sum()
-    denom = k * total - (row ** 2).sum()
-    if k < 2 or denom <= 0:
-        return {"Q": float("nan"), "df": k - 1, "p": 1.0}
-    q = (k - 1) * (k * (col ** 2).sum() - total ** 2) / denom
-    return {"Q": float(q), "df": k - 1, "p": float(chi2.sf(q, k - 1))}
-
-
-def paired_ratio_ci(a, b, n_bootstrap: int, seed: int, confidence: float = 0.95) -> tuple[float, float, float]:
-    """``mean(a) / mean(b)`` with a percentile CI from resampling the same queries for both
-    (``(nan, nan, nan)`` when ``mean(b) = 0``; resamples with a zero denominator are dropped)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if a.size == 0 or b.mean() == 0:
-        return float("nan"), float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, a.size, size=(n_bootstrap, a.size))
-    num, den = a[idx].mean(axis=1), b[idx].mean(axis=1)
-    ok = den > 0
-    tail = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(num[ok] / den[ok], [tail, 1.0 - tail]) if ok.any() else (np.nan, np.nan)
-    return float(a.mean() / b.mean()), float(lo), float(hi)
-
-
-def fmt_pct(x, digits: int = 1) -> str:
-    """A rate as percentage points (``41.3``); NA for NaN."""
-    return "NA" if x is None or _isnan(x) else f"{100.0 * float(x):.{digits}f}"
-
-
-def fmt_pct_ci(v, lo, hi, digits: int = 1) -> str:
-    """``41.3 [35.0, 47.2]`` in percentage points."""
-    if v is None or _isnan(v):
-        return "NA"
-    return f"{fmt_pct(v, digits)} [{fmt_pct(lo, digits)}, {fmt_pct(hi, digits)}]"
+def pct_ci(row: Mapping[str, Any], key: str) -> str:
+    """``row[key]`` with its CI (``key_lo``, ``key_hi``) in percentage points (:func:`udcg_ltr.report.fmt_pct_ci`)."""
+    return fmt_pct_ci(row[key], row[f"{key}_lo"], row[f"{key}_hi"])
 
 
 def runs_csv_rows(runs: Sequence[ContextRun]) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Context-size sensitivity: each metric's correlation with end-to-end accuracy for k = 1..10 (UDCG paper, Figure 2).
 
-A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.analysis.study.k_sweep_rows`):
+A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.studies.correlation.k_sweep_rows`):
 for every context size ``k`` the metrics score contexts of ``k`` passages, and the mean per-query
 Spearman correlation between each metric and the graded outcomes (correct 2 > abstained 1 > wrong 0)
 is computed on the ``report_split`` queries, with bootstrap 95% CIs (UDCG_theta and gamma* are
@@ -15,7 +15,7 @@ fitted on the ``fit_splits`` queries at each ``k``). Two modes:
   contexts of contexts sampled at ``max(k_values)``.
 
 ``mode="auto"`` picks ``resample`` with a scorer and ``truncate`` with runs. Any metric list of the
-correlation study is accepted (:data:`udcg_ltr.analysis.study.DEFAULT_METRICS`). Outputs: the wide
+correlation study is accepted (:data:`udcg_ltr.studies.correlation.DEFAULT_METRICS`). Outputs: the wide
 table (metric x k, markdown + CSV), the long CSV with CIs and query counts, and a PNG with one line per
 metric (x = k, CI bands).
 
@@ -30,13 +30,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.analysis.report import Column, fmt_ci, write_csv, write_table
-from udcg_ltr.analysis.study import DEFAULT_METRICS, _split_of, k_sweep_rows, plot_k_sweep
 from udcg_ltr.annotate.annotator import DedupScorer, ensure_annotations
 from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
+from udcg_ltr.report import Column, fmt_ci, write_csv, write_table
 from udcg_ltr.studies.common import (
     StudyParams,
     StudyReport,
@@ -47,9 +46,10 @@ from udcg_ltr.studies.common import (
     select_queries,
     study_inputs,
 )
+from udcg_ltr.studies.correlation import DEFAULT_METRICS, k_sweep_rows, plot_k_sweep, query_splits, row_label
 
-#: The metrics of the paper's Figure 2 (any of the correlation study's metrics may be asked for).
-FIGURE_METRICS = ("UDCG", "UDCG_theta", "nDCG", "MRR", "MAP", "Precision", "eRAG")
+#: The metrics of the paper's Figure 2 (any of the correlation study's row keys may be asked for).
+FIGURE_METRICS = ("udcg", "udcg_theta", "ndcg", "mrr", "map", "precision", "erag")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class ContextSizeConfig(StudyParams):
     """Parameters of :func:`run_context_size`.
 
     ``k_values``: context sizes (truncate mode keeps those not above the longest run); ``metrics``:
-    names from the correlation study; ``mode``: ``auto`` / ``resample`` / ``truncate``;
+    row keys of the correlation study (:data:`~udcg_ltr.studies.correlation.DEFAULT_METRICS`); ``mode``: ``auto`` / ``resample`` / ``truncate``;
     ``n_contexts``, ``top_n``, ``positive_fraction``: the context sampling of resample mode;
     ``fit_splits`` / ``report_split``: where UDCG_theta and gamma* are fitted and where correlations
     are reported (``report_split=None``: every query); ``C``: the SVM-rank trade-off.
@@ -107,10 +107,10 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
         eligible=lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs")
     if not selected:
         raise ValueError("no query for the context-size study")
-    fields = ["p_no_response"] + (["answer_alone"] if "eRAG" in cfg.metrics else [])
+    fields = ["p_no_response"] + (["answer_alone"] if "erag" in cfg.metrics else [])
     ann = ensure_annotations(selected, name, fields, runner, progress=progress)
     by_qid = {r.qid: r for r in selected}
-    split_of, split_note = _split_of(by_qid, cfg.seed)
+    split_of, split_note = query_splits(by_qid, cfg.seed)
     report_split = cfg.report_split if cfg.report_split not in (None, "all") else None
     if report_split is not None and report_split not in set(split_of.values()):
         raise ValueError(f"no selected query in the report split {report_split!r} (splits: {sorted(set(split_of.values()))})")
@@ -153,8 +153,9 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
 
     paths: dict[str, Path] = {}
     ci = {(r["metric"], r["k"]): fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"], 2) for r in sweep}
-    rendered = [{**row, **{f"ci{k}": ci.get((row["metric"], k), "NA") for k in ks}} for row in rows]
-    cols = [Column("metric", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks]
+    # Markdown shows each row's label (row_label), the CSV its key
+    rendered = [{**row, "label": row_label(row["metric"]), **{f"ci{k}": ci.get((row["metric"], k), "NA") for k in ks}} for row in rows]
+    cols = [Column("label", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks]
     note = (f"Mean per-query Spearman between the metric and the graded outcome, {report_split or 'all'} queries "
             f"({', '.join(f'k={k}: {queries_by_k[k]}' for k in ks)} queries; NA queries left out). Mode: {mode}; "
             f"outcome from: {source}.")
@@ -162,10 +163,11 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
                     "(mean per-query Spearman [95% CI])", note=note,
                     csv_columns=["metric"] + [f"k={k}" for k in ks])
     paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
-    n_rows = [{"metric": m, **{f"k={k}": defined_by_k[k].get(m) for k in ks}} for m in names]
-    tn = write_table(out / "context_size_queries", n_rows, [Column("metric", "Metric")]
+    n_rows = [{"metric": m, "label": row_label(m), **{f"k={k}": defined_by_k[k].get(m) for k in ks}} for m in names]
+    tn = write_table(out / "context_size_queries", n_rows, [Column("label", "Metric")]
                      + [Column(f"k={k}", f"k={k}") for k in ks],
-                     title="Queries with a defined correlation (neither side constant)")
+                     title="Queries with a defined correlation (neither side constant)",
+                     csv_columns=["metric"] + [f"k={k}" for k in ks])
     paths["queries_md"], paths["queries_csv"] = tn["md"], tn["csv"]
     paths["sweep_csv"] = write_csv(out / "context_size_sweep.csv", sweep)
     n_report = max(queries_by_k.values())
@@ -194,8 +196,7 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
                if source == "full_context" else []),
              "", t["md"].read_text(encoding="utf-8"), "", tn["md"].read_text(encoding="utf-8"), "",
              f"Statistics: per-query Spearman (NA when a side is constant), mean over queries with bootstrap 95% CIs "
-             f"({cfg.n_bootstrap} resamples) in `{paths['sweep_csv'].name}`.", "", "## Files", ""]
-    lines += [f"- `{p.name}`" for p in paths.values()] + ["- `report.md`", "- `summary.json`"]
+             f"({cfg.n_bootstrap} resamples) in `{paths['sweep_csv'].name}`."]
     report = StudyReport(name="context_size", rows=rows, markdown="\n".join(lines) + "\n", paths=paths, meta=meta,
                          tables={"table": rows, "sweep": sweep}, scalars=scalars)
     return finish_report(report, out, logger)

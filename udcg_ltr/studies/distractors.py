@@ -51,12 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import Column, fmt_float, fmt_p, plot_bars, write_csv, write_table
 from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.fit.sampling import query_rng, retrieval_order
+from udcg_ltr.report import Column, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv, write_table
+from udcg_ltr.stats.bootstrap import paired_difference
+from udcg_ltr.stats.paired import mcnemar_exact, wilcoxon_paired
 from udcg_ltr.studies.common import (
-    OUTCOMES,
+    OUTCOME_COLUMNS,
     StudyContext,
     StudyParams,
     StudyReport,
@@ -65,18 +67,14 @@ from udcg_ltr.studies.common import (
     describe_selection,
     distracting_effect,
     finish_report,
-    fmt_pct,
-    fmt_pct_ci,
-    mcnemar_exact,
     order_by_splits,
+    outcome_bars,
     outcome_indicators,
-    paired_difference,
+    outcome_rates,
+    pct_ci,
     plot_title,
-    rate_ci,
-    runs_csv_rows,
     select_queries,
     study_inputs,
-    wilcoxon_paired,
 )
 
 log = logging.getLogger(__name__)
@@ -308,8 +306,7 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
         row: dict[str, Any] = {"arm": arm, "queries": len(plans),
                                "threshold": (f"DE < {cfg.weak_threshold:g}" if arm == "weak"
                                              else f"DE > {cfg.hard_threshold:g}")}
-        for o in OUTCOMES:
-            row[o], row[f"{o}_lo"], row[f"{o}_hi"] = rate_ci(ind[arm][o], B, seed)
+        row.update(outcome_rates(ind[arm], B, seed))
         row["mean_de"] = float(mean_de[arm].mean())
         adapted = weak_ad if arm == "weak" else hard_ad
         eff = weak_eff if arm == "weak" else hard_eff
@@ -352,14 +349,12 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     for r in rows:
         is_diff = r["arm"] == "weak - hard"
         rendered.append({**r,
-                         "acc": fmt_pct_ci(r["correct"], r["correct_lo"], r["correct_hi"]),
-                         "abst": fmt_pct_ci(r["abstained"], r["abstained_lo"], r["abstained_hi"]),
-                         "wrongs": fmt_pct_ci(r["wrong"], r["wrong_lo"], r["wrong_hi"]),
+                         "acc": pct_ci(r, "correct"), "abst": pct_ci(r, "abstained"), "wrongs": pct_ci(r, "wrong"),
                          "adapted": "" if is_diff else (
                              f"{r['n_adapted']}; {fmt_float(r['eff_threshold_median'])} "
                              f"[{fmt_float(r['eff_threshold_min'])}, {fmt_float(r['eff_threshold_max'])}]"
                              if r["n_adapted"] else "0")})
-    csv_cols = ["arm", "threshold", "queries", *[f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi")], "mean_de",
+    csv_cols = ["arm", "threshold", "queries", *OUTCOME_COLUMNS, "mean_de",
                 "n_adapted", "eff_threshold_median", "eff_threshold_min", "eff_threshold_max", "p_wilcoxon",
                 "wilcoxon_statistic", "n_discordant", "p_bootstrap", "p_mcnemar", "only_weak_correct",
                 "only_hard_correct"]
@@ -392,21 +387,14 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                           "diff_hi": d["hi"], "mean_de_weak": float(mean_de["weak"][sel].mean()),
                           "mean_de_hard": float(mean_de["hard"][sel].mean())})
     ta = write_table(out / "distractors_breakdown", [
-        {**r, "w": fmt_pct(r["acc_weak"]), "h": fmt_pct(r["acc_hard"]), "d": fmt_pct_ci(r["diff"], r["diff_lo"], r["diff_hi"]),
+        {**r, "w": fmt_pct(r["acc_weak"]), "h": fmt_pct(r["acc_hard"]), "d": pct_ci(r, "diff"),
          "de": f"{fmt_float(r['mean_de_weak'])} / {fmt_float(r['mean_de_hard'])}"} for r in breakdown],
         [Column("by", "By"), Column("group", "Group"), Column("queries", "Queries"), Column("w", "Acc. weak %"),
          Column("h", "Acc. hard %"), Column("d", "weak - hard (pts) [95% CI]"), Column("de", "Mean DE weak / hard")],
         title="Breakdown: threshold adaptation and DE contrast", csv_columns=list(breakdown[0]))
     paths["breakdown_md"], paths["breakdown_csv"] = ta["md"], ta["csv"]
     paths["per_query_csv"] = write_csv(out / "distractors_per_query.csv", per_query)
-    paths["runs_csv"] = write_csv(out / "distractors_runs.csv", runs_csv_rows(graded))
-    labels, vals, lo, hi = [], [], [], []
-    for o in OUTCOMES:
-        for r in rows[:2]:
-            labels.append(f"{o} | {r['arm']}")
-            vals.append(100 * r[o])
-            lo.append(100 * r[f"{o}_lo"])
-            hi.append(100 * r[f"{o}_hi"])
+    labels, vals, lo, hi = outcome_bars(rows[:2], lambda r: r["arm"])
     labels.append("accuracy lost to hard (weak - hard)")
     vals.append(100 * diff["diff"])
     lo.append(100 * diff["lo"])
@@ -425,14 +413,14 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                "acc_diff_lo": diff["lo"], "acc_diff_hi": diff["hi"], "p_wilcoxon": wil["p"], "n_queries": len(plans),
                "n_adapted_weak": int(weak_ad.sum()), "n_adapted_hard": int(hard_ad.sum())}
     md = _markdown(cfg, name, rows, info, meta, t["md"].read_text(encoding="utf-8") + "\n"
-                   + ta["md"].read_text(encoding="utf-8"), paths)
+                   + ta["md"].read_text(encoding="utf-8"))
     report = StudyReport(name="distractors", rows=rows, markdown=md, paths=paths, meta=meta,
                          tables={"table": rows, "breakdown": breakdown, "per_query": per_query}, scalars=scalars,
                          runs=graded)
     return finish_report(report, out, logger)
 
 
-def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str, paths) -> str:
+def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str) -> str:
     weak, hard, diff = rows
     lines = [f"# Distractor sensitivity (UDCG paper, Table 1): LLM `{name}`, k = {cfg.k}", "",
              f"- Queries: {describe_selection(info, cfg.max_queries)}.",
@@ -458,6 +446,5 @@ def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str,
              "", "Statistics: CIs are bootstrap percentile intervals over queries "
              f"({cfg.n_bootstrap} resamples, seed {cfg.seed}); the difference row is paired (weak minus hard per "
              "query). Correct = the answer contains a gold answer (whole tokens, normalised) and the context holds "
-             "a relevant passage.", "", "## Files", ""]
-    lines += [f"- `{p.name}`" for p in paths.values()] + ["- `report.md`", "- `summary.json`"]
+             "a relevant passage."]
     return "\n".join(lines) + "\n"

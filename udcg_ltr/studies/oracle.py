@@ -35,12 +35,15 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import Column, fmt_float, fmt_p, plot_bars, write_csv, write_table
 from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.annotate.baselines import erag_labels
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.fit.sampling import retrieval_order
+from udcg_ltr.report import Column, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv, write_table
+from udcg_ltr.stats.bootstrap import paired_difference, paired_ratio_ci
+from udcg_ltr.stats.paired import mcnemar_exact
 from udcg_ltr.studies.common import (
+    OUTCOME_COLUMNS,
     OUTCOMES,
     StudyContext,
     StudyParams,
@@ -49,15 +52,11 @@ from udcg_ltr.studies.common import (
     config_from,
     describe_selection,
     finish_report,
-    fmt_pct,
-    fmt_pct_ci,
-    mcnemar_exact,
+    outcome_bars,
     outcome_indicators,
-    paired_difference,
-    paired_ratio_ci,
+    outcome_rates,
+    pct_ci,
     plot_title,
-    rate_ci,
-    runs_csv_rows,
     select_queries,
     study_inputs,
 )
@@ -174,8 +173,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                 continue
             for s in cfg.schemas:
                 row: dict[str, Any] = {"k": k, "subset": label, "schema": s, "queries": int(sel.sum())}
-                for o in OUTCOMES:
-                    row[o], row[f"{o}_lo"], row[f"{o}_hi"] = rate_ci(ind[s][o][sel], B, seed)
+                row.update(outcome_rates(ind[s], B, seed, sel))
                 row["mean_relevant_in_context"] = float(n_rel_in_ctx[s][sel].mean())
                 row["context_has_relevant"] = float((n_rel_in_ctx[s][sel] > 0).mean())
                 rows.append(row)
@@ -202,11 +200,8 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     md_cols = [Column("k", "k"), Column("subset", "Queries"), Column("schema", "Schema"), Column("queries", "n"),
                Column("c", "Correct % [95% CI]"), Column("a", "Abstained % [95% CI]"), Column("w", "Wrong % [95% CI]"),
                Column("context_has_relevant", "Ctx with relevant %", fmt_pct)]
-    rendered = [{**r, "c": fmt_pct_ci(r["correct"], r["correct_lo"], r["correct_hi"]),
-                 "a": fmt_pct_ci(r["abstained"], r["abstained_lo"], r["abstained_hi"]),
-                 "w": fmt_pct_ci(r["wrong"], r["wrong_lo"], r["wrong_hi"])} for r in rows]
-    csv_cols = ["k", "subset", "schema", "queries", *[f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi")],
-                "mean_relevant_in_context", "context_has_relevant"]
+    rendered = [{**r, "c": pct_ci(r, "correct"), "a": pct_ci(r, "abstained"), "w": pct_ci(r, "wrong")} for r in rows]
+    csv_cols = ["k", "subset", "schema", "queries", *OUTCOME_COLUMNS, "mean_relevant_in_context", "context_has_relevant"]
     t = write_table(out / "oracle", rendered, md_cols, title=f"Oracle contexts by annotation schema (LLM {name})",
                     note="CIs: bootstrap percentile over queries.", csv_columns=csv_cols)
     paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
@@ -214,8 +209,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                     Column("dc", "d correct (pts) [95% CI]"), Column("p_mcnemar_correct", "McNemar p (correct)", fmt_p),
                     Column("dw", "d wrong (pts) [95% CI]"), Column("p_mcnemar_wrong", "McNemar p (wrong)", fmt_p),
                     Column("wr", "wrong A / wrong B [95% CI]")]
-    pair_rendered = [{**r, "dc": fmt_pct_ci(r["d_correct"], r["d_correct_lo"], r["d_correct_hi"]),
-                      "dw": fmt_pct_ci(r["d_wrong"], r["d_wrong_lo"], r["d_wrong_hi"]),
+    pair_rendered = [{**r, "dc": pct_ci(r, "d_correct"), "dw": pct_ci(r, "d_wrong"),
                       "wr": (f"{fmt_float(r['wrong_ratio'], 2)} [{fmt_float(r['wrong_ratio_lo'], 2)}, "
                              f"{fmt_float(r['wrong_ratio_hi'], 2)}]")} for r in pair_rows]
     t2 = write_table(out / "oracle_pairs", pair_rendered, pair_md_cols, title="Paired comparisons between schemas",
@@ -224,12 +218,8 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                      csv_columns=list(pair_rows[0]) if pair_rows else None)
     paths["pairs_md"], paths["pairs_csv"] = t2["md"], t2["csv"]
     paths["per_query_csv"] = write_csv(out / "oracle_per_query.csv", per_query)
-    paths["runs_csv"] = write_csv(out / "oracle_runs.csv", runs_csv_rows(graded))
     main = [r for r in rows if r["subset"] == "all"]
-    labels = [f"{o} | {r['schema']}@{r['k']}" for o in OUTCOMES for r in main]
-    vals = [100 * r[o] for o in OUTCOMES for r in main]
-    lo = [100 * r[f"{o}_lo"] for o in OUTCOMES for r in main]
-    hi = [100 * r[f"{o}_hi"] for o in OUTCOMES for r in main]
+    labels, vals, lo, hi = outcome_bars(main, lambda r: f"{r['schema']}@{r['k']}")
     paths["png"] = plot_bars(labels, vals, out / "oracle.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
                              highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1,
                              title=plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n, llm=name,
@@ -244,14 +234,14 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
         for o in OUTCOMES:
             scalars[f"{o}/{r['schema']}@{r['k']}"] = r[o]
     md = _markdown(cfg, name, meta, info, t["md"].read_text(encoding="utf-8"), t2["md"].read_text(encoding="utf-8"),
-                   pair_rows, paths)
+                   pair_rows)
     report = StudyReport(name="oracle", rows=rows, markdown=md, paths=paths, meta=meta,
                          tables={"table": rows, "pairs": pair_rows, "per_query": per_query}, scalars=scalars,
                          runs=graded)
     return finish_report(report, out, logger)
 
 
-def _markdown(cfg: OracleConfig, name, meta, info, table_md, pairs_md, pair_rows, paths) -> str:
+def _markdown(cfg: OracleConfig, name, meta, info, table_md, pairs_md, pair_rows) -> str:
     lines = [f"# Oracle contexts by annotation schema (UDCG paper, Table 2): LLM `{name}`", "",
              f"- Queries: {describe_selection(info, cfg.max_queries)}; "
              f"{meta['n_queries_with_relevant']} have a relevant passage in their pool (the 'with relevant' rows).",
@@ -271,7 +261,5 @@ def _markdown(cfg: OracleConfig, name, meta, info, table_md, pairs_md, pair_rows
                          f"{fmt_pct(r['d_correct'])} points [{fmt_pct(r['d_correct_lo'])}, "
                          f"{fmt_pct(r['d_correct_hi'])}] (McNemar p = {fmt_p(r['p_mcnemar_correct'])}).")
     lines += ["", f"Statistics: bootstrap percentile 95% CIs over queries ({cfg.n_bootstrap} resamples, seed "
-              f"{cfg.seed}); paired tests: McNemar's exact test on per-query correctness and on per-query wrongness.",
-              "", "## Files", ""]
-    lines += [f"- `{p.name}`" for p in paths.values()] + ["- `report.md`", "- `summary.json`"]
+              f"{cfg.seed}); paired tests: McNemar's exact test on per-query correctness and on per-query wrongness."]
     return "\n".join(lines) + "\n"

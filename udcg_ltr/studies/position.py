@@ -33,47 +33,47 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.report import (
+from udcg_ltr.annotate.annotator import ensure_annotations
+from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.fit.sampling import query_rng, retrieval_order
+from udcg_ltr.fit.weights import UDCGThetaWeights, load_weights
+from udcg_ltr.metrics import average_precision, mrr, ndcg, precision, udcg
+from udcg_ltr.report import (
     Column,
     draw_lines,
     fmt_float,
     fmt_p,
+    fmt_pct,
     new_figure,
     save_figure,
     set_title,
     write_csv,
     write_table,
 )
-from udcg_ltr.annotate.annotator import ensure_annotations
-from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.fit.sampling import query_rng, retrieval_order
-from udcg_ltr.fit.weights import UDCGThetaWeights, load_weights
-from udcg_ltr.metrics import average_precision, mrr, ndcg, precision, udcg
+from udcg_ltr.stats.bootstrap import paired_difference
+from udcg_ltr.stats.paired import cochran_q, mcnemar_exact
 from udcg_ltr.studies.common import (
-    OUTCOMES,
+    OUTCOME_COLUMNS,
     StudyContext,
     StudyParams,
     StudyReport,
     answer_contexts,
-    cochran_q,
     config_from,
     describe_selection,
     distracting_effect,
     finish_report,
-    fmt_pct,
-    fmt_pct_ci,
-    mcnemar_exact,
     outcome_indicators,
-    paired_difference,
+    outcome_rates,
+    pct_ci,
     plot_title,
-    rate_ci,
-    runs_csv_rows,
     select_queries,
     study_inputs,
 )
+from udcg_ltr.studies.correlation import row_label
 
-#: Metric curves computed on the study's lists (binary relevance; each list is its own pool).
-PREDICTED = ("nDCG", "MRR", "MAP", "Precision", "UDCG")
+#: Metric curves computed on the study's lists (binary relevance; each list is its own pool), by their
+#: :data:`~udcg_ltr.metrics.table.METRIC_NAMES` keys (``udcg_theta`` too when weights are given).
+PREDICTED = ("ndcg", "mrr", "map", "precision", "udcg")
 
 
 @dataclass(frozen=True)
@@ -163,13 +163,13 @@ def predicted_curves(k: int, utilities: np.ndarray | None = None, theta: UDCGThe
     study's lists (UDCG and UDCG_theta are averaged over queries; without them UDCG is left out).
     """
     rel = np.eye(k)
-    curves = {"nDCG": ndcg(rel, k=k), "MRR": mrr(rel, k=k), "MAP": average_precision(rel, k=k),
-              "Precision": precision(rel, k=k)}
+    curves = {"ndcg": ndcg(rel, k=k), "mrr": mrr(rel, k=k), "map": average_precision(rel, k=k),
+              "precision": precision(rel, k=k)}
     if utilities is not None:
         u = utilities.reshape(-1, k)
-        curves["UDCG"] = udcg(u, k=k).reshape(-1, k).mean(axis=0)
+        curves["udcg"] = udcg(u, k=k).reshape(-1, k).mean(axis=0)
         if theta is not None:
-            curves["UDCG_theta"] = theta.score(u).reshape(-1, k).mean(axis=0)
+            curves["udcg_theta"] = theta.score(u).reshape(-1, k).mean(axis=0)
     return curves
 
 
@@ -215,8 +215,7 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     rows: list[dict[str, Any]] = []
     for j in range(k):
         row: dict[str, Any] = {"position": j + 1, "queries": n}
-        for o in OUTCOMES:
-            row[o], row[f"{o}_lo"], row[f"{o}_hi"] = rate_ci(ind[o][:, j], B, seed)
+        row.update(outcome_rates(ind, B, seed, (slice(None), j)))
         for mname, c in curves.items():
             row[mname] = float(c[j])
         if theta is not None:
@@ -246,12 +245,12 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     metric_names = list(curves)
     md_cols = [Column("position", "Position"), Column("acc", "Accuracy % [95% CI]"), Column("abst", "Abstained %"),
                Column("wrongs", "Wrong %")]
-    md_cols += [Column(m, m, fmt_float) for m in metric_names]
+    md_cols += [Column(m, row_label(m), fmt_float) for m in metric_names]
     if theta is not None:
         md_cols += [Column("alpha", "alpha_i", fmt_float), Column("beta", "beta_i", fmt_float)]
-    rendered = [{**r, "acc": fmt_pct_ci(r["correct"], r["correct_lo"], r["correct_hi"]),
+    rendered = [{**r, "acc": pct_ci(r, "correct"),
                  "abst": fmt_pct(r["abstained"]), "wrongs": fmt_pct(r["wrong"])} for r in rows]
-    csv_cols = ["position", "queries", *[f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi")], *metric_names]
+    csv_cols = ["position", "queries", *OUTCOME_COLUMNS, *metric_names]
     if theta is not None:
         csv_cols += ["alpha", "beta"]
     note = (f"{n} queries, each answered with the relevant passage at every position (same k-1 irrelevant passages). "
@@ -260,7 +259,6 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                     note=note, csv_columns=csv_cols)
     paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
     paths["per_query_csv"] = write_csv(out / "position_per_query.csv", per_query)
-    paths["runs_csv"] = write_csv(out / "position_runs.csv", runs_csv_rows(graded))
     paths["png"] = _plot(rows, curves, theta, out / "position.png", k=k, n=n, llm=name,
                          title=plot_title(f"Positional bias, k = {k}", dataset=cfg.dataset, n_queries=n, llm=name,
                                           by_split=info["by_split"]))
@@ -275,7 +273,7 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     scalars.update(n_queries=n, cochran_q_p=q["p"], first_minus_last=first_last["diff"],
                    first_minus_middle=primacy["diff"] if primacy else float("nan"),
                    last_minus_middle=recency["diff"] if recency else float("nan"))
-    md = _markdown(cfg, name, rows, info, meta, tests, t["md"].read_text(encoding="utf-8"), paths, theta,
+    md = _markdown(cfg, name, rows, info, meta, tests, t["md"].read_text(encoding="utf-8"), theta,
                    best=best, worst=worst)
     report = StudyReport(name="position", rows=rows, markdown=md, paths=paths, meta=meta,
                          tables={"table": rows, "per_query": per_query}, scalars=scalars, runs=graded)
@@ -293,7 +291,7 @@ def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str
     """Accuracy (left axis, 95% CI band, values at the points) and the metric curves normalised by their
     maximum (right axis). Curves that coincide (MRR and MAP with one relevant passage; Precision and UDCG,
     flat) are drawn once with both names; the others get distinct markers and dashes and sit slightly
-    apart sideways (:func:`udcg_ltr.analysis.report.draw_lines`), so no curve hides another."""
+    apart sideways (:func:`udcg_ltr.report.draw_lines`), so no curve hides another."""
     fig, ax = new_figure(figsize=(8.4, 4.8))
     x = np.arange(1, k + 1)
     acc = np.array([100 * r["correct"] for r in rows])
@@ -310,7 +308,7 @@ def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str
     ax.set_ylim(-2, 108)
     ax.grid(alpha=0.3)
     ax2 = ax.twinx()
-    series = dict(curves)
+    series = {row_label(m): y for m, y in curves.items()}
     if theta is not None:
         series["alpha_i (UDCG_theta)"] = theta.alpha
     normalised = {}
@@ -333,7 +331,7 @@ def _plot(rows, curves, theta, path: Path, *, k: int, n: int, llm: str, title: s
     return save_figure(position_figure(rows, curves, theta, k=k, n=n, llm=llm, title=title), path)
 
 
-def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, paths, theta, *, best, worst) -> str:
+def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, theta, *, best, worst) -> str:
     q, fl, mc = tests["cochran_q"], tests["first_minus_last"], tests["first_vs_last_mcnemar"]
     pm, rm = tests["first_minus_middle"], tests["last_minus_middle"]
     lines = [f"# Positional bias (UDCG paper, Figure 1): LLM `{name}`, k = {cfg.k}", "",
@@ -359,7 +357,5 @@ def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, path
     lines.append(f"- First minus last: {fmt_pct(fl['diff'])} points [{fmt_pct(fl['lo'])}, {fmt_pct(fl['hi'])}], "
                  f"McNemar exact p = {fmt_p(mc['p'])} ({mc['only_a']} correct only first, {mc['only_b']} only last).")
     lines += ["", f"Statistics: bootstrap percentile 95% CIs over queries ({cfg.n_bootstrap} resamples, seed "
-              f"{cfg.seed}); correct = gold answer contained in the answer, relevant passage in the context.",
-              "", "## Files", ""]
-    lines += [f"- `{p.name}`" for p in paths.values()] + ["- `report.md`", "- `summary.json`"]
+              f"{cfg.seed}); correct = gold answer contained in the answer, relevant passage in the context."]
     return "\n".join(lines) + "\n"

@@ -6,37 +6,40 @@ Spearman and Kendall tau-b correlation between the metric's order and the ideal 
 how well the metric predicts end-to-end quality (:mod:`udcg_ltr.stats.correlation`). Queries where
 either side is constant have an undefined correlation: NA, counted and reported, never averaged.
 Means over queries come with bootstrap 95% intervals (queries resampled) and a paired bootstrap test
-of UDCG against every other metric (:mod:`udcg_ltr.analysis.bootstrap`).
+of UDCG against every other metric (:mod:`udcg_ltr.stats.bootstrap`).
 
 Train / test separation: UDCG_theta (:mod:`udcg_ltr.fit.theta`) and the calibrated gamma
 (:mod:`udcg_ltr.fit.gamma`) are fitted on the contexts of the ``fit_splits`` queries only, and the
 headline table is computed on the ``report_split`` queries; the all-queries table is given too and
 is in-sample for those two rows (the report says so).
 
-Metrics (each on the context as a ranked list in prompt order; ``k`` = context size) -- choices
-documented in :data:`METRIC_NOTES`:
+Metrics (each on the context as a ranked list in prompt order; ``k`` = context size). A row's key is its
+:data:`~udcg_ltr.metrics.table.METRIC_NAMES` key, or for the study-only rows a key of :data:`STUDY_ROWS`; the
+keys name the rows everywhere (summaries, CSV, JSON, W&B ``correlation/spearman/<key>``); Markdown tables and
+plots show :func:`row_label` of the key. Choices documented in :data:`METRIC_NOTES`:
 
-==========================  ===============================================================================
-UDCG                        Eq. 4 with the paper's gamma = 1/3 (the reference of the paired tests)
-UDCG (gamma*)               Eq. 4 with gamma calibrated on the fit split
-UDCG_theta                  Eq. 3 with weights fitted on the fit split (SVM-rank, C)
-UDCG_theta (rel-only)       ablation: u+ features only (beta = 0)
-UDCG_theta (binary)         ablation: u+ replaced by binary relevance
-nDCG                        nDCG@k, binary gains, IDCG@k from the query's judged pool (its candidate list)
-MRR                         reciprocal rank of the first relevant passage (0 if none)
-MAP                         AP@k with R = relevant passages in the query's judged pool
-Precision                   #relevant / k
-HITS                        1 if the context holds a relevant passage
-eRAG                        mean over the context's passages of the single-passage answer's score
-                            (``answer_alone`` graded by the same rule as the outcome: gold containment)
-ANSWER_PROB                 mean per-passage log-likelihood of the gold answer (``answer_logprob``
-                            annotation); NA when a passage lacks it
-RA-nWG                      RA-nWG@k (set-based), binary relevance mapped to grade 5 (relevant) / 0
-                            (not relevant), rarity weights and ideal from the judged pool
-RANDOM                      seeded uniform scores: the chance level (about 0)
-==========================  ===============================================================================
+==============================  ===========================================================================
+``udcg``                        Eq. 4 with the paper's gamma = 1/3 (the reference of the paired tests)
+``udcg_gamma_star``             Eq. 4 with gamma calibrated on the fit split
+``udcg_theta``                  Eq. 3 with weights fitted on the fit split (SVM-rank, C)
+``udcg_theta_relevance_only``   ablation: u+ features only (beta = 0)
+``udcg_theta_binary``           ablation: u+ replaced by binary relevance
+``ndcg``                        nDCG@k, binary gains, IDCG@k from the query's judged pool (its candidate list)
+``mrr``                         reciprocal rank of the first relevant passage (0 if none)
+``map``                         AP@k with R = relevant passages in the query's judged pool
+``precision``                   #relevant / k
+``hits``                        1 if the context holds a relevant passage
+``erag``                        mean over the context's passages of the single-passage answer's score
+                                (``answer_alone`` graded by the same rule as the outcome: gold containment)
+``answer_prob``                 mean per-passage log-likelihood of the gold answer (``answer_logprob``
+                                annotation); NA when a passage lacks it
+``ra_nwg``                      RA-nWG@k (set-based), binary relevance mapped to grade 5 (relevant) / 0
+                                (not relevant), rarity weights and ideal from the judged pool
+``random``                      seeded uniform scores: the chance level (about 0)
+==============================  ===========================================================================
 
-Public entry: :func:`run_correlation_study`.
+Public entry: :func:`run_correlation_study` (returns a :class:`CorrelationReport`, a
+:class:`~udcg_ltr.studies.common.StudyReport`).
 """
 
 from __future__ import annotations
@@ -51,18 +54,6 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.analysis.bootstrap import bootstrap_ci, paired_bootstrap_test
-from udcg_ltr.analysis.report import (
-    Column,
-    fmt_ci,
-    fmt_float,
-    fmt_p,
-    log_to_wandb,
-    markdown_table,
-    plot_bars,
-    plot_lines,
-    write_csv,
-)
 from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts, run_summary
 from udcg_ltr.data.schema import QueryRecord, records_by_qid
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID, GammaCalibration, calibrate_gamma, plot_gamma_curve
@@ -74,33 +65,56 @@ from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
 from udcg_ltr.metrics import classic
 from udcg_ltr.metrics.erag import erag_labels, graded_precision
 from udcg_ltr.metrics.setbased import ra_nwg
+from udcg_ltr.metrics.table import display_name
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg
+from udcg_ltr.report import Column, fmt_ci, fmt_float, fmt_p, markdown_table, plot_bars, plot_lines, write_csv
+from udcg_ltr.stats.bootstrap import bootstrap_ci, paired_bootstrap_test
 from udcg_ltr.stats.correlation import QueryCorrelations, per_query_correlations
+from udcg_ltr.studies.common import StudyReport, annotation_name
 
-REFERENCE = "UDCG"
-THETA_NAMES = {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)", "binary": "UDCG_theta (binary)"}
+#: The study-only rows (no column of the metric table), key -> label: one spelling each, lower case like the
+#: :data:`~udcg_ltr.metrics.table.METRIC_NAMES` keys the other rows use.
+STUDY_ROWS: dict[str, str] = {
+    "udcg_gamma_star": "UDCG (gamma*)",                       # Eq. 4 with gamma calibrated on the fit split
+    "udcg_theta_relevance_only": "UDCG_theta (rel-only)",     # Eq. 3 ablation: no u- features
+    "udcg_theta_binary": "UDCG_theta (binary)",               # Eq. 3 ablation: u+ replaced by binary relevance
+    "answer_prob": "ANSWER_PROB",                             # mean log-likelihood of the gold answer
+    "random": "random",                                       # seeded uniform scores: the chance level
+}
+#: The reference row of the paired tests (and of the ``*_vs_udcg`` / ``udcg_gain_pct`` columns).
+REFERENCE = "udcg"
+#: UDCG_theta feature variant (:func:`udcg_ltr.fit.theta.fit_udcg_theta`) -> its row.
+THETA_ROWS = {"full": "udcg_theta", "relevance_only": "udcg_theta_relevance_only", "binary": "udcg_theta_binary"}
 DEFAULT_METRICS: tuple[str, ...] = (
-    "UDCG", "UDCG (gamma*)", "UDCG_theta", "UDCG_theta (rel-only)", "UDCG_theta (binary)", "nDCG", "MRR", "MAP",
-    "Precision", "HITS", "eRAG", "ANSWER_PROB", "RA-nWG", "RANDOM",
+    "udcg", "udcg_gamma_star", "udcg_theta", "udcg_theta_relevance_only", "udcg_theta_binary", "ndcg", "mrr", "map",
+    "precision", "hits", "erag", "answer_prob", "ra_nwg", "random",
 )
 #: Metrics drawn in the k-sweep figure.
-SWEEP_METRICS: tuple[str, ...] = ("UDCG", "UDCG (gamma*)", "UDCG_theta", "nDCG", "MRR", "Precision", "eRAG", "RA-nWG")
-#: Keys of the bench line ``spearman: udcg=... udcg_theta=... ndcg=... precision=... erag=...``.
-BENCH_KEYS = {"udcg": "UDCG", "udcg_theta": "UDCG_theta", "ndcg": "nDCG", "precision": "Precision", "erag": "eRAG"}
+SWEEP_METRICS: tuple[str, ...] = ("udcg", "udcg_gamma_star", "udcg_theta", "ndcg", "mrr", "precision", "erag", "ra_nwg")
+#: The rows of the bench line ``spearman: udcg=... udcg_theta=... ndcg=... precision=... erag=...``.
+BENCH_LINE_METRICS: tuple[str, ...] = ("udcg", "udcg_theta", "ndcg", "precision", "erag")
+
+
+def row_label(key: str) -> str:
+    """The label Markdown tables and plots show for a study row: :data:`STUDY_ROWS`' label, else the metric
+    table's display name (``ndcg`` -> ``nDCG``); the key itself for anything else."""
+    return STUDY_ROWS.get(key) or display_name(key)
+
 
 METRIC_NOTES = """\
 - Ideal order: outcome scores correct = 2, abstained = 1, wrong = 0 (correct requires a relevant passage in the context).
 - Per query: Spearman's rho (average ranks for ties) and Kendall's tau-b; NA when either side is constant; metric values
   equal to 12 decimals are ties.
-- UDCG: Eq. 4, gamma = 1/3 (paper default; the reference row of the paired tests). UDCG (gamma*): gamma calibrated on the fit split.
-- UDCG_theta: Eq. 3, positional weights fitted by pairwise hinge SVM-rank on the fit split; (rel-only): no u- features;
-  (binary): u+ replaced by binary relevance.
+- UDCG (udcg): Eq. 4, gamma = 1/3 (paper default; the reference row of the paired tests). UDCG (gamma*)
+  (udcg_gamma_star): gamma calibrated on the fit split.
+- UDCG_theta (udcg_theta): Eq. 3, positional weights fitted by pairwise hinge SVM-rank on the fit split; (rel-only)
+  (udcg_theta_relevance_only): no u- features; (binary) (udcg_theta_binary): u+ replaced by binary relevance.
 - nDCG@k: binary gains, IDCG@k from the query's judged pool (its whole candidate list); MAP: AP@k with R from the pool.
 - eRAG: mean over the context's passages of the single-passage answer (answer_alone) graded against the gold answers
   with the outcome's rule (whole-token containment); metrics.erag labels + graded Precision@k.
-- ANSWER_PROB: mean per-passage log-likelihood of the gold answer (annotation answer_logprob); NA without it.
+- ANSWER_PROB (answer_prob): mean per-passage log-likelihood of the gold answer (annotation answer_logprob); NA without it.
 - RA-nWG@k: binary relevance mapped to grade 5 (relevant) or 0 (not relevant); weights and ideal from the judged pool.
-- RANDOM: seeded uniform scores (chance level).
+- random: seeded uniform scores (chance level).
 - CI: bootstrap percentile 95% interval of the mean over queries; p: paired bootstrap test (centred, two-sided) of
   UDCG against the row's metric on the queries where both are defined.
 """
@@ -164,7 +178,8 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
     """Every requested metric on every context of ``table`` (``[n_contexts]`` each; NaN = not computable).
 
     ``theta`` maps a feature variant (``full``/``relevance_only``/``binary``) to fitted weights; UDCG_theta
-    rows without weights are skipped, as is ``UDCG (gamma*)`` without ``gamma_star``.
+    rows without weights are skipped, as is ``udcg_gamma_star`` without ``gamma_star``. ``metrics``: row keys
+    (:data:`DEFAULT_METRICS`).
     """
     by_qid = records_by_qid(records)
     wanted = list(metrics) if metrics is not None else list(DEFAULT_METRICS)
@@ -173,43 +188,43 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
     u, m, rel = table.utility, table.mask, table.relevant
     relf = rel.astype(np.float64)
     out: dict[str, np.ndarray] = {}
-    pool = _pool_rows(table, by_qid, relevance_threshold) if {"nDCG", "MAP", "RA-nWG"} & set(wanted) else None
+    pool = _pool_rows(table, by_qid, relevance_threshold) if {"ndcg", "map", "ra_nwg"} & set(wanted) else None
     for name in wanted:
-        if name == "UDCG":
+        if name == "udcg":
             out[name] = udcg(u, m, gamma=gamma)
-        elif name == "UDCG (gamma*)":
+        elif name == "udcg_gamma_star":
             if gamma_star is not None:
                 out[name] = udcg(u, m, gamma=gamma_star)
-        elif name in THETA_NAMES.values():
-            variant = next(v for v, n in THETA_NAMES.items() if n == name)
+        elif name in THETA_ROWS.values():
+            variant = next(v for v, n in THETA_ROWS.items() if n == name)
             if variant in theta:
                 out[name] = theta[variant].score(u, m, relevant=rel)
-        elif name == "nDCG":
+        elif name == "ndcg":
             out[name] = classic.ndcg(relf, m, k=k, ideal_gains=pool.relevant.astype(np.float64), ideal_mask=pool.mask)
-        elif name == "MRR":
+        elif name == "mrr":
             out[name] = classic.reciprocal_rank(relf, m)
-        elif name == "MAP":
+        elif name == "map":
             out[name] = classic.average_precision(relf, m, k=k, n_relevant=pool.n_relevant)
-        elif name == "Precision":
+        elif name == "precision":
             out[name] = classic.precision(relf, m, k=k)
-        elif name == "HITS":
+        elif name == "hits":
             out[name] = classic.hits(relf, m)
-        elif name == "eRAG":
+        elif name == "erag":
             alone = _passage_field(table, by_qid, "answer_alone")
             gold = [by_qid[q].answers for q in table.qids.tolist()]
             labels = erag_labels([list(row) for row in alone], gold, erag_rule, width=k)
             vals = graded_precision(np.nan_to_num(labels), m, k=k)
             out[name] = np.where((m & np.isnan(labels)).any(axis=1), np.nan, vals)
-        elif name == "ANSWER_PROB":
+        elif name == "answer_prob":
             lp = _passage_field(table, by_qid, "answer_logprob")
             lp = np.array([[np.nan if v is None else float(v) for v in row] for row in lp], dtype=np.float64)
             out[name] = _row_mean_or_nan(lp.reshape(table.pids.shape), m)
-        elif name == "RA-nWG":
+        elif name == "ra_nwg":
             grades = np.where(rel, 5, 0)
             pool_grades = np.where(pool.relevant, 5, 0)
             out[name] = ra_nwg(grades, m, k=k, pool_grades=pool_grades, pool_mask=pool.mask)
-        elif name == "RANDOM":
-            rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(b"RANDOM")])
+        elif name == "random":
+            rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(b"RANDOM")])  # the stream of earlier runs
             out[name] = rng.random(len(table))
         else:
             raise ValueError(f"unknown metric {name!r} (known: {DEFAULT_METRICS})")
@@ -272,7 +287,7 @@ def _render_rows(rows: Sequence[Mapping[str, Any]], reference: str = REFERENCE) 
     for r in rows:
         gain = r.get(f"{reference}_gain_pct")
         out.append({
-            "metric": r["metric"],
+            "metric": row_label(r["metric"]),
             "spearman_txt": fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"]),
             "spearman_p": fmt_p(r[f"spearman_p_vs_{reference}"]),
             "kendall_txt": fmt_ci(r["kendall"], r["kendall_lo"], r["kendall_hi"]),
@@ -284,9 +299,9 @@ def _render_rows(rows: Sequence[Mapping[str, Any]], reference: str = REFERENCE) 
     return out
 
 
-_MD_COLUMNS = [Column("metric", "Metric"), Column("spearman_txt", "Spearman [95% CI]"), Column("spearman_p", "p vs UDCG"),
-               Column("kendall_txt", "Kendall tau-b [95% CI]"), Column("kendall_p", "p vs UDCG"),
-               Column("n", "queries (NA)"), Column("gain", "UDCG vs metric (paired)")]
+_MD_COLUMNS = [Column("metric", "Metric"), Column("spearman_txt", "Spearman [95% CI]"), Column("spearman_p", f"p vs {row_label(REFERENCE)}"),
+               Column("kendall_txt", "Kendall tau-b [95% CI]"), Column("kendall_p", f"p vs {row_label(REFERENCE)}"),
+               Column("n", "queries (NA)"), Column("gain", f"{row_label(REFERENCE)} vs metric (paired)")]
 _CSV_COLUMNS = ["metric", "spearman", "spearman_lo", "spearman_hi", "spearman_n", "spearman_na",
                 f"spearman_p_vs_{REFERENCE}", f"spearman_diff_vs_{REFERENCE}", "kendall", "kendall_lo", "kendall_hi",
                 "kendall_n", "kendall_na", f"kendall_p_vs_{REFERENCE}", f"kendall_diff_vs_{REFERENCE}",
@@ -294,7 +309,7 @@ _CSV_COLUMNS = ["metric", "spearman", "spearman_lo", "spearman_hi", "spearman_n"
 
 
 def correlation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The paper-layout markdown table of :func:`summarise` rows."""
+    """The paper-layout markdown table of :func:`summarise` rows (metrics shown by :func:`row_label`)."""
     return markdown_table(_render_rows(rows), _MD_COLUMNS)
 
 
@@ -303,21 +318,15 @@ def correlation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 @dataclass
-class StudyResult:
-    """Everything the study produced. ``rows`` is the report-split summary (the headline table)."""
+class CorrelationReport(StudyReport):
+    """Everything the study produced; ``rows`` is the report-split summary (the headline table), ``tables`` every
+    table logged (summaries, per-query correlations, k sweep, UDCG_theta weights)."""
 
-    per_query: list[dict[str, Any]]
-    summary: dict[str, list[dict[str, Any]]]  # "report" (the report split) and "all"
-    k_sweep: list[dict[str, Any]]
-    weights: dict[str, UDCGThetaWeights]
-    gamma: GammaCalibration | None
-    paths: dict[str, Path]
-    markdown: str
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rows(self) -> list[dict[str, Any]]:
-        return self.summary["report"]
+    per_query: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # "report" (the report split), "all" ...
+    k_sweep: list[dict[str, Any]] = field(default_factory=list)
+    weights: dict[str, UDCGThetaWeights] = field(default_factory=dict)
+    gamma: GammaCalibration | None = None
 
     def row(self, metric: str, split: str = "report") -> dict[str, Any]:
         for r in self.summary[split]:
@@ -331,39 +340,15 @@ class StudyResult:
     def bench_line(self, split: str = "report") -> str:
         """``spearman: udcg=A udcg_theta=B ndcg=C precision=D erag=E`` (3 decimals; NA when absent)."""
         parts = []
-        for key, name in BENCH_KEYS.items():
+        for key in BENCH_LINE_METRICS:
             try:
-                parts.append(f"{key}={fmt_float(self.spearman(name, split))}")
+                parts.append(f"{key}={fmt_float(self.spearman(key, split))}")
             except KeyError:
                 parts.append(f"{key}=NA")
         return "spearman: " + " ".join(parts)
 
-    def log_to(self, logger, *, prefix: str = "correlation/") -> dict[str, Any]:
-        """Log the tables (``wandb.Table``) and figures (``wandb.Image``) to a W&B run or Lightning WandbLogger.
 
-        Returns the payload (nothing is sent when ``logger`` is None).
-        """
-        tables = {f"table_{k}": v for k, v in self.summary.items()}
-        tables["per_query"] = self.per_query
-        if self.k_sweep:
-            tables["k_sweep"] = self.k_sweep
-        if self.weights:
-            tables["udcg_theta_weights"] = weights_rows(list(self.weights.values()))
-        images = {k: v for k, v in self.paths.items() if str(v).endswith(".png")}
-        scalars = {f"spearman/{r['metric']}": r["spearman"] for r in self.rows if not math.isnan(r["spearman"])}
-        return log_to_wandb(logger, tables=tables, images=images, scalars=scalars, prefix=prefix)
-
-
-def _llm_name_and_scorer(llm, scorer):
-    if isinstance(llm, str):
-        return llm, scorer
-    name = getattr(llm, "name", None)
-    if not isinstance(name, str):
-        raise TypeError("llm must be the annotation name (str) or a scorer with a .name")
-    return name, scorer if scorer is not None else llm
-
-
-def _split_of(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[str, str], str | None]:
+def query_splits(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[str, str], str | None]:
     """Query -> split; when no record carries a split, a seeded 60/20/20 train/val/test hash split (noted)."""
     if any(r.split for r in records.values()):
         return {q: (r.split or "none") for q, r in records.items()}, None
@@ -392,14 +377,14 @@ def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_split
     wanted = set(metrics)
     if len(fit_table):
         for v in theta_variants:
-            if THETA_NAMES[v] in wanted:
+            if THETA_ROWS[v] in wanted:
                 c_v, cv_rows = C, None
                 if C == "cv":  # chosen by query-grouped CV inside the fit split only
                     c_v, cv_rows = select_C(fit_table, variant=v, seed=seed, **fit_kwargs)
                 meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
                 theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta, **fit_kwargs)
     gamma = None
-    if calibrate and len(fit_table) and "UDCG (gamma*)" in wanted:
+    if calibrate and len(fit_table) and "udcg_gamma_star" in wanted:
         gamma = calibrate_gamma(fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
     values = compute_context_metrics(table, by_qid, gamma_star=gamma.gamma if gamma else None, theta=theta,
                                      metrics=metrics, erag_rule=erag_rule, relevance_threshold=relevance_threshold,
@@ -437,14 +422,9 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
         raise ValueError("mode='resample' needs a scorer (the LLM must answer the new contexts)")
     rows = []
     for k in tqdm(list(k_values), desc=f"k sweep ({mode})", disable=not progress):
-        if mode == "resample":
-            cfg = sampling or ContextSamplingConfig()
-            ctxs = sample_contexts(list(by_qid.values()), cfg, k=k)
-            graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=rule,
-                                  relevance_threshold=relevance_threshold, progress=progress)
-            source = "llm"
-        elif scorer is not None:
-            ctxs = truncate_contexts(runs, k, by_qid, relevance_threshold)
+        if scorer is not None:  # the LLM answers fresh contexts of k passages, or the runs' contexts cut to k
+            ctxs = (sample_contexts(list(by_qid.values()), sampling or ContextSamplingConfig(), k=k)
+                    if mode == "resample" else truncate_contexts(runs, k, by_qid, relevance_threshold))
             graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=rule,
                                   relevance_threshold=relevance_threshold, progress=progress)
             source = "llm"
@@ -477,7 +457,7 @@ def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
         by_k = {r["k"]: r for r in rows if r["metric"] == name}
         if not by_k:
             continue
-        series[name] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
+        series[row_label(name)] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
                         for key, src in (("y", "spearman"), ("lo", "spearman_lo"), ("hi", "spearman_hi"))}
     source = rows[0]["outcome_source"] if rows else ""
     mode = rows[0]["mode"] if rows else ""
@@ -495,7 +475,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
                           cache=None, sampling: ContextSamplingConfig | None = None, rule: str = "contains",
                           erag_rule: str = "contains", relevance_threshold: int = 1, na_policy: str = "na",
                           fit_kwargs: Mapping[str, Any] | None = None, logger=None, title: str | None = None,
-                          progress: bool = True) -> StudyResult:
+                          progress: bool = True) -> CorrelationReport:
     """Run the correlation study and write its tables and figures to ``out_dir``.
 
     Args:
@@ -512,9 +492,10 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
             sweep (a resampled sweep asks the LLM for fresh contexts of every size: it is never implicit).
         na_policy: ``"na"`` (queries where a side is constant are NA) or ``"zero"`` (a constant metric on a
             query whose outcomes vary counts as 0).
-        logger: a W&B run / WandbLogger to log the tables and figures to (:meth:`StudyResult.log_to`).
+        logger: a ``RunLogger``, W&B run or WandbLogger to log the tables and figures to (:meth:`CorrelationReport.log_to`).
     """
-    llm_name, scorer = _llm_name_and_scorer(llm, scorer)
+    llm_name = annotation_name(llm)
+    scorer = llm if scorer is None and not isinstance(llm, str) else scorer  # the LLM answers the k sweep
     metrics = tuple(metrics) if metrics is not None else DEFAULT_METRICS
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -524,7 +505,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     if too_long:
         raise ValueError(f"{len(too_long)} contexts have more than k={k} passages (e.g. {too_long[0].qid!r}); "
                          "pass the right k or truncate them (fit.sampling.truncate_contexts)")
-    split_of, split_note = _split_of(by_qid, seed)
+    split_of, split_note = query_splits(by_qid, seed)
     fit_splits = tuple(fit_splits)
     table = build_context_table(by_qid, graded, llm_name, k=k, relevance_threshold=relevance_threshold)
     fit_q = sorted({q for q in table.qids.tolist() if split_of[q] in fit_splits})
@@ -596,9 +577,9 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
         paths["gamma_csv"] = write_csv(out / "gamma_calibration.csv", core.gamma.rows())
         paths["gamma_png"] = plot_gamma_curve(core.gamma, out / "gamma_calibration.png")
     rep = summary["report"]
-    paths["bars_png"] = plot_bars([r["metric"] for r in rep], [r["spearman"] for r in rep], out / "correlation_bars.png",
+    paths["bars_png"] = plot_bars([row_label(r["metric"]) for r in rep], [r["spearman"] for r in rep], out / "correlation_bars.png",
                                   lo=[r["spearman_lo"] for r in rep], hi=[r["spearman_hi"] for r in rep],
-                                  ylabel="mean per-query Spearman (95% CI)", highlight=[REFERENCE, "UDCG_theta"],
+                                  ylabel="mean per-query Spearman (95% CI)", highlight=[row_label(REFERENCE), row_label("udcg_theta")],
                                   title=f"{title or 'Metric-accuracy correlation'}\n{report_label} split: "
                                         f"{n_report_q} queries, LLM {llm_name}")
     if sweep:
@@ -628,8 +609,12 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
                                                          "gamma": core.gamma.to_dict() if core.gamma else None,
                                                          "weights": {v: w.to_dict() for v, w in core.theta.items()},
                                                          "k_sweep": sweep}))
-    result = StudyResult(per_query=per_query, summary=summary, k_sweep=sweep, weights=core.theta, gamma=core.gamma,
-                         paths=paths, markdown=md, meta=meta)
+    tables = {**{f"table_{key}": rows for key, rows in summary.items()}, "per_query": per_query,
+              **({"k_sweep": sweep} if sweep else {}),
+              **({"udcg_theta_weights": weights_rows(list(core.theta.values()))} if core.theta else {})}
+    result = CorrelationReport(name="correlation", rows=summary["report"], markdown=md, paths=paths, meta=meta,
+                               tables=tables, scalars={f"spearman/{r['metric']}": r["spearman"] for r in summary["report"]},
+                               per_query=per_query, summary=summary, k_sweep=sweep, weights=core.theta, gamma=core.gamma)
     if logger is not None:
         result.log_to(logger)
     return result
@@ -683,7 +668,7 @@ def _markdown(summary, meta, core: _Core, per_query, sweep, paths, *, title=None
         srows = []
         for name in names:
             by_k = {r["k"]: r for r in sweep if r["metric"] == name}
-            srows.append({"metric": name, **{f"k={kk}": fmt_float(by_k.get(kk, {}).get("spearman")) for kk in ks}})
+            srows.append({"metric": row_label(name), **{f"k={kk}": fmt_float(by_k.get(kk, {}).get("spearman")) for kk in ks}})
         lines += [markdown_table(srows, ["metric"] + [f"k={kk}" for kk in ks]), ""]
     lines += ["## Definitions", "", METRIC_NOTES, "## Files", ""]
     lines += [f"- `{p.name}`" for p in paths.values()]

@@ -1,16 +1,17 @@
-"""Shared report helpers for every study: tables (markdown + CSV), figures (PNG), W&B logging.
+"""Report helpers for every study and job: tables (markdown + CSV) and figures (PNG). A leaf of the package.
 
 Nothing here knows about a particular study: a table is a list of row dicts plus an ordered list of
-:class:`Column` s (key, header, formatter); a figure is a matplotlib figure saved atomically; W&B
-logging takes a Lightning ``WandbLogger``, a ``wandb`` run, or anything with ``.log(dict)``.
+:class:`Column` s (key, header, formatter); a figure is a matplotlib figure saved atomically. Logging
+tables and figures to W&B is the run logger's job (:meth:`udcg_ltr.tracking.RunLogger.log_results`).
 
-* :func:`markdown_table`, :func:`write_csv`, :func:`write_table` (both files, atomic);
-* :func:`fmt_float`, :func:`fmt_ci`, :func:`fmt_p`: number formatting used across reports (NaN -> "NA");
+* :func:`markdown_table`, :func:`write_csv`, :func:`write_table` (both files, atomic); :func:`table_data` (the
+  columns and plain cells of row dicts, for a run logger);
+* :func:`fmt_float`, :func:`fmt_ci`, :func:`fmt_p`, :func:`fmt_pct`, :func:`fmt_pct_ci`: number formatting used
+  across reports (NaN -> "NA");
 * :func:`new_figure`, :func:`save_figure`, :func:`plot_lines` (series with optional CI error bars; identical
   series merged, each series its own colour, marker and dash, dodged sideways: no line hides another),
   :func:`plot_bars` (values with optional CI error bars, each bar labelled with its value and CI); the
-  ``*_figure`` functions return the figure unsaved (tests read its artists);
-* :func:`log_to_wandb`: tables as ``wandb.Table`` and PNGs as ``wandb.Image`` in one ``log`` call.
+  ``*_figure`` functions return the figure unsaved (tests read its artists).
 """
 
 from __future__ import annotations
@@ -52,6 +53,16 @@ def fmt_ci(value, lo, hi, digits: int = 3) -> str:
     return f"{fmt_float(value, digits)} [{fmt_float(lo, digits)}, {fmt_float(hi, digits)}]"
 
 
+def fmt_pct(x, digits: int = 1) -> str:
+    """A rate as percentage points (``41.3``); NA for NaN."""
+    return "NA" if _isnan(x) else f"{100.0 * float(x):.{digits}f}"
+
+
+def fmt_pct_ci(v, lo, hi, digits: int = 1) -> str:
+    """``41.3 [35.0, 47.2]`` in percentage points."""
+    return "NA" if _isnan(v) else f"{fmt_pct(v, digits)} [{fmt_pct(lo, digits)}, {fmt_pct(hi, digits)}]"
+
+
 def fmt_p(p, digits: int = 3) -> str:
     """p-values: ``<0.001`` below the resolution, ``NA`` when undefined, ``-`` for the reference row."""
     if p is None:
@@ -83,12 +94,17 @@ class Column:
         return "" if value is None else str(value)
 
 
+def row_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every key of the row dicts, in order of first appearance (a table's default columns)."""
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+    return keys
+
+
 def _columns(rows: Sequence[Mapping[str, Any]], columns) -> list[Column]:
     if columns is None:
-        keys: list[str] = []
-        for row in rows:
-            keys.extend(k for k in row if k not in keys)
-        return [Column(k) for k in keys]
+        return [Column(k) for k in row_keys(rows)]
     return [c if isinstance(c, Column) else Column(c) for c in columns]
 
 
@@ -110,14 +126,23 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column |
     return "\n".join(lines) + "\n"
 
 
-def _csv_value(v):
-    if isinstance(v, float) and math.isnan(v):
-        return ""
+def table_cell(v):
+    """A table cell as a plain value: numpy numbers as Python numbers, sequences joined by spaces, NaN as None."""
     if isinstance(v, (np.floating, np.integer)):
         v = v.item()
-        return "" if isinstance(v, float) and math.isnan(v) else v
     if isinstance(v, (list, tuple)):
         return " ".join(str(x) for x in v)
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def table_data(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """``(columns, data)`` of row dicts: every key (:func:`row_keys`) and each row's :func:`table_cell` s."""
+    cols = row_keys(rows)
+    return cols, [[table_cell(row.get(c)) for c in cols] for row in rows]
+
+
+def _csv_value(v):
+    v = table_cell(v)
     return "" if v is None else v
 
 
@@ -328,49 +353,3 @@ def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.Pat
     ``highlight`` labels drawn in a second colour. NaN bars are not drawn and labelled ``NA``."""
     return save_figure(bars_figure(labels, values, lo=lo, hi=hi, ylabel=ylabel, title=title, highlight=highlight,
                                    digits=digits), path)
-
-
-# ---------------------------------------------------------------------------------------------
-# W&B
-
-
-def _wandb_run(logger):
-    """The object with ``.log``: a Lightning ``WandbLogger`` (its ``.experiment``), a wandb run, or anything with ``.log``."""
-    if logger is None:
-        return None
-    if hasattr(logger, "experiment") and hasattr(logger.experiment, "log"):
-        return logger.experiment
-    if hasattr(logger, "log"):
-        return logger
-    raise TypeError(f"cannot log to {type(logger).__name__}: expected a WandbLogger or a wandb run")
-
-
-def log_to_wandb(logger, *, tables: Mapping[str, Sequence[Mapping[str, Any]]] = {},  # noqa: B006
-                 images: Mapping[str, str | os.PathLike] = {}, scalars: Mapping[str, float] = {},  # noqa: B006
-                 prefix: str = "", columns: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-    """Log row-dict tables (``wandb.Table``), PNG files (``wandb.Image``) and scalars in one call.
-
-    Returns the logged payload (also when ``logger`` is None, for inspection; nothing is sent then).
-    """
-    import wandb
-
-    payload: dict[str, Any] = {}
-    for name, rows in tables.items():
-        cols = list(columns[name]) if columns and name in columns else [c.key for c in _columns(rows, None)]
-        data = [[_csv_value(row.get(c)) if not isinstance(row.get(c), (int, float, str)) else
-                 (None if isinstance(row.get(c), float) and math.isnan(row.get(c)) else row.get(c))
-                 for c in cols] for row in rows]
-        payload[f"{prefix}{name}"] = wandb.Table(columns=cols, data=data, allow_mixed_types=True)
-    for name, path in images.items():
-        payload[f"{prefix}{name}"] = wandb.Image(str(path))
-    for name, value in scalars.items():
-        payload[f"{prefix}{name}"] = value
-    run = _wandb_run(logger)
-    if run is not None and payload:
-        for name, value in payload.items():
-            # Bound first, a table is a media file of the run (relative path), not a table artifact whose
-            # manifest records W&B's absolute staging folder (udcg_ltr.tracking: no machine paths in a run).
-            if isinstance(value, wandb.Table) and isinstance(run, wandb.Run):
-                value.bind_to_run(run, name, run.step)
-        run.log(payload)
-    return payload

@@ -1,0 +1,68 @@
+"""Tests on paired per-query outcomes (the same queries under two or more conditions).
+
+* :func:`wilcoxon_paired`: ``scipy.stats.wilcoxon`` on per-query paired values (zero differences
+  dropped, the ``wilcox`` convention; p = 1 when every difference is zero);
+* :func:`mcnemar_exact`: McNemar's exact test on paired binary outcomes (two-sided binomial test
+  of the discordant pairs, ``b`` vs ``c``, p = 0.5);
+* :func:`cochran_q`: Cochran's Q for ``k`` related binary samples (chi-square with ``k - 1`` df).
+
+The bootstrap counterparts (paired difference with CI, ratio of paired means) are in :mod:`udcg_ltr.stats.bootstrap`.
+scipy is imported inside the functions: it is an optional heavy dependency (about 2 s to import).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def wilcoxon_paired(a, b) -> dict[str, float]:
+    """Wilcoxon signed-rank test of paired per-query values (``scipy.stats.wilcoxon``, two-sided).
+
+    Zero differences are dropped (``zero_method="wilcox"``); ``n_nonzero`` says how many pairs
+    remained. When none differ the test is undefined: ``p = 1`` and ``statistic = NaN``.
+    """
+    from scipy.stats import wilcoxon
+
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    d = a - b
+    nonzero = int(np.count_nonzero(d))
+    if nonzero == 0:
+        return {"statistic": float("nan"), "p": 1.0, "n_nonzero": 0}
+    res = wilcoxon(a, b, zero_method="wilcox", alternative="two-sided")
+    return {"statistic": float(res.statistic), "p": float(res.pvalue), "n_nonzero": nonzero}
+
+
+def mcnemar_exact(a, b) -> dict[str, float]:
+    """McNemar's exact test on paired binary outcomes: ``b01`` = a true and b false, ``b10`` the reverse;
+    two-sided binomial test of ``b01`` among the discordant pairs at p = 0.5 (p = 1 without discordance)."""
+    from scipy.stats import binomtest
+
+    a = np.asarray(a, dtype=bool)
+    b = np.asarray(b, dtype=bool)
+    only_a = int((a & ~b).sum())
+    only_b = int((~a & b).sum())
+    n = only_a + only_b
+    p = 1.0 if n == 0 else float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
+    return {"only_a": only_a, "only_b": only_b, "p": p}
+
+
+def cochran_q(matrix) -> dict[str, float]:
+    """Cochran's Q test that ``k`` related binary samples (columns of ``[n, k]``) share one success rate.
+
+    ``Q = (k - 1) (k sum_j C_j^2 - N^2) / (k N - sum_i R_i^2)`` with column sums ``C_j``, row sums
+    ``R_i`` and ``N`` the total; ``p`` from chi-square with ``k - 1`` degrees of freedom. Undefined
+    (NaN, p = 1) when every row is constant.
+    """
+    from scipy.stats import chi2
+
+    x = np.asarray(matrix, dtype=np.float64)
+    n, k = x.shape
+    col = x.sum(axis=0)
+    row = x.sum(axis=1)
+    total = row.sum()
+    denom = k * total - (row ** 2).sum()
+    if k < 2 or denom <= 0:
+        return {"Q": float("nan"), "df": k - 1, "p": 1.0}
+    q = (k - 1) * (k * (col ** 2).sum() - total ** 2) / denom
+    return {"Q": float(q), "df": k - 1, "p": float(chi2.sf(q, k - 1))}
