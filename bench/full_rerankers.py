@@ -2,7 +2,10 @@
 
 A thin wrapper over :mod:`reranker_squad` with the full set's defaults: ``--dataset annotated_full``, the whole
 test split (1,643 questions) for every number, paired per-query bootstrap CIs and p-values on UDCG@5, nDCG@5 and
-hits@5, three seeds per trained system, bf16 autocast training where the CPU has bf16 units.
+hits@5, three seeds per trained system, bf16 autocast training where the CPU has bf16 units. Every trained
+cross-encoder is interpolated with the retriever's score (``--fusion``: the weight chosen on the val questions by
+UDCG@5, the same rule for BCE and direct UDCG, :mod:`udcg_ltr.models.fusion`); the ``*_alone`` rows show the
+cross-encoders without it.
 
 The 2-core CPU budget (90 minutes from a fresh clone) sets the default training budget: a seeded subsample of
 ``--train-questions 600`` of the 6,468 train questions for ``--epochs 1``, epochs selected on 200 val questions;
