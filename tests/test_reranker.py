@@ -163,6 +163,7 @@ def test_slate_metrics_are_the_metric_table_under_its_keys():
     assert got["val/udcg@3"] == pytest.approx(M.udcg(M.take_ranked(utility, order), m, k=k).mean())
     assert got["val/unjudged_queries"] == 1
 
+
 def test_per_query_udcg_averages_to_the_reported_udcg():
     from udcg_ltr.models.evaluation import evaluate_reranker, per_query_udcg
 

@@ -48,11 +48,18 @@ def standardise(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / std if std > 1e-12 else np.zeros_like(x)
 
 
+def check_weight(weight) -> float:
+    """``weight`` as a float when it is a finite number >= 0 (booleans are not weights), else a ValueError."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(weight) or weight < 0:
+        raise ValueError(f"fusion weight must be a finite number >= 0, got {weight!r}")
+    return float(weight)
+
+
 def fuse_scores(records: Sequence[QueryRecord], scores, weight: float) -> list[np.ndarray]:
     """Per record, ``z(scores) + weight * z(retriever_prior)`` (module docstring); a record without a prior, or
     ``weight == 0``, keeps its reranker scores unchanged."""
-    if not np.isfinite(weight) or weight < 0:
-        raise ValueError(f"fusion weight must be a finite number >= 0, got {weight!r}")
+    weight = check_weight(weight)
     out = []
     for rec, s in zip(records, align_scores(records, scores)):
         prior = retriever_prior(rec) if weight > 0 else None

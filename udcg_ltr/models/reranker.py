@@ -51,7 +51,7 @@ from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.io import DataError, atomic_directory, atomic_write_json
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, encode_pairs, pad_rows, passage_text
 from udcg_ltr.models.evaluation import align_scores
-from udcg_ltr.models.fusion import fuse_scores
+from udcg_ltr.models.fusion import check_weight, fuse_scores
 from udcg_ltr.models.precision import autocast, resolve_precision
 
 #: Side file of a saved reranker: how passages were formatted and truncated in training.
@@ -119,10 +119,8 @@ def read_reranker_config(model_dir: str | os.PathLike) -> dict[str, Any]:
 def save_retriever_fusion(model_dir: str | os.PathLike, weight: float) -> Path:
     """Record the retriever-fusion weight (:func:`udcg_ltr.models.fusion.fit_fusion_weight`) in a saved reranker's
     :data:`RERANKER_CONFIG`, atomically; :meth:`Reranker.from_pretrained` applies it."""
-    if not np.isfinite(weight) or weight < 0:
-        raise ValueError(f"fusion weight must be a finite number >= 0, got {weight!r}")
     side = Path(model_dir) / RERANKER_CONFIG
-    atomic_write_json(side, {**read_reranker_config(model_dir), "retriever_fusion": float(weight)})
+    atomic_write_json(side, {**read_reranker_config(model_dir), "retriever_fusion": check_weight(weight)})
     return side
 
 
@@ -162,7 +160,7 @@ class Reranker:
         self.precision = resolve_precision(precision, "gpu" if self.device.type == "cuda" else "cpu")
         self.progress_threshold = progress_threshold
         #: Weight of the retriever's evidence in :meth:`score_records` (:mod:`udcg_ltr.models.fusion`; 0: none).
-        self.retriever_fusion = float(retriever_fusion)
+        self.retriever_fusion = check_weight(retriever_fusion)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = None,
@@ -185,11 +183,10 @@ class Reranker:
             raise ValueError(f"{path}: expected a one-logit model (num_labels=1), got {model.config.num_labels}")
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         max_length = max_length or cfg.get("max_length") or min(int(tokenizer.model_max_length), 512)
-        fusion = cfg.get("retriever_fusion", 0.0)
-        if not isinstance(fusion, (int, float)) or isinstance(fusion, bool) or not 0 <= fusion < float("inf"):
-            raise DataError(f"expected a number >= 0, got {fusion!r}", path=str(path / RERANKER_CONFIG),
-                            field="retriever_fusion")
-        kwargs.setdefault("retriever_fusion", float(fusion))
+        try:
+            kwargs.setdefault("retriever_fusion", check_weight(cfg.get("retriever_fusion", 0.0)))
+        except ValueError as err:  # bad input in a file: name the file and the field
+            raise DataError(str(err), path=str(path / RERANKER_CONFIG), field="retriever_fusion") from None
         return cls(model, tokenizer, device=device, batch_size=batch_size, max_length=max_length,
                    template=read_template(path), **kwargs)
 
