@@ -32,7 +32,7 @@ for _var, _value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("W
 
 
 def load_prompts(n: int):
-    from udcg_ltr.annotate.scorer import PromptItem
+    from udcg_ltr.annotate.prompts import PromptItem
     from udcg_ltr.data.readers.annotated import annotated_dir, read_annotated_squad
 
     if (annotated_dir() / "squad_top10.jsonl.gz").is_file():

@@ -1,4 +1,4 @@
-"""Dynamic-k selectors on the full annotated SQuAD set (10,570 questions), retriever order, test split.
+"""Dynamic-k selectors on the full annotated SQuAD set (10,570 questions), retriever or reranker order, test split.
 
 How many of the MiniLM retriever's top-10 passages should the demo LLM read? Every selector of
 :mod:`udcg_ltr.select` picks a per-question ``k in 0..10`` (the kept set is the top-k prefix of the
@@ -24,6 +24,16 @@ mean UDCG with its bootstrap 95% CI; each selector's paired difference to ``best
 bootstrap p-value); the **gap closed** ``G = (learned - best_fixed) / (oracle - best_fixed)`` with a paired
 bootstrap CI (the three per-question arrays resampled together, :func:`gap_closed_bootstrap`).
 
+Reranker order (``--order reranker``): the kept set is the top-k prefix of a trained cross-encoder's order, the
+model of ``bench/full_rerankers.py`` (``--reranker-run``, default its direct-UDCG seed-0 run) with its saved
+retriever-fusion weight. That model was trained on a subsample of train and chose its epoch and fusion weight on
+a subsample of val: those questions are left out here, so every train / val score the selectors learn from is
+held out for the reranker (no cross-fitting needed). Its scores are cached in the run folder
+(``scores_dk_<split>.json``; the test scores are the reranker bench's own ``scores_test.json``). The learned
+selectors also see the retriever's score as a feature. On this CPU the reranker must score every question the
+selectors use (~10 pairs a question), so ``--max-train`` / ``--max-val`` bound the cost. Results go to
+``<out>/reranker_order/`` and the last line is ``udcg_test_full_reranker_order: ...``.
+
 Run: ``.venv/bin/python bench/full_dynamic_k.py`` (about 30 minutes on the 2-core CPU; ``--max-queries 60
 --grid quick --max-epochs 2`` for a seconds-long check of the plumbing on a seeded subsample).
 
@@ -35,9 +45,11 @@ Last line (machine-read)::
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
@@ -48,12 +60,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _full_data import FOLDER, RECORDS, SPLITS, add_data_args, prepare_data  # noqa: E402
 from dynamic_k_squad import learned_candidates, uses_probes  # noqa: E402
+from reranker_squad import scores_of, subsample  # noqa: E402
 
 from udcg_ltr.data.lexical import records_idf  # noqa: E402
 from udcg_ltr.data.padded import pad_records  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad  # noqa: E402
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA  # noqa: E402
+from udcg_ltr.models import Reranker  # noqa: E402
+from udcg_ltr.models.fusion import fuse_scores  # noqa: E402
 from udcg_ltr.report import new_figure, save_figure  # noqa: E402
 from udcg_ltr.select import (  # noqa: E402
     OracleK,
@@ -63,7 +78,7 @@ from udcg_ltr.select import (  # noqa: E402
     format_rows_markdown,
     write_rows_csv,
 )
-from udcg_ltr.select.base import udcg_of_kept  # noqa: E402
+from udcg_ltr.select.base import pad_scores, udcg_of_kept  # noqa: E402
 from udcg_ltr.select.training import LEARNED_KINDS, rank_split  # noqa: E402
 from udcg_ltr.stats.bootstrap import bootstrap_ci, paired_bootstrap_test  # noqa: E402
 
@@ -99,10 +114,39 @@ def gap_closed_bootstrap(learned: np.ndarray, fixed: np.ndarray, oracle: np.ndar
 
 
 def budgeted_candidates(args) -> list[tuple[str, dict]]:
-    """The grid of ``dynamic_k_squad.learned_candidates`` with this bench's training budget."""
+    """The grid of ``dynamic_k_squad.learned_candidates`` with this bench's training budget (reranker order: the
+    retriever's score is one more feature)."""
     budget = {"batch_size": args.batch_size, "max_epochs": args.max_epochs, "patience": args.patience,
               "n_seeds": args.n_seeds}
-    return [(kind, {**hp, **budget}) for kind, hp in learned_candidates([], args.grid == "quick", probes=args.probes)]
+    extra = ["retrieval_score"] if args.order == "reranker" else []
+    return [(kind, {**hp, **budget}) for kind, hp in learned_candidates(extra, args.grid == "quick", probes=args.probes)]
+
+
+def reranker_order(split: dict[str, list], args) -> tuple[dict[str, list], dict[str, list[np.ndarray]], str]:
+    """Held-out questions and the fused reranker scores of ``--reranker-run`` (module docstring, reranker order).
+
+    Drops the reranker's own train / val questions (the seeded subsamples of ``reranker_squad.py``, read from the
+    run's ``bench_recipe.json``), then draws ``--max-train`` / ``--max-val`` of the rest (seeded); returns the
+    splits, the per-question fused scores and a note for the table.
+    """
+    run = Path(args.reranker_run)
+    recipe = json.loads((run / "bench_recipe.json").read_text())
+    used = {s: {r.qid for r in subsample(split[s], recipe[f"{s}_questions"], seed=seed)}
+            for s, seed in (("train", 1234), ("val", 4321))}
+    held = {s: [r for r in split[s] if r.qid not in used.get(s, ())] for s in SPLITS}
+    for s, n in (("train", args.max_train), ("val", args.max_val)):
+        held[s] = subsample(held[s], n, seed=args.seed)
+    reranker = Reranker.from_pretrained(run / "model", batch_size=64)
+    weight = reranker.retriever_fusion
+    scores = {}
+    for s in SPLITS:
+        t0 = time.perf_counter()
+        alone = scores_of(run, s if s == "test" else f"dk_{s}", held[s], partial(reranker.score_records, fuse=False))
+        scores[s] = fuse_scores(held[s], alone, weight)
+        print(f"reranker scores, {s}: {len(held[s])} questions in {time.perf_counter() - t0:.0f} s", flush=True)
+    note = (f"reranker order ({run}, retriever-fusion weight {weight:g}); its {len(used['train'])} train and "
+            f"{len(used['val'])} val questions left out")
+    return held, scores, note
 
 
 def fit_learned(train, val, args) -> tuple[dict, list[dict], dict]:
@@ -168,6 +212,12 @@ def main(argv=None) -> int:
     ap.add_argument("--max-train", type=int, default=None,
                     help="train the learned selectors on a seeded subsample of this many train questions "
                          "(default: all); val and test stay whole")
+    ap.add_argument("--max-val", type=int, default=None,
+                    help="reranker order: a seeded subsample of this many held-out val questions (default: all)")
+    ap.add_argument("--order", choices=("retriever", "reranker"), default="retriever",
+                    help="whose top-k prefix the selectors cut: the retriever's or a trained reranker's")
+    ap.add_argument("--reranker-run", type=Path, default=ROOT / "outputs" / "bench" / "full_rerankers" / "udcg_seed0",
+                    help="with --order reranker: a run folder of bench/full_rerankers.py (model/, bench_recipe.json)")
     ap.add_argument("--grid", choices=("full", "quick"), default="full",
                     help="learned configurations: dynamic_k_squad.learned_candidates' full grid or its quick one")
     ap.add_argument("--probes", action=argparse.BooleanOptionalAction, default=True,
@@ -187,12 +237,18 @@ def main(argv=None) -> int:
     if prepared is None:
         return 2
     data_root, out = prepared
+    if args.order == "reranker":
+        out = out / "reranker_order"
+        out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
     records = read_annotated_squad(data_root / FOLDER / RECORDS)
     idf = records_idf(records)  # one corpus (every pooled passage) for the lexical features of all splits
     split = {s: [r for r in records if r.split == s] for s in SPLITS}
     train_note = f"all {len(split['train'])} train questions"
-    if args.max_train and args.max_train < len(split["train"]):
+    if args.order == "reranker":
+        split, fused, order_note = reranker_order(split, args)
+        train_note = f"{len(split['train'])} held-out train questions; {order_note}"
+    elif args.max_train and args.max_train < len(split["train"]):
         keep = np.sort(np.random.default_rng(args.seed).choice(len(split["train"]), args.max_train, replace=False))
         split["train"] = [split["train"][i] for i in keep]
         train_note = f"a seeded subsample of {args.max_train} train questions (--max-train)"
@@ -200,7 +256,10 @@ def main(argv=None) -> int:
         raise SystemExit(f"every split needs questions: {({s: len(v) for s, v in split.items()})}")
     print("questions: " + " ".join(f"{s}={len(v)}" for s, v in split.items()) + f" ({train_note})", flush=True)
     slates = {s: pad_records(v, llm=ANNOTATED_LLM, order="given", idf=idf) for s, v in split.items()}
-    data = {s: (slates[s].retrieval_score, slates[s]) for s in SPLITS}
+    if args.order == "reranker":
+        data = {s: (pad_scores(fused[s], width=slates[s].mask.shape[1])[0], slates[s]) for s in SPLITS}
+    else:
+        data = {s: (slates[s].retrieval_score, slates[s]) for s in SPLITS}
     print(f"data ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
     selectors, fits = {}, {}
@@ -219,7 +278,7 @@ def main(argv=None) -> int:
     chosen: dict[str, np.ndarray] = {}
     val_rows = {r["selector"]: r for r in evaluate_selectors(selectors, *data["val"], split="val")}
     rows = evaluate_selectors(selectors, *data["test"], split="test", ks=chosen, plot_path=out / "k_hist_test.png",
-                              title="chosen k on test, retriever order")
+                              title=f"chosen k on test, {args.order} order")
     ranked = rank_split(*data["test"])
     per_query = {name: udcg_of_kept(ranked.utility, ranked.mask, chosen[name], gamma=DEFAULT_GAMMA)
                  for name in selectors}
@@ -252,7 +311,7 @@ def main(argv=None) -> int:
     table = format_rows_markdown(rows, cols)
     best_k = selectors["best_fixed"].get_config()
     md = "\n".join([
-        "# Dynamic-k selectors, full annotated SQuAD, retriever order (test split)", "",
+        f"# Dynamic-k selectors, full annotated SQuAD, {args.order} order (test split)", "",
         f"Questions: {', '.join(f'{s} {len(v)}' for s, v in split.items())}; learned selectors trained on "
         f"{train_note}, configuration and epoch chosen on val; rule knobs searched on train + val "
         f"(best fixed k: {best_k}).",
@@ -274,7 +333,7 @@ def main(argv=None) -> int:
     write_rows_csv(rows, out / "selectors_test.csv")
     write_rows_csv([{k: (str(v) if isinstance(v, (dict, list)) else v) for k, v in r.items()} for r in grid],
                    out / "learned_grid.csv")
-    png = plot(rows, gap, out / "udcg_test.png", f"retriever order, {len(split['test'])} test questions")
+    png = plot(rows, gap, out / "udcg_test.png", f"{args.order} order, {len(split['test'])} test questions")
     total_s = time.perf_counter() - t0
     atomic_write_json(out / "results.json", {"command": " ".join(shlex.quote(c) for c in sys.argv),
                                              "args": {k: str(v) for k, v in vars(args).items()},
@@ -283,7 +342,7 @@ def main(argv=None) -> int:
     print("\n" + md)
     print(f"files in {out}: table.md selectors_test.csv learned_grid.csv {png.name} k_hist_test.png results.json "
           f"(learned selectors {learned_s / 60:.1f} min, total {total_s / 60:.1f} min)")
-    print("udcg_test_full: " + " ".join(f"{name}={by[name]['udcg']:.4f}" for name in HEADLINE)
+    print(f"udcg_test_full{'_reranker_order' if args.order == 'reranker' else ''}: " + " ".join(f"{name}={by[name]['udcg']:.4f}" for name in HEADLINE)
           + f" gap_closed={gap['gap_closed']:.3f} p={p_learned:.4g}")
     return 0
 

@@ -14,8 +14,7 @@ from udcg_ltr.annotate.baselines import (
     monte_carlo_p_no_response,
 )
 from udcg_ltr.annotate.cache import AnnotationCache
-from udcg_ltr.annotate.prompts import PromptConfig
-from udcg_ltr.annotate.scorer import PromptItem, ScoreResult
+from udcg_ltr.annotate.prompts import PromptConfig, PromptItem, ScoreResult
 from udcg_ltr.data.schema import Passage, QueryRecord
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from udcg_ltr.annotate.annotator import CachedScorer
 from udcg_ltr.annotate.cache import AnnotationCache, cache_key, passages_digest
-from udcg_ltr.annotate.scorer import PromptItem, ScoreResult
+from udcg_ltr.annotate.prompts import PromptItem, ScoreResult
 from udcg_ltr.data.schema import DataError
 
 

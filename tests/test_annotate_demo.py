@@ -43,7 +43,7 @@ def test_reannotating_20_shared_passages_reproduces_them(demo_llm):
 
 @pytest.mark.slow
 def test_demo_batched_prefix_scores_are_exact(demo_llm):
-    from udcg_ltr.annotate.scorer import PromptItem
+    from udcg_ltr.annotate.prompts import PromptItem
 
     items = [
         PromptItem("Who designed the Eiffel Tower?", [("Eiffel Tower", "The tower was designed by the engineering "

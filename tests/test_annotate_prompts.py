@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from udcg_ltr.annotate.prompts import PAPER_SYSTEM_PROMPT, PromptConfig, as_prompt_config
+from udcg_ltr.annotate.prompts import PAPER_SYSTEM_PROMPT, PromptConfig
 from udcg_ltr.paths import shared_file
 
 META = shared_file("annotated", "meta.json")
@@ -44,10 +44,10 @@ def test_invalid_templates_are_rejected():
         PromptConfig.from_dict({"system": "x"})
 
 
-def test_as_prompt_config_accepts_mappings():
-    cfg = as_prompt_config({"abstention": "NONE", "_target_": "ignored"})
+def test_from_dict_accepts_mappings():
+    cfg = PromptConfig.from_dict({"abstention": "NONE", "_target_": "ignored"})
     assert cfg.abstention == "NONE" and cfg.system_prompt == PAPER_SYSTEM_PROMPT
-    assert as_prompt_config(None) == PromptConfig()
+    assert PromptConfig.from_dict(None) == PromptConfig()
 
 
 def test_from_meta_parses_document_index():
@@ -92,7 +92,8 @@ def test_chat_rendering_with_the_demo_tokenizer_matches_meta():
         pytest.skip("demo LLM not set up (python -m udcg_ltr.annotate.demo_llm)")
     from transformers import AutoTokenizer
 
-    from udcg_ltr.annotate.scorer import LLMScorer, PromptItem
+    from udcg_ltr.annotate.prompts import PromptItem
+    from udcg_ltr.annotate.scorer import LLMScorer
     from udcg_ltr.data.readers.annotated import read_annotated_squad, read_annotation_meta
 
     meta = read_annotation_meta()

@@ -15,7 +15,7 @@ pytest_plugins = ["llm_fixtures"]
 
 from udcg_ltr.annotate.annotator import annotate_records  # noqa: E402
 from udcg_ltr.annotate.cache import AnnotationCache  # noqa: E402
-from udcg_ltr.annotate.scorer import PromptItem  # noqa: E402
+from udcg_ltr.annotate.prompts import PromptItem  # noqa: E402
 from udcg_ltr.batching import length_batches  # noqa: E402
 from udcg_ltr.data.schema import Passage, QueryRecord  # noqa: E402
 
@@ -144,7 +144,7 @@ def test_bad_arguments(smollm2):
 
 
 def test_dual_precision_linear_switch():
-    from udcg_ltr.annotate.scorer import DualPrecisionLinear, PrecisionSwitch
+    from udcg_ltr.annotate.weights import DualPrecisionLinear, PrecisionSwitch
 
     torch.manual_seed(0)
     lin = torch.nn.Linear(64, 32)

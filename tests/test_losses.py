@@ -21,11 +21,9 @@ from udcg_ltr.losses import (
     ListMLELoss,
     ListNetLoss,
     get_loss,
-    hard_udcg_at_k,
-    neuralsort,
-    soft_topk_weights,
-    udcg_swap_deltas,
 )
+from udcg_ltr.losses.direct import hard_udcg_at_k, neuralsort, soft_topk_weights
+from udcg_ltr.losses.listwise import udcg_swap_deltas
 
 ALL = sorted(LOSSES)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from udcg_ltr import metrics as M
+from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.annotate.scorer import ScoreResult
 from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.schema import Passage, QueryRecord
@@ -17,7 +18,6 @@ from udcg_ltr.select import (
     OracleK,
     RelativeThreshold,
     dynamic_k_report,
-    end_to_end_selection,
     evaluate_selectors,
     format_rows_markdown,
     rank_slates,

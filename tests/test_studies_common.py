@@ -23,12 +23,13 @@ from scipy.stats import binomtest, chi2, wilcoxon
 
 from udcg_ltr.annotate.annotator import CachedScorer, CacheMiss, CacheOnlyScorer, ensure_annotations
 from udcg_ltr.annotate.cache import AnnotationCache
+from udcg_ltr.annotate.end_to_end import Context
 from udcg_ltr.annotate.scorer import ScoreResult
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.stats.bootstrap import paired_ratio_ci
 from udcg_ltr.stats.paired import cochran_q, mcnemar_exact, wilcoxon_paired
-from udcg_ltr.studies.common import StudyContext, answer_contexts, select_queries, split_scorer_or_runs
+from udcg_ltr.studies.common import answer_contexts, select_queries, split_scorer_or_runs
 
 LLM = "fake-llm"
 _ANS = re.compile(r"ANS\[([^\]]+)\]")
@@ -195,8 +196,8 @@ def test_split_scorer_or_runs():
 def test_answer_contexts_from_scorer_and_from_runs_agree(tmp_path):
     recs = [make_record(0, [0.9, "R", 0.1]), make_record(1, ["R", 0.3])]
     by_qid = {r.qid: r for r in recs}
-    ctxs = [StudyContext("q0", 0, ("q0-p0", "q0-p1"), "a"), StudyContext("q0", 1, ("q0-p1", "q0-p0"), "b"),
-            StudyContext("q1", 0, ("q1-p1",), "a")]
+    ctxs = [Context("q0", 0, ("q0-p0", "q0-p1"), "a"), Context("q0", 1, ("q0-p1", "q0-p0"), "b"),
+            Context("q1", 0, ("q1-p1",), "a")]
     runs = answer_contexts(by_qid, ctxs, llm=LLM, scorer=FakeScorer(), progress=False)
     assert [r.outcome for r in runs] == ["wrong", "correct", "abstained"]
     assert [outcome_of(by_qid[c.qid], c.pids) for c in ctxs] == [r.outcome for r in runs]
@@ -206,13 +207,13 @@ def test_answer_contexts_from_scorer_and_from_runs_agree(tmp_path):
     looked = answer_contexts(by_qid, ctxs, llm=LLM, runs=ready, progress=False)
     assert [(r.qid, r.pids, r.outcome) for r in looked] == [(r.qid, r.pids, r.outcome) for r in runs]
     with pytest.raises(DataError, match="1 of 1 study contexts"):
-        answer_contexts(by_qid, [StudyContext("q1", 5, ("q1-p0",), "x")], llm=LLM, runs=ready, progress=False)
+        answer_contexts(by_qid, [Context("q1", 5, ("q1-p0",), "x")], llm=LLM, runs=ready, progress=False)
 
 
 def test_cache_only_scorer_reads_entries_written_by_the_scorer(tmp_path):
     recs = [make_record(0, [0.9, "R"])]
     by_qid = {r.qid: r for r in recs}
-    ctxs = [StudyContext("q0", 0, ("q0-p1", "q0-p0"), "a")]
+    ctxs = [Context("q0", 0, ("q0-p1", "q0-p0"), "a")]
     cache = AnnotationCache(tmp_path / "c")
     first = answer_contexts(by_qid, ctxs, llm=LLM, scorer=CachedScorer(FakeScorer(), cache), progress=False)
     stub = CacheOnlyScorer(LLM, prompt_version=FakeScorer.prompt_version)
@@ -220,7 +221,7 @@ def test_cache_only_scorer_reads_entries_written_by_the_scorer(tmp_path):
     assert [(r.answer, r.outcome, r.p_no_response) for r in again] == [(r.answer, r.outcome, r.p_no_response)
                                                                        for r in first]
     with pytest.raises(CacheMiss):
-        answer_contexts(by_qid, [StudyContext("q0", 1, ("q0-p0",), "b")], llm=LLM,
+        answer_contexts(by_qid, [Context("q0", 1, ("q0-p0",), "b")], llm=LLM,
                         scorer=CachedScorer(stub, cache), progress=False)
 
 

@@ -9,7 +9,8 @@ out of memory on the longest batch or idles on the shortest.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+
+from tqdm.auto import tqdm
 
 
 def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None) -> Iterator[list[int]]:
@@ -30,18 +31,7 @@ def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None
         start += rows
 
 
-class _NullBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def progress_bar(total: int, desc: str, enabled: bool, unit: str = "prompt") -> Any:
-    """A tqdm bar over ``total`` items of batched work, or a do-nothing stand-in when disabled or empty."""
-    if not enabled or total <= 0:
-        return _NullBar()
-    from tqdm.auto import tqdm  # imported when a bar is shown
-
-    return tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True, mininterval=1.0)
+def progress_bar(total: int, desc: str, enabled: bool, unit: str = "prompt") -> tqdm:
+    """A tqdm bar over ``total`` items of batched work (a context manager), silent when disabled or empty."""
+    return tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True, mininterval=1.0,
+                disable=not enabled or total <= 0)

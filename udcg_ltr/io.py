@@ -1,15 +1,13 @@
 """Atomic file writes and compressed-or-plain file opening, shared by caches, checkpoints and reports.
 
 An atomic write goes to a temporary file in the destination folder, is flushed and fsynced, then
-renamed over the destination (``os.replace`` is atomic on POSIX and Windows): a reader sees the old
-file or the new one, never half of one, and a killed writer leaves the old file intact.
+renamed over the destination (``os.replace`` is atomic): a reader sees the old file or the new one,
+never half of one, and a killed writer leaves the old file intact.
 
-Reading (:func:`open_text`) is strict: a missing file (:class:`MissingFileError`, also a
-``FileNotFoundError``), bytes that are not UTF-8, and a corrupt or truncated gzip stream are all
-:class:`DataError` s naming the file (and the line where there is one), never a bare
-``UnicodeDecodeError`` / ``EOFError`` / ``zlib.error`` / ``FileNotFoundError(2, ...)`` without a path.
-:class:`DataError` is defined here, below the data model, because this is the lowest layer that
-reports bad input; the data model re-exports it as ``udcg_ltr.data.schema.DataError``.
+Reading (:func:`open_text`) is strict: a missing file, bytes that are not UTF-8 and a damaged gzip
+stream are :class:`DataError` s naming the file (and line), never a bare ``UnicodeDecodeError`` /
+``EOFError`` / ``zlib.error``. :class:`DataError` lives here, the lowest layer that reports bad input;
+the data model re-exports it as ``udcg_ltr.data.schema.DataError``.
 """
 
 from __future__ import annotations
@@ -19,12 +17,16 @@ import gzip
 import importlib
 import io
 import json
+import math
 import os
+import shutil
 import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 # mkstemp creates files readable by their owner only; published files get the usual umask-based mode.
 _UMASK = os.umask(0)
@@ -33,30 +35,30 @@ FILE_MODE = 0o666 & ~_UMASK
 
 
 class DataError(ValueError):
-    """Malformed input. The message names the file, the (1-based) line and the field.
-
-    ``str(err)`` is ``"<path>, line <n>, field '<field>': <reason>"`` (the parts that are known);
-    ``repr(err)`` carries the same text, so wrappers that print ``repr`` (Hydra's ``instantiate``)
-    still show where the problem is.
-    """
+    """Malformed input: ``str(err)`` (and ``repr``, which Hydra prints) is
+    ``"<path>, line <n>, field '<field>': <reason>"`` with the parts that are known (lines are 1-based)."""
 
     def __init__(self, message: str, *, path: str | os.PathLike | None = None, line: int | None = None,
                  field: str | None = None):
         path = str(path) if path is not None else None
         self.path, self.line, self.field, self.reason = path, line, field, message
-        where = []
-        if path is not None:
-            where.append(path)
-        if line is not None:
-            where.append(f"line {line}")
-        if field is not None:
-            where.append(f"field '{field}'")
+        where = [part for part, known in ((path, path), (f"line {line}", line), (f"field '{field}'", field))
+                 if known is not None]
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+    def located(self, *, path: str | os.PathLike | None = None, line: int | None = None,
+                prefix: str = "") -> DataError:
+        """A copy naming ``path`` and ``line`` where given, its field under ``prefix`` ("[3]" + "qid")."""
+        field = self.field or prefix or None
+        if self.field and prefix:
+            field = f"{prefix}{'' if self.field.startswith('[') else '.'}{self.field}"
+        return DataError(self.reason, path=path if path is not None else self.path,
+                         line=line if line is not None else self.line, field=field)
 
 
 class MissingFileError(DataError, FileNotFoundError):
-    """A data file that does not exist: a :class:`DataError` naming its path, and a ``FileNotFoundError``
-    too, so that code asking "is the data there?" with ``except FileNotFoundError`` keeps working."""
+    """A missing data file: a :class:`DataError`, and a ``FileNotFoundError`` for ``except FileNotFoundError``
+    callers."""
 
 
 @contextlib.contextmanager
@@ -115,13 +117,9 @@ _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
 
 class TextReader:
-    """A strict UTF-8 text reader over a plain or gzipped file (see :func:`open_text`).
-
-    Iterating yields lines (Windows line ends turned into LF, as text mode does) and counts
-    them in :attr:`line`; :meth:`read` returns the whole text. Every failure is a
-    :class:`DataError` naming the file: a line that is not UTF-8 names its line and column, a
-    damaged gzip stream the line it broke in.
-    """
+    """A strict UTF-8 reader of a plain or gzipped file: iterating yields lines (CRLF read as LF) and counts
+    them in :attr:`line`; :meth:`read` returns the whole text. Bad UTF-8 names its line and column, a
+    damaged gzip stream the line it broke in."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
@@ -178,31 +176,16 @@ class TextReader:
         finally:
             self._raw.close()
 
-    def __enter__(self) -> TextReader:
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def open_text(path: str | os.PathLike) -> TextReader:
-    """Open a UTF-8 text file for strict reading, transparently gunzipping ``*.gz`` (:class:`TextReader`).
-
-    A missing file, non-UTF-8 bytes and a corrupt or truncated gzip stream raise :class:`DataError`
-    naming the path (and the line, where the damage is in one).
-    """
-    return TextReader(path)
+def open_text(path: str | os.PathLike) -> contextlib.closing[TextReader]:
+    """Open a UTF-8 text file for strict reading (``with open_text(path) as f``), gunzipping ``*.gz``."""
+    return contextlib.closing(TextReader(path))
 
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary sibling directory of ``path`` to fill; on clean exit it replaces ``path`` by rename.
-
-    A reader sees the previous directory or the new one, never a mix (the old one is moved aside
-    first, then deleted); a crash inside the block leaves ``path`` as it was. Used for saved models.
-    """
-    import shutil
-
+    """Yield a temporary sibling directory of ``path`` to fill; on clean exit it replaces ``path`` by rename
+    (the old one moved aside, then deleted): a reader never sees a mix, a crash leaves ``path`` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
@@ -235,10 +218,6 @@ def read_json_dict(path: str | os.PathLike) -> dict | None:
 
 def json_safe(obj: Any) -> Any:
     """A JSON-serialisable copy of ``obj``: numpy -> Python, NaN/inf -> None, paths -> str, recursively."""
-    import math
-
-    import numpy as np
-
     if isinstance(obj, dict) or (hasattr(obj, "items") and hasattr(obj, "keys")):
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -250,8 +229,7 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, np.integer):
         return int(obj)
     if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return None if math.isnan(v) or math.isinf(v) else v
+        return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, Path):
         return str(obj)
     return obj

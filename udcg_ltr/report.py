@@ -1,17 +1,9 @@
-"""Report helpers for every study and job: tables (markdown + CSV) and figures (PNG). A leaf of the package.
+"""Report helpers for every study and job: tables (markdown + CSV), figures (PNG), number formats. A leaf.
 
-Nothing here knows about a particular study: a table is a list of row dicts plus an ordered list of
-:class:`Column` s (key, header, formatter); a figure is a matplotlib figure saved atomically. Logging
-tables and figures to W&B is the run logger's job (:meth:`udcg_ltr.tracking.RunLogger.log_results`).
-
-* :func:`markdown_table`, :func:`write_csv`, :func:`write_table` (both files, atomic); :func:`table_data` (the
-  columns and plain cells of row dicts, for a run logger);
-* :func:`fmt_float`, :func:`fmt_ci`, :func:`fmt_p`, :func:`fmt_pct`, :func:`fmt_pct_ci`: number formatting used
-  across reports (NaN -> "NA");
-* :func:`new_figure`, :func:`save_figure`, :func:`plot_lines` (series with optional CI error bars; identical
-  series merged, each series its own colour, marker and dash, dodged sideways: no line hides another),
-  :func:`plot_bars` (values with optional CI error bars, each bar labelled with its value and CI); the
-  ``*_figure`` functions return the figure unsaved (tests read its artists).
+A table is a list of row dicts plus an ordered list of :class:`Column` s (key, header, formatter); a figure is a
+matplotlib figure saved atomically (the ``*_figure`` functions return it unsaved: tests read its artists). Number
+formats turn NaN into ``NA``. Logging tables and figures to W&B is the run logger's job
+(:meth:`udcg_ltr.tracking.RunLogger.log_results`).
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.io import atomic_open, atomic_write_bytes
+from udcg_ltr.io import atomic_open, atomic_write_bytes, atomic_write_text
 
 # ---------------------------------------------------------------------------------------------
 # formatting
@@ -96,10 +88,7 @@ class Column:
 
 def row_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every key of the row dicts, in order of first appearance (a table's default columns)."""
-    keys: list[str] = []
-    for row in rows:
-        keys.extend(k for k in row if k not in keys)
-    return keys
+    return list(dict.fromkeys(k for row in rows for k in row))
 
 
 def _columns(rows: Sequence[Mapping[str, Any]], columns) -> list[Column]:
@@ -121,8 +110,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column |
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = ["| " + " | ".join(esc(c.title) for c in cols) + " |",
              "| " + " | ".join(marks.get(a, "---") for a in align) + " |"]
-    for row in rows:
-        lines.append("| " + " | ".join(esc(c.render(row)) for c in cols) + " |")
+    lines += ["| " + " | ".join(esc(c.render(row)) for c in cols) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -153,8 +141,7 @@ def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], column
     with atomic_open(path, "w") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow([c.key for c in cols])
-        for row in rows:
-            writer.writerow([_csv_value(row.get(c.key)) for c in cols])
+        writer.writerows([_csv_value(row.get(c.key)) for c in cols] for row in rows)
     return path
 
 
@@ -170,8 +157,7 @@ def write_table(stem: str | os.PathLike, rows: Sequence[Mapping[str, Any]], colu
     stem = Path(stem)
     md = (f"### {title}\n\n" if title else "") + markdown_table(rows, columns) + (f"\n{note}\n" if note else "")
     md_path = stem.with_suffix(".md")
-    with atomic_open(md_path, "w") as f:
-        f.write(md)
+    atomic_write_text(md_path, md)
     csv_path = write_csv(stem.with_suffix(".csv"), rows, csv_columns if csv_columns is not None else columns)
     return {"md": md_path, "csv": csv_path}
 
@@ -219,12 +205,9 @@ def series_style(i: int) -> dict[str, Any]:
 
 
 def _as_series(s) -> dict[str, np.ndarray | None]:
-    if isinstance(s, Mapping):
-        lo, hi = s.get("lo"), s.get("hi")
-        return {"y": np.asarray(s["y"], dtype=np.float64),
-                "lo": None if lo is None else np.asarray(lo, dtype=np.float64),
-                "hi": None if hi is None else np.asarray(hi, dtype=np.float64)}
-    return {"y": np.asarray(s, dtype=np.float64), "lo": None, "hi": None}
+    """A series as ``{"y", "lo", "hi"}`` float arrays (``lo`` / ``hi`` None without a CI)."""
+    s = s if isinstance(s, Mapping) else {"y": s}
+    return {key: None if s.get(key) is None else np.asarray(s[key], dtype=np.float64) for key in ("y", "lo", "hi")}
 
 
 def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
@@ -289,20 +272,11 @@ def lines_figure(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequ
     return fig
 
 
-def plot_lines(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], path: str | os.PathLike, *,
-               xlabel: str = "", ylabel: str = "", title: str | None = None, hline: float | None = 0.0,
-               xticks: Sequence | None = None) -> Path:
-    """One line per series; a series is ``y`` or ``{"y": ..., "lo": ..., "hi": ...}`` (CI error bars). NaN gaps
-    allowed. No series hides another (:func:`draw_lines`)."""
-    return save_figure(lines_figure(x, series, xlabel=xlabel, ylabel=ylabel, title=title, hline=hline,
-                                    xticks=xticks), path)
-
-
-def value_label(value, lo=None, hi=None, digits: int = 3) -> str:
-    """``0.412`` or, with a CI, ``0.412 [0.350, 0.470]``; ``NA`` for NaN."""
-    if lo is None or hi is None or _isnan(lo) or _isnan(hi):
-        return fmt_float(value, digits)
-    return fmt_ci(value, lo, hi, digits)
+def plot_lines(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], path: str | os.PathLike,
+               **kwargs) -> Path:
+    """One line per series, saved as a PNG (keyword arguments: :func:`lines_figure`); a series is ``y`` or
+    ``{"y": ..., "lo": ..., "hi": ...}`` (CI error bars). NaN gaps allowed. No series hides another."""
+    return save_figure(lines_figure(x, series, **kwargs), path)
 
 
 def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=None, ylabel: str = "",
@@ -327,7 +301,7 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
     span = float(finite.max() - finite.min()) or 1.0
     pad = 0.015 * span
     for yi, vi, a, b, li, hi_i in zip(y, v, starts, ends, lo_, hi_):
-        text = value_label(vi, li, hi_i, digits)
+        text = fmt_float(vi, digits) if _isnan(li) or _isnan(hi_i) else fmt_ci(vi, li, hi_i, digits)
         if np.isnan(vi):
             ax.text(pad, yi, text, va="center", ha="left", fontsize=7, color="grey")
         elif vi < 0:
@@ -347,9 +321,8 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
     return fig
 
 
-def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, *, lo=None, hi=None,
-              ylabel: str = "", title: str | None = None, highlight: Sequence[str] = (), digits: int = 3) -> Path:
-    """Horizontal bars with optional CI error bars, each labelled with its value (and CI, ``digits`` decimals);
-    ``highlight`` labels drawn in a second colour. NaN bars are not drawn and labelled ``NA``."""
-    return save_figure(bars_figure(labels, values, lo=lo, hi=hi, ylabel=ylabel, title=title, highlight=highlight,
-                                   digits=digits), path)
+def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, **kwargs) -> Path:
+    """Horizontal bars with optional CI error bars, each labelled with its value (and CI, ``digits`` decimals),
+    saved as a PNG (keyword arguments: :func:`bars_figure`); ``highlight`` labels drawn in a second colour. NaN
+    bars are not drawn and labelled ``NA``."""
+    return save_figure(bars_figure(labels, values, **kwargs), path)

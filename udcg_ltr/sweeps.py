@@ -1,19 +1,13 @@
 """Sweep bookkeeping: read the finished jobs of a Hydra multirun and write one summary table and plot.
 
-A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its
-overrides. A job that finished wrote ``job_result.json`` (status, hash of its resolved config,
-metrics, the config itself) last and atomically, so a killed sweep restarted with the same command
-skips exactly the jobs that completed *with the same configuration*: a folder name can stand for
-several configurations (``paths.data_dir`` is not part of it), so the skip is keyed by the config
-hash (:func:`udcg_ltr.jobs.common.config_hash`), and a killed or failed job reruns.
+A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its overrides. A
+finished job wrote ``job_result.json`` (status, hash of its resolved config, metrics, the config itself) last
+and atomically; a restarted sweep skips exactly the jobs that finished *with the same configuration* (keyed by
+:func:`udcg_ltr.jobs.common.config_hash`: a folder name can stand for several configurations). The summary
+reads only those files, never W&B's private run log, so ``logger=csv`` / ``none`` sweeps summarise the same way.
 
-``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``,
-``sweep_summary.csv`` and ``sweep_summary.png`` into the sweep folder. The plot shows the metric the
-sweep optimised (each job's ``optimized_metric``) unless ``--metric`` names another.
-
-The summary reads the jobs' own result files only (``job_result.json``), never W&B's private run
-log: a sweep logged with ``logger=csv`` or ``logger=none`` summarises the same way, and a W&B
-upgrade cannot break it.
+``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``, ``.csv`` and
+``.png`` into the sweep folder; the plot shows the metric the sweep optimised unless ``--metric`` names another.
 """
 
 from __future__ import annotations
@@ -35,7 +29,6 @@ from udcg_ltr.report import fmt_float, new_figure, save_figure, set_title
 RESULT_FILE = "job_result.json"
 
 
-# ---- sweep summary ---------------------------------------------------------------------------
 @dataclass
 class JobResult:
     job_dir: Path
@@ -75,9 +68,7 @@ def collect_jobs(sweep_dir: str | Path) -> list[JobResult]:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return "NA" if math.isnan(value) else f"{value:.4f}"
-    return "NA" if value is None else str(value)
+    return fmt_float(value, 4) if value is None or isinstance(value, float) else str(value)
 
 
 def plotted_metric(jobs: Sequence[JobResult], names: Sequence[str]) -> str | None:

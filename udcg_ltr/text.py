@@ -12,7 +12,7 @@ import re
 import string
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", flags=re.UNICODE)
 _PUNCT = set(string.punctuation) | {"\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014"}
@@ -41,18 +41,11 @@ def has_answer_tokens(tokens: Sequence[str], targets: Iterable[Sequence[str]]) -
     ``tokens`` = ``answer_tokens(passage)``, ``targets`` = ``[answer_tokens(a) for a in answers]``.
     Readers that test many (question, passage) pairs normalise each passage once with this.
     """
-    positions: dict[str, list[int]] | None = None
-    for target in targets:
-        if not target:
-            continue
-        if positions is None:
-            positions = {}
-            for i, t in enumerate(tokens):
-                positions.setdefault(t, []).append(i)
+    tokens = list(tokens)
+    for target in map(list, targets):
         n = len(target)
-        for i in positions.get(target[0], ()):
-            if list(tokens[i:i + n]) == list(target):
-                return True
+        if n and any(tokens[i:i + n] == target for i, t in enumerate(tokens) if t == target[0]):
+            return True
     return False
 
 
@@ -62,19 +55,21 @@ def exact_match(prediction: str, answers: Iterable[str]) -> float:
     return float(any(pred == normalize_answer(a) for a in answers))
 
 
-def token_f1(prediction: str, answers: Iterable[str]) -> float:
-    """Max over gold answers of the bag-of-tokens F1 (SQuAD's official F1)."""
+def _best_f1(prediction: str, answers: Iterable[str], overlap: Callable[[list, list], int]) -> float:
+    """Max over gold answers of the F1 whose matched-token count is ``overlap(prediction, gold)``."""
     pred = answer_tokens(prediction)
     best = 0.0
-    for answer in answers:
-        gold = answer_tokens(answer)
-        common = Counter(pred) & Counter(gold)
-        overlap = sum(common.values())
-        if overlap == 0:
-            continue
-        p, r = overlap / len(pred), overlap / len(gold)
-        best = max(best, 2 * p * r / (p + r))
+    for gold in map(answer_tokens, answers):
+        matched = overlap(pred, gold) if pred and gold else 0
+        if matched:
+            p, r = matched / len(pred), matched / len(gold)
+            best = max(best, 2 * p * r / (p + r))
     return best
+
+
+def token_f1(prediction: str, answers: Iterable[str]) -> float:
+    """Max over gold answers of the bag-of-tokens F1 (SQuAD's official F1)."""
+    return _best_f1(prediction, answers, lambda pred, gold: sum((Counter(pred) & Counter(gold)).values()))
 
 
 def contains_answer(prediction: str, answers: Iterable[str]) -> float:
@@ -84,18 +79,7 @@ def contains_answer(prediction: str, answers: Iterable[str]) -> float:
 
 def rouge_l(prediction: str, answers: Iterable[str]) -> float:
     """Max over gold answers of ROUGE-L F1 (longest common subsequence of normalised tokens)."""
-    pred = answer_tokens(prediction)
-    best = 0.0
-    for answer in answers:
-        gold = answer_tokens(answer)
-        if not pred or not gold:
-            continue
-        lcs = _lcs_length(pred, gold)
-        if lcs == 0:
-            continue
-        p, r = lcs / len(pred), lcs / len(gold)
-        best = max(best, 2 * p * r / (p + r))
-    return best
+    return _best_f1(prediction, answers, _lcs_length)
 
 
 def _lcs_length(a: list[str], b: list[str]) -> int:
@@ -110,22 +94,17 @@ def _lcs_length(a: list[str], b: list[str]) -> int:
 
 def distinct_answers(answers: Sequence[str]) -> list[str]:
     """The first spelling of each distinct normalised answer, in order (empty normalisations dropped)."""
-    seen: set[str] = set()
-    out: list[str] = []
+    first: dict[str, str] = {}
     for a in answers:
-        n = normalize_answer(a)
-        if n and n not in seen:
-            seen.add(n)
-            out.append(a)
-    return out
+        first.setdefault(normalize_answer(a), a)
+    first.pop("", None)
+    return list(first.values())
 
 
 ABSTENTION_STRING = "NO-RESPONSE"
 
 #: Refusal phrases (matched on the normalised answer) besides the abstention string itself.
 REFUSAL_PATTERNS: tuple[str, ...] = (
-    r"^no response\b",
-    r"^noresponse\b",
     r"\bno[ -]?response\b",
     r"\bi (do not|dont|don t) know\b",
     r"\b(cannot|can not|can t|unable to) (answer|be answered|determine|find|provide)\b",
@@ -141,8 +120,6 @@ _REFUSAL = re.compile("|".join(REFUSAL_PATTERNS))
 def is_abstention(answer: str, abstention_string: str = ABSTENTION_STRING) -> bool:
     """True for the abstention string, an empty answer, or a usual refusal phrase."""
     stripped = answer.strip()
-    if not stripped:
-        return True
-    if abstention_string and abstention_string.lower() in stripped.lower():
+    if not stripped or (abstention_string and abstention_string.lower() in stripped.lower()):
         return True
     return bool(_REFUSAL.search(normalize_answer(stripped)))

@@ -1,31 +1,18 @@
 """Experiment tracking behind one small interface: Weights & Biases (offline by default), CSV, or nothing.
 
-Every job (train.py, evaluate.py, the studies) logs through a :class:`RunLogger`:
+Every job (train.py, evaluate.py, the studies) logs through a :class:`RunLogger`: ``log_metrics`` (scalars,
+with a step), ``summary`` (final metrics), ``log_table`` (also written as CSV in the run folder),
+``log_image`` (PNGs), ``log_results`` (a whole report in one W&B step: the one way a study or job logs its
+results), ``lightning()`` (the matching Lightning logger, so a training run and its job share one W&B run)
+and ``finish()`` (so the next job of a sweep starts a new run). :func:`log_artifact` logs a model folder or
+weights file as a W&B artifact; :func:`as_run_logger` wraps a W&B run started elsewhere.
 
-* ``log_metrics(dict, step=None)`` scalar metrics; ``summary(dict)`` final metrics;
-* ``log_table(name, rows, columns)`` result tables (also written as CSV in the run folder);
-* ``log_image(name, path)`` PNG plots;
-* ``log_results(tables, images, scalars, prefix=...)`` a whole report (row-dict tables, PNGs, headline scalars;
-  one W&B step): the one way a study or job logs its results;
-* :func:`log_artifact` (logger, path, name, type, metadata): a trained model folder or weights file as a W&B
-  artifact (no-op for the other backends);
-* ``lightning()`` the matching Lightning logger for trainers, so a training run and its job share one
-  W&B run;
-* ``finish()`` closes the run cleanly so the next job of a sweep starts a new one.
-
-:func:`as_run_logger` wraps a W&B run started elsewhere (a Lightning ``WandbLogger``'s, a notebook's) in a
-:class:`WandbRunLogger`, so that it is logged to through the same code.
-
-W&B runs in offline mode unless ``mode: online`` is configured: it never asks for a key, and runs
-can be uploaded later with ``wandb sync <run folder>/wandb/offline-run-*``.
-
-A W&B run is meant to be shared, so it holds no machine paths: every string logged to it (config,
-summary, tables, Lightning hyperparameters) goes through :func:`redact_paths`, which writes the run
-folder as ``<run>``, the project as ``<project>``, the data and cache folders as ``<data>`` /
-``<cache>``, the Python environment as ``<python>``, the home folder as ``~`` and any other absolute
-path as ``<path>/<its file name>``; W&B's own machine metadata (host, program path, git state) is
-not collected. The run folder's local files (``metrics.json``, tables, ``job_result.json``) keep
-the real paths.
+W&B runs offline unless ``mode: online`` is configured: it never asks for a key, and runs can be uploaded
+later with ``wandb sync <run folder>/wandb/offline-run-*``. A W&B run is meant to be shared, so it holds no
+machine paths: every string logged to it goes through :func:`redact_paths` (run folder -> ``<run>``, project
+-> ``<project>``, data / cache folders -> ``<data>`` / ``<cache>``, Python environment -> ``<python>``, home
+-> ``~``, any other absolute path -> ``<path>/<its file name>``), and W&B's own machine metadata (host,
+program path, git state) is not collected. The run folder's local files keep the real paths.
 """
 
 from __future__ import annotations
@@ -280,12 +267,9 @@ def log_artifact(run: Any, path: str | os.PathLike, name: str, type: str = "mode
     ``run``: the job's :class:`RunLogger` (nothing is logged, ``None`` returned, unless its backend is
     W&B) or a ``wandb`` run. The name keeps letters, digits, ``-``, ``_`` and ``.`` (W&B's rule; other
     characters become ``-``); metadata is redacted like the rest of the run (:func:`redact_paths`).
-
-    The files are added with W&B's ``immutable`` policy: referenced where they are, not copied into a
-    staging folder under the home folder, so an offline run's artifact stays beside the run in the run
-    folder and ``wandb sync`` uploads it from there (the saved model folders are written once,
-    atomically, and never changed). The offline log records those local paths for that upload; the
-    artifact manifest W&B uploads holds only logical paths, sizes and digests.
+    The files are added with W&B's ``immutable`` policy: referenced where they are (saved model folders are
+    written once, atomically), not copied into a staging folder under the home folder, so an offline run's
+    artifact stays in the run folder and ``wandb sync`` uploads it from there.
     """
     if run is None or (isinstance(run, RunLogger) and not isinstance(run, WandbRunLogger)):
         return None

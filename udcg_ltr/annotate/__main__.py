@@ -49,23 +49,20 @@ def load_records(cfg: DictConfig) -> tuple[list, str]:
     from hydra.utils import get_method, instantiate
 
     dataset = cfg.get("dataset")
-    if dataset is not None:
-        if isinstance(dataset, str):
-            if dataset not in BUILTIN_DATASETS:
-                raise ValueError(f"unknown dataset {dataset!r}: give a config with a _target_ reader")
-            return list(get_method(BUILTIN_DATASETS[dataset])()), dataset
-        for node in (dataset, dataset.get("reader")):
-            if node is not None and not isinstance(node, str) and "_target_" in node:
-                records = instantiate(node, _convert_="all")
-                return list(records), str(dataset.get("name") or node["_target_"])
-        name = dataset.get("name")
-        if name in BUILTIN_DATASETS:
-            return list(get_method(BUILTIN_DATASETS[name])()), name
-        raise ValueError("dataset config needs a _target_ (or reader._target_) pointing to a reader function "
-                         "returning QueryRecords")
-    if cfg.get("input"):
-        return read_records(cfg.input), str(cfg.input)
-    raise ValueError("nothing to annotate: pass input=path.jsonl or dataset=<name>")
+    if dataset is None:
+        if cfg.get("input"):
+            return read_records(cfg.input), str(cfg.input)
+        raise ValueError("nothing to annotate: pass input=path.jsonl or dataset=<name>")
+    name = dataset if isinstance(dataset, str) else dataset.get("name")
+    for node in () if isinstance(dataset, str) else (dataset, dataset.get("reader")):
+        if node is not None and not isinstance(node, str) and "_target_" in node:
+            return list(instantiate(node, _convert_="all")), str(name or node["_target_"])
+    if name in BUILTIN_DATASETS:
+        return list(get_method(BUILTIN_DATASETS[name])()), name
+    if isinstance(dataset, str):
+        raise ValueError(f"unknown dataset {dataset!r}: give a config with a _target_ reader")
+    raise ValueError("dataset config needs a _target_ (or reader._target_) pointing to a reader function "
+                     "returning QueryRecords")
 
 
 def select_shard(records: list, *, index: int, count: int) -> list:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from udcg_ltr.annotate.scorer import PromptItem
+from udcg_ltr.annotate.prompts import PromptItem
 from udcg_ltr.data.schema import Passage, QueryRecord
 
 

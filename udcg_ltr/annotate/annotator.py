@@ -29,9 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from udcg_ltr.annotate.baselines import ERAG_FIELDS, MonteCarloConfig, abstention_rate, erag_labels
-from udcg_ltr.annotate.cache import AnnotationCache, cache_key
-from udcg_ltr.annotate.prompts import PromptItem, ScoreResult, as_prompt_config
+from udcg_ltr.annotate.baselines import ERAG_FIELDS, MonteCarloConfig, erag_labels, monte_carlo_p_no_response
+from udcg_ltr.annotate.cache import AnnotationCache, cache_key, lookup
+from udcg_ltr.annotate.prompts import PromptConfig, PromptItem, ScoreResult
 from udcg_ltr.batching import progress_bar
 from udcg_ltr.data.schema import DataError, QueryRecord
 from udcg_ltr.text import distinct_answers
@@ -64,15 +64,17 @@ class AnnotationStats:
 
 
 class CachedScorer:
-    """An LLM scorer whose results go through an :class:`AnnotationCache` (``cache=None``: no cache).
-
-    ``counters`` counts, per task, prompts computed by the LLM and prompts served by the cache.
-    """
+    """An LLM scorer whose results go through an :class:`AnnotationCache` (``cache=None``: no cache)."""
 
     def __init__(self, scorer, cache: AnnotationCache | None = None):
         self.scorer = scorer
         self.cache = cache
-        self.counters: dict[str, dict[str, int]] = {}
+        self.stats = AnnotationStats()
+
+    @property
+    def counters(self) -> dict[str, dict[str, int]]:
+        """Per task, prompts computed by the LLM and prompts served by the cache."""
+        return self.stats.by_task
 
     @property
     def name(self) -> str:
@@ -94,19 +96,9 @@ class CachedScorer:
         return cache_key(self.name, self.prompt_version, task, item.question, item.passages,
                          {"precision": self._precision(), **(params or {})})
 
-    def _count(self, task: str, computed: int, cached: int) -> None:
-        slot = self.counters.setdefault(task, {"computed": 0, "cached": 0})
-        slot["computed"] += computed
-        slot["cached"] += cached
-
     def _meta(self, task: str, item: PromptItem) -> dict[str, Any]:
         return {"llm": self.name, "prompt_version": self.prompt_version, "task": task,
                 "question": item.question[:200], "n_passages": len(item.passages)}
-
-    def _lookup(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
-        if self.cache is None:
-            return [None] * len(keys)
-        return [self.cache.get(k) for k in keys]
 
     # ---- P(NO-RESPONSE) and greedy answers ------------------------------------------------
     def score(self, items: Sequence[PromptItem], *, generate: bool = False,
@@ -116,14 +108,12 @@ class CachedScorer:
         items = list(items)
         max_new = int(getattr(self.scorer, "max_new_tokens", 0))
         keys = [self.key("score", it) for it in items]
-        found = self._lookup(keys)
         results: list[ScoreResult | None] = [None] * len(items)
         todo = []
         first: dict[str, int] = {}  # a prompt repeated within the call is computed once
-        for i, entry in enumerate(found):
-            usable = entry is not None and "p_no_response" in entry and (
-                not generate or ("answer" in entry and entry.get("max_new_tokens") == max_new))
-            if usable:
+        for i, entry in enumerate(lookup(self.cache, keys, "p_no_response")):
+            answered = entry is not None and "answer" in entry and entry.get("max_new_tokens") == max_new
+            if entry is not None and (answered or not generate):
                 results[i] = ScoreResult(float(entry["p_no_response"]), entry.get("answer"),
                                          int(entry.get("n_prompt_tokens", 0)))
             elif keys[i] not in first:
@@ -147,7 +137,7 @@ class CachedScorer:
         for i, r in enumerate(results):
             if r is None:
                 results[i] = results[first[keys[i]]]
-        self._count("score", len(todo), len(items) - len(todo))
+        self.stats.add("score", len(todo), len(items) - len(todo))
         return results  # type: ignore[return-value]
 
     # ---- ANSWER_PROB -----------------------------------------------------------------------
@@ -158,11 +148,11 @@ class CachedScorer:
         items = list(items)
         golds = [distinct_answers(g) for g in golds]  # one spelling per normalised answer
         keys = [self.key("answer_logprob", it, {"answers": g}) for it, g in zip(items, golds)]
-        found = self._lookup(keys)
+        found = lookup(self.cache, keys, "answer_logprob")
         out: list[float | None] = [None] * len(items)
         pairs: list[tuple[int, str]] = []
         for i, (entry, g) in enumerate(zip(found, golds)):
-            if entry is not None and "answer_logprob" in entry:
+            if entry is not None:
                 out[i] = entry["answer_logprob"]
             elif g:
                 pairs.extend((i, a) for a in g)
@@ -184,7 +174,7 @@ class CachedScorer:
                 rows.append((keys[i], {"answer_logprob": best[i]}, self._meta("answer_logprob", items[i])))
             if self.cache is not None:
                 self.cache.put_many(rows)
-        self._count("answer_logprob", len(todo), sum(1 for v in found if v is not None and "answer_logprob" in v))
+        self.stats.add("answer_logprob", len(todo), sum(e is not None for e in found))
         return out
 
     # ---- Monte Carlo P(NO-RESPONSE) ---------------------------------------------------------
@@ -196,28 +186,19 @@ class CachedScorer:
         params = {"n": config.n, "temperature": config.temperature, "seed": config.seed,
                   "max_new_tokens": config.max_new_tokens or getattr(self.scorer, "max_new_tokens", None)}
         keys = [self.key("mc", it, params) for it in items]
-        found = self._lookup(keys)
-        out: list[float] = [float("nan")] * len(items)
-        todo = [i for i, e in enumerate(found) if e is None or "p_no_response_mc" not in e]
-        for i, e in enumerate(found):
-            if e is not None and "p_no_response_mc" in e:
-                out[i] = float(e["p_no_response_mc"])
-        abstention = getattr(getattr(self.scorer, "prompt", None), "abstention", "NO-RESPONSE")
-        bar = _bar(len(todo), f"{self.name} Monte Carlo", progress)
-        try:
+        found = lookup(self.cache, keys, "p_no_response_mc")
+        out = [float("nan") if e is None else float(e["p_no_response_mc"]) for e in found]
+        todo = [i for i, e in enumerate(found) if e is None]
+        with progress_bar(len(todo), f"{self.name} Monte Carlo", progress in (None, True)) as bar:
             for i in todo:
                 # A per-prompt seed (from the key) keeps draws independent of order and batching.
                 seed = (int(keys[i][:8], 16) ^ int(config.seed)) & 0x7FFFFFFF
-                answers = self.scorer.sample_answers(items[i], config.n, config.temperature, seed=seed,
-                                                     max_new_tokens=config.max_new_tokens)
-                out[i] = abstention_rate(answers, abstention_string=abstention)
+                out[i], answers = monte_carlo_p_no_response(self.scorer, items[i], config, seed=seed)
                 if self.cache is not None:
                     self.cache.put(keys[i], {"p_no_response_mc": out[i], "mc_n": config.n, "mc_answers": answers},
                                    self._meta("mc", items[i]))
                 bar.update(1)
-        finally:
-            bar.close()
-        self._count("mc", len(todo), len(items) - len(todo))
+        self.stats.add("mc", len(todo), len(items) - len(todo))
         return out
 
 
@@ -242,14 +223,9 @@ class DedupScorer:
     def score(self, items, **kwargs):
         items = list(items)
         keys = [(it.question, tuple((str(t), str(x)) for t, x in it.passages)) for it in items]
-        first: dict[tuple, int] = {}
-        unique = []
-        for it, key in zip(items, keys):
-            if key not in first:
-                first[key] = len(unique)
-                unique.append(it)
-        results = self.scorer.score(unique, **kwargs)
-        return [results[first[key]] for key in keys]
+        unique = dict(zip(keys, items))  # the key is the whole prompt: duplicates are equal items
+        results = dict(zip(unique, self.scorer.score(list(unique.values()), **kwargs)))
+        return [results[key] for key in keys]
 
 
 class CacheMiss(RuntimeError):
@@ -268,7 +244,7 @@ class CacheOnlyScorer:
     def __init__(self, name: str, *, prompt=None, prompt_version: str | None = None, dtype: str = "float32",
                  quantize: str | None = None, exact_tail: int | None = None, max_new_tokens: int = 24):
         self.name = name
-        self.prompt = as_prompt_config(prompt)
+        self.prompt = PromptConfig.from_dict(prompt)
         self._version = prompt_version
         self.dtype = dtype
         self.quantize = quantize
@@ -303,10 +279,6 @@ class LazyScorer(CacheOnlyScorer):
         self._load = load
         self._llm = None
 
-    @property
-    def loaded(self) -> bool:
-        return self._llm is not None
-
     def llm(self):
         """The real scorer, loaded on first use and checked against this stand-in's cache keys."""
         if self._llm is None:
@@ -325,8 +297,8 @@ class LazyScorer(CacheOnlyScorer):
     def answer_logprobs(self, items, answers, **kwargs: Any):
         return self.llm().answer_logprobs(items, answers, **kwargs)
 
-    def sample_answers(self, items, **kwargs: Any):
-        return self.llm().sample_answers(items, **kwargs)
+    def sample_answers(self, item, *args: Any, **kwargs: Any):
+        return self.llm().sample_answers(item, *args, **kwargs)
 
 
 def with_cache(scorer, cache: AnnotationCache | None):
@@ -344,25 +316,18 @@ def with_cache(scorer, cache: AnnotationCache | None):
 
 def passage_items(records: Iterable[QueryRecord]) -> tuple[list[tuple[int, int]], list[PromptItem]]:
     """One single-passage prompt per (record, passage): ``(positions, items)``."""
-    where, items = [], []
-    for r_i, record in enumerate(records):
-        for p_i, p in enumerate(record.passages):
-            where.append((r_i, p_i))
-            items.append(PromptItem(record.question, [(p.title, p.text)]))
-    return where, items
+    pairs = [((r_i, p_i), record.question, p) for r_i, record in enumerate(records)
+             for p_i, p in enumerate(record.passages)]
+    return [w for w, _, _ in pairs], [PromptItem(q, [(p.title, p.text)]) for _, q, p in pairs]
 
 
 def _normalise_fields(fields: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    for f in fields:
-        f = str(f)
-        expanded = list(ERAG_FIELDS) if f == "erag" else [f]
-        for g in expanded:
-            if g not in KNOWN_FIELDS:
-                raise ValueError(f"unknown annotation field {g!r} (known: {', '.join(KNOWN_FIELDS)})")
-            if g not in out:
-                out.append(g)
-    return out
+    """``fields`` in order, without repeats, ``erag`` expanded to the three eRAG labels."""
+    expanded = [g for f in fields for g in (ERAG_FIELDS if str(f) == "erag" else (str(f),))]
+    for g in expanded:
+        if g not in KNOWN_FIELDS:
+            raise ValueError(f"unknown annotation field {g!r} (known: {', '.join(KNOWN_FIELDS)})")
+    return list(dict.fromkeys(expanded))
 
 
 def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCache | None = None, *,
@@ -382,22 +347,14 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     where, items = passage_items(records)
     stats = AnnotationStats(passages=len(items))
     name, version = cached_scorer.name, cached_scorer.prompt_version
-
-    def before(task: str) -> dict[str, int]:
-        return dict(cached_scorer.counters.get(task, {"computed": 0, "cached": 0}))
-
-    def record_task(task: str, start: dict[str, int]) -> None:
-        now = cached_scorer.counters.get(task, {"computed": 0, "cached": 0})
-        stats.add(task, now["computed"] - start["computed"], now["cached"] - start["cached"])
+    before = {task: dict(counts) for task, counts in cached_scorer.counters.items()}
 
     # The single-passage prompt gives P(NO-RESPONSE) and the greedy answer; passages that already hold
     # what it would give (e.g. a data set's shipped annotations, when only ANSWER_PROB is asked) skip it.
     needs_prompt = [i for i, (r_i, p_i) in enumerate(where)
                     if generate or "p_no_response" in wanted
                     or "p_no_response" not in records[r_i].passages[p_i].annotations.get(name, {})]
-    start = before("score")
     results = cached_scorer.score([items[i] for i in needs_prompt], generate=generate, progress=progress)
-    record_task("score", start)
     for (r_i, p_i), res in zip([where[i] for i in needs_prompt], results):
         record = records[r_i]
         ann = record.passages[p_i].annotations.setdefault(name, {})
@@ -411,26 +368,26 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
                 ann.update({k: v for k, v in labels.items() if k in wanted})
 
     if "answer_logprob" in wanted:
-        start = before("answer_logprob")
         golds = [records[r_i].answers for r_i, _ in where]
         values = cached_scorer.answer_logprob(items, golds, progress=progress)
-        record_task("answer_logprob", start)
-        missing = 0
         for (r_i, p_i), v in zip(where, values):
-            if v is None:
-                missing += 1
-                continue
-            records[r_i].passages[p_i].annotations[name]["answer_logprob"] = v
-        if missing:
-            log.warning("answer_logprob: %d passages belong to questions without gold answers (left out)", missing)
+            if v is not None:
+                records[r_i].passages[p_i].annotations[name]["answer_logprob"] = v
+        if values.count(None):
+            log.warning("answer_logprob: %d passages belong to questions without gold answers (left out)",
+                        values.count(None))
 
     if "p_no_response_mc" in wanted:
-        start = before("mc")
         values = cached_scorer.p_no_response_mc(items, mc or MonteCarloConfig(), progress=progress)
-        record_task("mc", start)
         for (r_i, p_i), v in zip(where, values):
             records[r_i].passages[p_i].annotations[name]["p_no_response_mc"] = v
 
+    # This run's share of the scorer's counters (a CachedScorer passed in may have counted other runs).
+    for task, asked in (("score", True), ("answer_logprob", "answer_logprob" in wanted),
+                        ("mc", "p_no_response_mc" in wanted)):
+        if asked:
+            was, now = before.get(task, {"computed": 0, "cached": 0}), cached_scorer.counters[task]
+            stats.add(task, now["computed"] - was["computed"], now["cached"] - was["cached"])
     stats.seconds = round(time.perf_counter() - t0, 3)
     log.info("annotated %d passages with %s: %d computed, %d from the cache (%.1fs)", stats.passages, name,
              stats.computed, stats.cached, stats.seconds)
@@ -465,7 +422,3 @@ def ensure_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequenc
     stats = annotate_records(todo, scorer, None, fields=list(fields), progress=progress)
     info.update(computed=stats.computed, cached=stats.cached)
     return info
-
-
-def _bar(total: int, desc: str, progress: bool | None):
-    return progress_bar(total, desc, True if progress is None else progress)

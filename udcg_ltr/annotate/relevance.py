@@ -1,15 +1,13 @@
 """Relevance labels R(q, p) for utility (Eq. 2): from the dataset, by answer containment, or by an LLM judge.
 
-* ``dataset``: keep the labels the reader set (qrels, gold passages, ``has_answer`` flags); count
-  the passages left unlabelled;
+* ``dataset`` (or ``keep``): keep the labels the reader set (qrels, gold passages, ``has_answer`` flags);
 * ``contains``: ``1`` when a normalised gold answer occurs as whole tokens in the passage text
   (:func:`udcg_ltr.text.has_answer`, the DPR convention), else ``0``;
 * ``llm``: the UDCG paper's relevance judge (Figure 5, :class:`~udcg_ltr.annotate.judge.RelevanceJudge`):
   grade A -> 1, B -> 0; unparseable replies are counted, logged, and either left unlabelled or
   labelled by containment (``fallback="contains"``).
-
-The judge's verdicts are also kept in ``Passage.extra["relevance_judge"]`` (grade and motivation)
-so a label can always be traced back.
+  The verdicts are kept in ``Passage.extra["relevance_judge"]`` (grade and motivation), so a label can
+  always be traced back.
 """
 
 from __future__ import annotations
@@ -47,18 +45,15 @@ def label_relevance(records: Sequence[QueryRecord], method: str = "dataset", *, 
     """
     if method not in METHODS:
         raise ValueError(f"unknown relevance method {method!r} (use one of {', '.join(METHODS)})")
-    stats = RelevanceStats(method=method)
     passages = [(r, p) for r in records for p in r.passages]
-    stats.passages = len(passages)
-    if method in ("dataset", "keep"):
-        pass
-    elif method == "contains":
+    stats = RelevanceStats(method=method, passages=len(passages))
+    if method == "contains":
         for r, p in passages:
             if not r.answers:
                 raise DataError(f"query {r.qid!r} has no gold answers: relevance by containment is undefined",
                                 field="answers")
             p.relevance = int(has_answer(p.text, r.answers))
-    else:
+    elif method == "llm":
         if judge is None:
             raise ValueError("relevance method 'llm' needs a judge (udcg_ltr.annotate.judge.RelevanceJudge)")
         results = judge.judge_many([(r.question, r.answers, p.text) for r, p in passages], progress=progress)

@@ -1,69 +1,39 @@
 """The LLM scorer: P(NO-RESPONSE) at the first answer position, greedy answers, answer log-likelihoods.
 
-For each (question, passages) prompt (UDCG paper, Figure 4; see :mod:`udcg_ltr.annotate.prompts`)
-:meth:`LLMScorer.score` returns ``p_no_response`` = the softmax probability, over the full
-vocabulary and in float32 whatever the model's dtype, of the first token of the abstention string
-(``NO-RESPONSE`` -> ``NO``) at the first answer position (Eq. 2), and optionally the greedy answer.
+For each (question, passages) prompt (UDCG paper, Figure 4; :mod:`udcg_ltr.annotate.prompts`)
+:meth:`LLMScorer.score` returns ``p_no_response``: the float32 softmax probability, over the full
+vocabulary, of the first token of the abstention string (``NO-RESPONSE`` -> ``NO``) at the first
+answer position (Eq. 2), and optionally the greedy answer.
 
-Throughput (all exact in float32: results agree with the unbatched reference to ~1e-6):
-
-* prompts are tokenised once, sorted by length and cut into batches of ``batch_size`` (length
-  bucketing: little padding), left-padded;
-* the shared instruction prefix (system message and the start of the user turn, up to the
-  documents) is run once; its key/value cache is expanded across every batch (``DynamicCache``),
-  so a batch row looks like ``[prefix][pad ... pad][rest of the prompt]``: the attention mask hides
-  the pads and the position ids continue from the prefix, counted without the pads, so RoPE sees
-  exactly the positions of the unpadded prompt;
-* only the last position goes through the LM head (``logits_to_keep=1``), under
-  ``torch.inference_mode``;
-* greedy decoding drops finished rows from the batch (``batch_select_indices``).
-
-Prefix reuse is checked once against a full forward pass and switched off, with a warning, if the
-model disagrees (e.g. architectures whose cache cannot be expanded).
+Throughput, exact in float32 (results agree with the unbatched :meth:`LLMScorer.score_reference` to ~1e-6):
+prompts are sorted by length and cut into left-padded batches (:func:`udcg_ltr.batching.length_batches`);
+the shared instruction prefix (up to the documents) is run once and its key/value cache expanded across
+every batch, the position ids counting only real tokens so RoPE sees the unpadded prompt's positions;
+only the last position goes through the LM head (``logits_to_keep``); greedy decoding drops finished
+rows. Prefix reuse is checked once against a full forward pass and switched off, with a warning, if the
+model disagrees (an architecture whose cache cannot be expanded).
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import math
-import time
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from udcg_ltr.annotate.prompts import PromptConfig, PromptItem, ScoreResult, as_prompt_config  # re-exported
+from udcg_ltr.annotate.prompts import PromptConfig, PromptItem, ScoreResult
+from udcg_ltr.annotate.weights import load_model, resolve_device, torch_dtype
 from udcg_ltr.batching import length_batches, progress_bar
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-}
 #: Marks where the documents start when locating the shared instruction prefix.
 _SENTINEL = "\u2063UDCG_DOCUMENTS_START\u2063"
-
-
-def torch_dtype(name: str | torch.dtype) -> torch.dtype:
-    if isinstance(name, torch.dtype):
-        return name
-    try:
-        return _DTYPES[str(name).lower().replace("torch.", "")]
-    except KeyError:
-        raise ValueError(f"unknown dtype {name!r} (use one of {sorted(_DTYPES)})") from None
-
-
-def resolve_device(device: str | torch.device | None) -> str:
-    device = "cpu" if device is None else str(device)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device {device!r} requested but CUDA is not available; use device=cpu")
-    return device
 
 
 class LLMScorer:
@@ -72,25 +42,17 @@ class LLMScorer:
     Args:
         model_name_or_path: a Hugging Face id, a local folder, or a folder holding ``gguf_file``.
         name: the annotation key (``Passage.annotations[name]``); defaults to the model's folder name.
-        gguf_file: load this GGUF file from ``model_name_or_path`` (dequantised to ``dtype``).
-        dtype: weights' dtype (``float32`` default; ``bfloat16`` / ``float16``); probabilities are
-            always computed in float32.
-        device: ``cpu`` (default), ``cuda``, ``cuda:N`` or ``auto`` (``device_map="auto"`` across GPUs
-            when ``accelerate`` is installed and CUDA is available).
-        batch_size: prompts per forward pass (rows of one length bucket).
-        max_batch_tokens: also cap a batch at this many padded prompt tokens (rows x longest prompt;
-            :func:`udcg_ltr.batching.length_batches`): on a GPU, a large ``batch_size`` with a token
-            budget keeps it busy on short prompts without running out of memory on long ones.
+        dtype: weights' dtype; probabilities are always computed in float32.
+        device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (``device_map="auto"`` with ``accelerate``).
+        max_batch_tokens: also cap a batch at this many padded prompt tokens (rows x longest prompt):
+            on a GPU a large ``batch_size`` then fills it on short prompts without running out of
+            memory on long ones.
         prompt: a :class:`PromptConfig` (or mapping of its fields); defaults to the paper's prompt.
-        max_new_tokens: greedy answer length cap (default 24, as the shared annotations).
-        num_threads: ``torch.set_num_threads`` (process-wide) when given.
+        max_new_tokens: greedy answer length cap (24, as the shared annotations).
         prefix_cache: reuse the instruction prefix's key/value cache across prompts.
-        quantize: ``None``; ``"bf16-linear"`` (the fast CPU mode: the decoder's Linear layers run with
-            bfloat16 weights and inputs, everything else -- residual stream, norms, attention, LM head --
-            stays in ``dtype``, and the last ``exact_tail`` prompt tokens run with the original weights);
-            or ``"int8-dynamic"`` (``torch.ao`` dynamic int8 Linear layers; CPU only; slow on AVX512 CPUs).
-        exact_tail: with ``quantize="bf16-linear"``, how many final prompt tokens use the exact weights
-            (16 halves the bf16 error on P(NO-RESPONSE) for ~10% of the cost; 0 disables).
+        quantize: ``None``, ``"bf16-linear"`` (the fast CPU mode, :mod:`udcg_ltr.annotate.weights`; the
+            last ``exact_tail`` prompt tokens run with the original weights: 16 halves the bf16 error on
+            P(NO-RESPONSE) for ~10% of the cost) or ``"int8-dynamic"`` (``torch.ao``; CPU only).
         model, tokenizer: already loaded objects to share (then nothing is loaded).
     """
 
@@ -101,10 +63,9 @@ class LLMScorer:
                  num_threads: int | None = None, prefix_cache: bool = True, quantize: str | None = None,
                  exact_tail: int = 16, trust_remote_code: bool = False, model: Any = None, tokenizer: Any = None,
                  progress: bool = True):
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        for option, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
+            if value < 1:
+                raise ValueError(f"{option} must be >= 1, got {value}")
         if num_threads:
             torch.set_num_threads(int(num_threads))
         self.model_name_or_path = model_name_or_path
@@ -113,7 +74,7 @@ class LLMScorer:
         self.device = resolve_device(device)
         self.batch_size = int(batch_size)
         self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
-        self.prompt = as_prompt_config(prompt)
+        self.prompt = PromptConfig.from_dict(prompt)
         self.max_new_tokens = int(max_new_tokens)
         self.prefix_cache = bool(prefix_cache)
         self.quantize = quantize
@@ -132,9 +93,13 @@ class LLMScorer:
         self.name = name or _default_name(model_name_or_path, gguf_file)
         self._input_device = _input_device(model)
         self._keep_kw = "logits_to_keep" in inspect.signature(self.model.forward).parameters
-        self._pad_id = _pad_id(tokenizer)
-        self._eos_ids = _eos_ids(model, tokenizer)
-        self._use_chat = self._decide_chat()
+        self._pad_id = (_id_list(tokenizer.pad_token_id) or _id_list(tokenizer.eos_token_id) or [0])[0]
+        generation_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        self._eos_ids = set(_id_list(generation_eos) + _id_list(tokenizer.eos_token_id))
+        wanted, has_template = self.prompt.chat_template, bool(getattr(tokenizer, "chat_template", None))
+        if wanted is True and not has_template:
+            raise ValueError(f"prompt.chat_template=True but {model_name_or_path} has no chat template")
+        self._use_chat = has_template if wanted is None else bool(wanted)
         self._system_in_user = False
         self.no_response_token_id = self._no_response_token_id()
         self._prefix_ids: list[int] | None = None
@@ -161,10 +126,9 @@ class LLMScorer:
 
     def with_options(self, **changes: Any) -> LLMScorer:
         """A scorer sharing this one's model and tokenizer with other options (prompt, batch size ...)."""
-        kwargs = dict(name=self.name, gguf_file=self.gguf_file, dtype=self.dtype, device=self.device,
-                      batch_size=self.batch_size, max_batch_tokens=self.max_batch_tokens, prompt=self.prompt,
-                      max_new_tokens=self.max_new_tokens, prefix_cache=self.prefix_cache, quantize=self.quantize, exact_tail=self.exact_tail,
-                      progress=self.progress)
+        options = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "prompt",
+                   "max_new_tokens", "prefix_cache", "quantize", "exact_tail", "progress")
+        kwargs = {k: getattr(self, k) for k in options}
         forbidden = {"dtype", "device", "quantize", "gguf_file"} & set(changes)
         if forbidden:
             raise ValueError(f"{sorted(forbidden)} change the weights: load another scorer instead")
@@ -177,12 +141,6 @@ class LLMScorer:
         return other
 
     # ---- prompt encoding -------------------------------------------------------------------
-    def _decide_chat(self) -> bool:
-        has = bool(getattr(self.tokenizer, "chat_template", None))
-        if self.prompt.chat_template is True and not has:
-            raise ValueError(f"prompt.chat_template=True but {self.model_name_or_path} has no chat template")
-        return has if self.prompt.chat_template is None else bool(self.prompt.chat_template)
-
     def render_chat(self, messages: list[dict[str, str]]) -> str:
         """Apply the chat template (generation prompt added); a template that rejects a system
         message gets the system text prepended to the first user message instead."""
@@ -198,11 +156,12 @@ class LLMScorer:
                 return self.render_chat(messages)
             raise
 
-    def render(self, item: PromptItem) -> str:
-        """The exact text fed to the model for ``item``."""
+    def render(self, item: PromptItem, prompt: PromptConfig | None = None) -> str:
+        """The exact text fed to the model for ``item`` (with this scorer's prompt unless told)."""
+        prompt = prompt or self.prompt
         if self._use_chat:
-            return self.render_chat(self.prompt.messages(item.question, item.passages))
-        return self.prompt.plain_text(item.question, item.passages)
+            return self.render_chat(prompt.messages(item.question, item.passages))
+        return prompt.plain_text(item.question, item.passages)
 
     def _tokenize(self, text: str) -> list[int]:
         # The chat template already holds the special tokens (BOS etc.): adding them again would
@@ -232,14 +191,9 @@ class LLMScorer:
 
     def prefix_ids(self) -> list[int]:
         """Token ids of the shared instruction prefix (everything before the documents)."""
-        if self._prefix_ids is None:
-            user = self.prompt.user_template.format(documents=_SENTINEL, question="?")
-            system = self.prompt.system_prompt
-            if self._use_chat:
-                msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-                text = self.render_chat(msgs)
-            else:
-                text = f"{system}{self.prompt.plain_separator}{user}" if system else user
+        if self._prefix_ids is None:  # the documents are one marker: the prefix is the text before it
+            marked = self.prompt.replace(document_template="{text}")
+            text = self.render(PromptItem("?", [("", _SENTINEL)]), marked)
             cut = text.find(_SENTINEL)
             self._prefix_ids = self._tokenize(text[:cut]) if cut > 0 else []
         return self._prefix_ids
@@ -341,22 +295,12 @@ class LLMScorer:
 
     def _shared_prefix(self, seqs: Sequence[Sequence[int]], candidate: Sequence[int] | None) -> list[int]:
         """The longest prefix of ``candidate`` that every sequence starts with (leaving >= 1 token each)."""
-        if not self._prefix_usable() or candidate is None or not seqs:
-            return []
-        n = min(len(candidate), min(len(s) for s in seqs) - 1)
-        for s in seqs:
-            i = 0
-            while i < n and s[i] == candidate[i]:
-                i += 1
-            n = i
-            if n == 0:
-                break
-        return list(candidate[:n])
-
-    def _prefix_usable(self) -> bool:
         if self._prefix_ok is None:
             self._prefix_ok = self._check_prefix_reuse()
-        return self._prefix_ok
+        if not self._prefix_ok or candidate is None or not seqs:
+            return []
+        n = min(len(candidate), min(len(s) for s in seqs) - 1)
+        return list(os.path.commonprefix([list(candidate[:n]), *(list(s) for s in seqs)]))
 
     def _check_prefix_reuse(self) -> bool:
         """Prefix reuse is exact in theory; check it once on this model (some caches cannot expand):
@@ -386,6 +330,13 @@ class LLMScorer:
         finally:
             self._prefix_kv.clear()
 
+    def _batches(self, seqs: Sequence[Sequence[int]], desc: str, progress: bool | None) -> Iterator[list]:
+        """Length-bucketed batches of indices into ``seqs``, with a progress bar over the prompts."""
+        with progress_bar(len(seqs), desc, self.progress if progress is None else progress) as bar:
+            for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
+                yield batch
+                bar.update(len(batch))
+
     # ---- public API --------------------------------------------------------------------------
     def score(self, items: Sequence[PromptItem], *, generate: bool = False, progress: bool | None = None,
               max_new_tokens: int | None = None,
@@ -403,27 +354,19 @@ class LLMScorer:
             seqs = [self.encode(it) for it in items]
             prefix = self._shared_prefix(seqs, self.prefix_ids())
             results: list[ScoreResult | None] = [None] * len(items)
-            bar = progress_bar(len(items), self.name, self.progress if progress is None else progress)
-            try:
-                for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
-                    logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
-                    logp = logits[:, -1].float().log_softmax(-1)
-                    p_no = logp[:, self.no_response_token_id].exp().tolist()
-                    answers: list[str | None] = [None] * len(batch)
-                    if generate:
-                        toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new,
-                                            lambda lg: lg.argmax(-1))
-                        answers = [self._detok(t) for t in toks]
-                    batch_results = [ScoreResult(float(p), a, len(seqs[i]))
-                                     for i, p, a in zip(batch, p_no, answers)]
-                    for i, r in zip(batch, batch_results):
-                        results[i] = r
-                    self.counters["prompts"] += len(batch)
-                    if on_batch is not None:
-                        on_batch(list(batch), batch_results)
-                    bar.update(len(batch))
-            finally:
-                bar.close()
+            for batch in self._batches(seqs, self.name, progress):
+                logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
+                p_no = logits[:, -1].float().log_softmax(-1)[:, self.no_response_token_id].exp().tolist()
+                answers: list[str | None] = [None] * len(batch)
+                if generate:
+                    toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new, _greedy)
+                    answers = [self._detok(t) for t in toks]
+                batch_results = [ScoreResult(p, a, len(seqs[i])) for i, p, a in zip(batch, p_no, answers)]
+                for i, r in zip(batch, batch_results):
+                    results[i] = r
+                self.counters["prompts"] += len(batch)
+                if on_batch is not None:
+                    on_batch(list(batch), batch_results)
         return results  # type: ignore[return-value]
 
     def score_reference(self, items: Sequence[PromptItem], *, generate: bool = False,
@@ -464,24 +407,17 @@ class LLMScorer:
             seqs = [p + t for p, t in zip(prompts, targets)]
             prefix = self._shared_prefix(prompts, self.prefix_ids())
             out: list[float] = [math.nan] * len(items)
-            bar = progress_bar(len(items), f"{self.name} logP(answer)", self.progress if progress is None else progress)
-            try:
-                for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
-                    A = max(len(targets[i]) for i in batch)
-                    logits, *_ = self._prefill([seqs[i] for i in batch], prefix, keep=A + 1)
-                    logp = logits.float().log_softmax(-1)  # [B, A+1, V]: column c predicts token at A+1-c from the end
-                    for j, i in enumerate(batch):
-                        t = targets[i]
-                        n = len(t)
-                        # Rows are right-aligned: the answer is the row's last n tokens; the logits that
-                        # predict them sit one column earlier.
-                        cols = torch.arange(A - n, A, device=logp.device)
-                        ids = torch.tensor(t, device=logp.device)
-                        out[i] = float(logp[j, cols, ids].sum().item())
-                    self.counters["prompts"] += len(batch)
-                    bar.update(len(batch))
-            finally:
-                bar.close()
+            for batch in self._batches(seqs, f"{self.name} logP(answer)", progress):
+                longest = max(len(targets[i]) for i in batch)
+                logits, *_ = self._prefill([seqs[i] for i in batch], prefix, keep=longest + 1)
+                logp = logits.float().log_softmax(-1)
+                for j, i in enumerate(batch):
+                    # Rows are right-aligned: the answer is the row's last n tokens; the logits that
+                    # predict them sit one column earlier.
+                    n = len(targets[i])
+                    cols = torch.arange(longest - n, longest, device=logp.device)
+                    out[i] = float(logp[j, cols, torch.tensor(targets[i], device=logp.device)].sum().item())
+                self.counters["prompts"] += len(batch)
         return out
 
     def answer_logprob(self, question: str, passage: tuple[str, str] | Sequence[tuple[str, str]],
@@ -492,8 +428,7 @@ class LLMScorer:
         golds = [gold_answer] if isinstance(gold_answer, str) else list(gold_answer)
         if not golds:
             raise ValueError("answer_logprob needs at least one gold answer")
-        item = PromptItem(question, passages)
-        return max(self.answer_logprobs([item] * len(golds), golds, progress=False))
+        return max(self.answer_logprobs([PromptItem(question, passages)] * len(golds), golds, progress=False))
 
     def sample_answers(self, item: PromptItem, n: int, temperature: float = 1.0, *, seed: int = 0,
                        max_new_tokens: int | None = None) -> list[str]:
@@ -508,7 +443,7 @@ class LLMScorer:
 
         def pick(logits: torch.Tensor) -> torch.Tensor:
             if temperature <= 0:
-                return logits.argmax(-1)
+                return _greedy(logits)
             probs = (logits.float() / temperature).softmax(-1).cpu()
             return torch.multinomial(probs, 1, generator=gen)[:, 0].to(logits.device)
 
@@ -535,17 +470,11 @@ class LLMScorer:
                 seqs = [self._tokenize("\n\n".join(m["content"] for m in c)) for c in conversations]
             prefix = self._shared_prefix(seqs, seqs[0]) if len(seqs) > 1 else []
             out: list[str] = [""] * len(seqs)
-            bar = progress_bar(len(seqs), f"{self.name} generate", self.progress if progress is None else progress)
-            try:
-                for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
-                    logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
-                    toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new_tokens,
-                                        lambda lg: lg.argmax(-1))
-                    for i, t in zip(batch, toks):
-                        out[i] = self._detok(t)
-                    bar.update(len(batch))
-            finally:
-                bar.close()
+            for batch in self._batches(seqs, f"{self.name} generate", progress):
+                logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
+                toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new_tokens, _greedy)
+                for i, t in zip(batch, toks):
+                    out[i] = self._detok(t)
         return out
 
     def _detok(self, ids: list[int]) -> str:
@@ -556,142 +485,14 @@ class LLMScorer:
                 f"device={self.device!r}, batch_size={self.batch_size}, prompt_version={self.prompt_version!r})")
 
 
-# ---- helpers ---------------------------------------------------------------------------------
-def load_model(model_name_or_path: str, *, gguf_file: str | None = None, dtype: torch.dtype = torch.float32,
-               device: str = "cpu", quantize: str | None = None, trust_remote_code: bool = False):
-    """Load ``(model, tokenizer)`` with transformers (GGUF through ``gguf_file=``)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    t0 = time.perf_counter()
-    kw: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-    if gguf_file:
-        kw["gguf_file"] = gguf_file
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_name_or_path, **kw)
-        load_kw = dict(kw, dtype=dtype)
-        if device == "auto" or (device.startswith("cuda") and _has_accelerate()):
-            load_kw["device_map"] = "auto" if device == "auto" else device
-        model = AutoModelForCausalLM.from_pretrained(model_name_or_path, **load_kw)
-    except OSError as err:
-        raise OSError(f"could not load LLM {model_name_or_path!r}{f' ({gguf_file})' if gguf_file else ''}: {err}. "
-                      "Offline runs need a local folder or the demo/smollm2 models "
-                      "(python -m udcg_ltr.annotate.demo_llm --smollm2).") from err
-    if "device_map" not in load_kw:
-        model.to(device)
-    model.eval()
-    if quantize in ("bf16-linear", "bf16"):
-        install_bf16_linears(model)
-    elif quantize in ("int8-dynamic", "int8"):
-        if not str(device).startswith("cpu"):
-            raise ValueError("quantize='int8-dynamic' is CPU only")
-        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    elif quantize:
-        raise ValueError(f"unknown quantize={quantize!r} (use 'bf16-linear' or 'int8-dynamic')")
-    log.info("loaded %s in %.1fs", model_name_or_path, time.perf_counter() - t0)
-    return model, tokenizer
-
-
-class PrecisionSwitch:
-    """Shared flag of the :class:`DualPrecisionLinear` layers of one model (off = exact weights)."""
-
-    def __init__(self) -> None:
-        self.fast = False
-
-    @contextlib.contextmanager
-    def on(self):
-        previous, self.fast = self.fast, True
-        try:
-            yield
-        finally:
-            self.fast = previous
-
-
-class DualPrecisionLinear(torch.nn.Module):
-    """A Linear layer that runs with bfloat16 weights and inputs while its switch is on (output cast
-    back to the input dtype, bias added in that dtype) and with the original weights otherwise."""
-
-    def __init__(self, linear: torch.nn.Linear, switch: PrecisionSwitch):
-        super().__init__()
-        self.linear = linear
-        self.register_buffer("weight_bf16", linear.weight.detach().to(torch.bfloat16), persistent=False)
-        self.switch = switch
-
-    @property
-    def weight(self) -> torch.Tensor:
-        return self.linear.weight
-
-    @property
-    def bias(self) -> torch.Tensor | None:
-        return self.linear.bias
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.switch.fast:
-            return self.linear(x)
-        y = torch.nn.functional.linear(x.to(torch.bfloat16), self.weight_bf16).to(x.dtype)
-        return y if self.linear.bias is None else y + self.linear.bias
-
-
-class DualPrecisionMLP(torch.nn.Module):
-    """A gated MLP (``down(act(gate(x)) * up(x))``, the Llama / Qwen / Mistral / Gemma block) that runs
-    entirely in bfloat16 while its switch is on -- the 4864-wide intermediate never round-trips
-    through float32 -- and as the original module otherwise."""
-
-    def __init__(self, mlp: torch.nn.Module, switch: PrecisionSwitch):
-        super().__init__()
-        self.mlp = mlp
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            self.register_buffer(f"{name}_bf16", getattr(mlp, name).weight.detach().to(torch.bfloat16),
-                                 persistent=False)
-        self.switch = switch
-
-    @staticmethod
-    def applies_to(module: torch.nn.Module) -> bool:
-        parts = [getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-        return (all(isinstance(p, torch.nn.Linear) and p.bias is None for p in parts)
-                and callable(getattr(module, "act_fn", None)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.switch.fast:
-            return self.mlp(x)
-        h = x.to(torch.bfloat16)
-        F = torch.nn.functional
-        inner = self.mlp.act_fn(F.linear(h, self.gate_proj_bf16)) * F.linear(h, self.up_proj_bf16)
-        return F.linear(inner, self.down_proj_bf16).to(x.dtype)
-
-
-def install_bf16_linears(model) -> PrecisionSwitch:
-    """Make the decoder's matrix products switchable to bfloat16: gated MLPs become
-    :class:`DualPrecisionMLP`, every other Linear layer (not the LM head) a :class:`DualPrecisionLinear`.
-    Norms, residual additions, attention and the LM head keep the model's dtype. The returned switch
-    is also stored as ``model._udcg_precision_switch``."""
-    switch = PrecisionSwitch()
-    skip = {id(model.get_output_embeddings())}
-    for module in list(model.modules()):
-        for child_name, child in list(module.named_children()):
-            if DualPrecisionMLP.applies_to(child):
-                setattr(module, child_name, DualPrecisionMLP(child, switch))
-                for linear in (child.gate_proj, child.up_proj, child.down_proj):
-                    skip.add(id(linear))
-    for module in list(model.modules()):
-        if isinstance(module, (DualPrecisionMLP, DualPrecisionLinear)):
-            continue
-        for child_name, child in list(module.named_children()):
-            if isinstance(child, torch.nn.Linear) and id(child) not in skip:
-                setattr(module, child_name, DualPrecisionLinear(child, switch))
-    model._udcg_precision_switch = switch
-    return switch
-
-
-def _has_accelerate() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("accelerate") is not None
+def _greedy(logits: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(-1)
 
 
 def _default_name(path: str | None, gguf_file: str | None) -> str:
     if gguf_file:
-        stem = gguf_file.rsplit("/", 1)[-1]
-        return stem[:-5] if stem.endswith(".gguf") else stem
-    return str(path).rstrip("/").rsplit("/", 1)[-1] if path else "llm"
+        return Path(gguf_file).name.removesuffix(".gguf")
+    return Path(str(path)).name if path else "llm"
 
 
 def _input_device(model) -> torch.device:
@@ -701,21 +502,9 @@ def _input_device(model) -> torch.device:
         return next(model.parameters()).device
 
 
-def _pad_id(tokenizer) -> int:
-    for cand in (tokenizer.pad_token_id, tokenizer.eos_token_id, 0):
-        if cand is not None:
-            return int(cand[0] if isinstance(cand, (list, tuple)) else cand)
-    return 0
-
-
-def _eos_ids(model, tokenizer) -> set[int]:
-    ids: set[int] = set()
-    gen = getattr(model, "generation_config", None)
-    for source in (getattr(gen, "eos_token_id", None), tokenizer.eos_token_id):
-        if source is None:
-            continue
-        ids.update(int(x) for x in (source if isinstance(source, (list, tuple)) else [source]))
-    return ids
+def _id_list(ids: Any) -> list[int]:
+    """Token ids given as ``None``, one id or a list of ids, as a list."""
+    return [] if ids is None else [int(x) for x in (ids if isinstance(ids, (list, tuple)) else [ids])]
 
 
 def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:

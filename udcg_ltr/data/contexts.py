@@ -14,9 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.schema import DataError, get_field, get_str_list
-from udcg_ltr.io import atomic_open
+from udcg_ltr.data.jsonl import parse_lines, write_lines
+from udcg_ltr.data.schema import DataError, get_field, get_probability, get_str_list
 
 #: The graded outcomes of an end-to-end answer (:mod:`udcg_ltr.annotate.grading`).
 OUTCOMES = ("correct", "abstained", "wrong")
@@ -43,9 +42,7 @@ class ContextRun:
         if not isinstance(obj, Mapping):
             raise DataError(f"expected a JSON object, got {type(obj).__name__}")
         pids = get_str_list(obj, "pids")
-        pnr = get_field(obj, "p_no_response", float, optional=True)
-        if pnr is not None and not 0 <= pnr <= 1:
-            raise DataError(f"probability {pnr!r} outside [0, 1]", field="p_no_response")
+        pnr = get_probability(obj, "p_no_response", optional=True)
         name = get_field(obj, "llm", str, optional=True, default=llm)
         if name is None:
             raise DataError("missing (and no default LLM name was given)", field="llm")
@@ -58,17 +55,12 @@ class ContextRun:
 
 
 def read_context_runs(path: str | os.PathLike, *, llm: str | None = None) -> list[ContextRun]:
-    """Read end-to-end runs from JSONL; ``llm`` names the reader when lines do not carry it.
-
-    A (qid, context_id, llm) given twice and an empty file are errors naming the file and line.
-    """
+    """Read end-to-end runs from JSONL (``llm``: the reader, when lines do not name it); a (qid, context_id,
+    llm) given twice and an empty file are errors."""
     return list(parse_lines(path, lambda obj: ContextRun.from_dict(obj, llm=llm),
                             unique=lambda r: (r.qid, r.context_id, r.llm), unique_field="context_id"))
 
 
 def write_context_runs(path: str | os.PathLike, runs: Iterable[ContextRun]) -> Path:
-    path = Path(path)
-    with atomic_open(path, "w") as f:
-        for run in runs:
-            f.write(json.dumps(run.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
-    return path
+    lines = (json.dumps(run.to_dict(), ensure_ascii=False, separators=(",", ":")) for run in runs)
+    return write_lines(path, lines)

@@ -1,49 +1,18 @@
 """The embedded demo world: a seeded, made-up knowledge base with questions and candidate pools.
 
-Why synthetic: the default job annotates passages with a real (small) LLM, and the UDCG signal is
-only meaningful when the LLM must rely on the passages. Every name here is built from syllables
-(``Varno Keltis``, ``Kelmora``, ``Dunmere Works``, the ``Tolma River``), so no LLM can know the
-facts from pre-training.
+Why synthetic: the UDCG signal is only meaningful when the LLM must rely on the passages, and every
+name here is built from syllables (``Varno Keltis``, ``Kelmora``), so no LLM knows the facts.
+Entities of four types (:data:`ATTRIBUTES`) come in *families* of look-alikes (siblings sharing a
+surname, towns or rivers sharing a stem, companies sharing a first word) whose values all differ: the
+hard distractors. Each entity gets a few 20-60 word passages titled with its name, each stating one
+or two of its facts (every fact at least once) among fact-free filler.
 
-The world
-    Entities of four types, each with attributes:
-
-    ========  ==================================================
-    person    birth year, birthplace (a city), profession
-    city      population, founding year, province
-    company   founder (a person), founding year, headquarters (a city), product
-    river     length, the lake it flows into, the mountains it rises in
-    ========  ==================================================
-
-    Entities come in *families* of similarly named entities of one type (siblings sharing a
-    surname; towns or rivers sharing a stem; companies sharing a first word) whose attribute
-    values all differ: the source of hard distractors.
-
-Passages
-    Each entity gets a few short passages (20-60 words, titled with the entity's name), each
-    stating one or two of its facts in a natural sentence drawn from varied templates, padded
-    with fact-free filler sentences. Every fact appears in at least one passage, some in two.
-
-Questions and pools
-    One question per sampled (entity, attribute) pair, e.g. "In which year was Varno Keltis
-    born?", with its gold answers. The pool (``pool_size`` passages, default 12) holds
-
-    * the 1-2 passages that state the fact (``relevance=1``, ``extra["kind"]="answer"``);
-    * hard distractors, ``is_distractor=True``: the entity's other passages (``"same_entity"``),
-      passages stating the same attribute of a family member with a different value
-      (``"similar_entity"``), and other passages that mention the entity (``"mentions_entity"``);
-    * unrelated passages from the same split (``"unrelated"``, ``is_distractor=False``).
-
-    No passage but the answer-bearing ones contains a gold answer (checked with
-    :func:`udcg_ltr.text.has_answer`; colliding passages are left out), so a question is
-    answerable from exactly its answer-bearing passages. Each passage gets a deterministic
-    pseudo-retrieval ``score`` (lexical overlap with the question plus seeded Gaussian noise, so
-    that relevant passages are not always first and distractors, which share the entity's name,
-    often score high) and the ``rank`` that score implies; passages are stored in rank order.
-
-Splits (``train``/``val``/``test``) are assigned per entity family, so no entity and none of its
-look-alikes spans two splits. Same arguments, same records: :func:`write_demo_world` writes the
-same bytes for the same seed.
+One question per sampled (entity, attribute) pair; its pool (``pool_size``) holds the 1-2 passages
+stating the fact (``relevance=1``, ``extra["kind"]="answer"``), hard distractors (``is_distractor``:
+``"same_entity"``, ``"similar_entity"`` (a family member's same attribute), ``"mentions_entity"``) and
+``"unrelated"`` passages of the split; no other passage contains a gold answer. Scores are lexical
+overlap plus seeded noise, passages stored in the rank order they imply. Splits are assigned per
+family. Same arguments, same records: :func:`write_demo_world` writes the same bytes.
 """
 
 from __future__ import annotations
@@ -52,7 +21,7 @@ import argparse
 import os
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,13 +168,14 @@ class DemoWorld:
         raise KeyError(eid)
 
 
-def _syllable(rng: random.Random) -> str:
-    return rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-
-
 def _stem(rng: random.Random, n_syllables: int) -> str:
-    s = "".join(_syllable(rng) for _ in range(n_syllables))
+    s = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(n_syllables))
     return s[:1].upper() + s[1:]
+
+
+def _words(name: str) -> list[str]:
+    """The capitalised words of a name that must not be reused (``"Dunmere Works"``: dunmere, works)."""
+    return [w.lower() for w in name.replace("&", " ").split() if len(w) > 3 and w[0].isupper()]
 
 
 class _Names:
@@ -220,19 +190,15 @@ class _Names:
     def take(self, make) -> str:
         for _ in range(1000):
             name = make()
-            if not self.ok(name):
-                continue
-            key = name.lower()
-            words = [w.lower() for w in name.replace("&", " ").split() if len(w) > 3 and w[0].isupper()]
-            self.used.add(key)
-            self.used.update(words)
-            return name
+            if self.ok(name):
+                self.used.add(name.lower())
+                self.used.update(_words(name))
+                return name
         raise RuntimeError("could not find a fresh name; use fewer entities")
 
     def ok(self, name: str) -> bool:
         key = name.lower()
-        words = [w.lower() for w in name.replace("&", " ").split() if len(w) > 3 and w[0].isupper()]
-        return not (key in self.used or len(name.replace(" ", "")) < 4 or any(w in self.used for w in words)
+        return not (key in self.used or len(name.replace(" ", "")) < 4 or any(w in self.used for w in _words(name))
                     or _UNPRONOUNCEABLE.search(key.replace(" river", "")))
 
     def family(self, endings: Sequence[str], size: int, lo: int = 1, hi: int = 2) -> list[str]:
@@ -242,8 +208,7 @@ class _Names:
             fits = [stem + end for end in endings if self.ok(stem + end)]
             if len(fits) >= size:
                 chosen = self.rng.sample(fits, size)
-                for name in chosen:
-                    self.used.add(name.lower())
+                self.used.update(name.lower() for name in chosen)
                 return chosen
         raise RuntimeError("could not find fresh names; use fewer entities")
 
@@ -251,13 +216,10 @@ class _Names:
         return self.take(lambda: _stem(self.rng, self.rng.randint(lo, hi)))
 
 
-def _article(word: str) -> str:
-    return "an" if word[:1].lower() in "aeiou" else "a"
-
-
-def _distinct(rng: random.Random, make, taken: list) -> Any:
+def _distinct(draw: Callable[[dict[str, Any]], Any], values: dict[str, Any], taken: list) -> Any:
+    """A value ``draw(values)`` not in ``taken`` (which it joins): family members' values all differ."""
     for _ in range(1000):
-        v = make()
+        v = draw(values)
         if v not in taken:
             taken.append(v)
             return v
@@ -280,67 +242,49 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
 
     entities: list[Entity] = []
     families: dict[str, list[Entity]] = {}
-    counter = 0
-
-    def new_entity(etype: str, name: str, family: str) -> Entity:
-        nonlocal counter
-        e = Entity(eid=f"{etype[0]}{counter:03d}", etype=etype, name=name, family=family)
-        counter += 1
-        entities.append(e)
-        families.setdefault(family, []).append(e)
-        return e
-
     # names first (values of people and companies refer to cities and people)
     for t, etype in enumerate(ENTITY_TYPES):
-        remaining, f = per_type[t], 0
-        while remaining > 0:
-            size = min(family_size, remaining)
-            family = f"{etype}-{f}"
+        for f, start in enumerate(range(0, per_type[t], family_size)):
+            size = min(family_size, per_type[t] - start)
             if etype == "person":
                 surname = names.take(lambda: _stem(rng, 1) + rng.choice(_SURNAME_ENDS))
-                for _ in range(size):
-                    new_entity(etype, f"{names.stem(2, 2)} {surname}", family)
+                members = [f"{names.stem(2, 2)} {surname}" for _ in range(size)]
             elif etype == "city":
-                for name in names.family(_CITY_ENDS, size):
-                    new_entity(etype, name, family)
+                members = names.family(_CITY_ENDS, size)
             elif etype == "company":
                 stem = names.stem(2, 2)
-                for end in rng.sample(_COMPANY_ENDS, size):
-                    new_entity(etype, f"{stem} {end}", family)
+                members = [f"{stem} {end}" for end in rng.sample(_COMPANY_ENDS, size)]
             else:
-                for name in names.family(_RIVER_ENDS, size):
-                    new_entity(etype, f"{name} River", family)
-            remaining -= size
-            f += 1
+                members = [f"{name} River" for name in names.family(_RIVER_ENDS, size)]
+            for name in members:
+                e = Entity(eid=f"{etype[0]}{len(entities):03d}", etype=etype, name=name, family=f"{etype}-{f}")
+                entities.append(e)
+                families.setdefault(e.family, []).append(e)
 
+    cities = [e.name for e in entities if e.etype == "city"]
     people = [e for e in entities if e.etype == "person"]
-    cities = [e for e in entities if e.etype == "city"]
+    birth_year = {}  # person name -> birth year, for the founding years of companies
+    # attribute -> drawer of a value from the entity's values so far, in ATTRIBUTES order
+    drawers: dict[str, dict[str, Callable[[dict[str, Any]], Any]]] = {
+        "person": {"birth_year": lambda v: rng.randint(1780, 1975), "birthplace": lambda v: rng.choice(cities),
+                   "profession": lambda v: rng.choice(_PROFESSIONS)},
+        # founded before any birth year: nobody is born in a town not yet founded
+        "city": {"population": lambda v: rng.randrange(2_000, 900_000, 100),
+                 "founded": lambda v: rng.randint(900, 1750), "province": lambda v: rng.choice(provinces)},
+        # founded during the founder's working life
+        "company": {"founder": lambda v: rng.choice(people).name,
+                    "founded": lambda v: birth_year[v["founder"]] + rng.randint(20, 55),
+                    "headquarters": lambda v: rng.choice(cities), "product": lambda v: rng.choice(_PRODUCTS)},
+        "river": {"length": lambda v: rng.randint(40, 980), "mouth": lambda v: rng.choice(lakes),
+                  "source": lambda v: rng.choice(ranges)},
+    }
     for members in families.values():
-        etype = members[0].etype
-        taken: dict[str, list] = {a: [] for a in ATTRIBUTES[etype]}
+        taken: dict[str, list] = {a: [] for a in ATTRIBUTES[members[0].etype]}
         for e in members:
-            v = e.values
-            if etype == "person":
-                v["birth_year"] = _distinct(rng, lambda: rng.randint(1780, 1975), taken["birth_year"])
-                v["birthplace"] = _distinct(rng, lambda: rng.choice(cities).name, taken["birthplace"])
-                v["profession"] = _distinct(rng, lambda: rng.choice(_PROFESSIONS), taken["profession"])
-            elif etype == "city":
-                v["population"] = _distinct(rng, lambda: rng.randrange(2_000, 900_000, 100), taken["population"])
-                # before any birth year: nobody is born in a town not yet founded
-                v["founded"] = _distinct(rng, lambda: rng.randint(900, 1750), taken["founded"])
-                v["province"] = _distinct(rng, lambda: rng.choice(provinces), taken["province"])
-            elif etype == "company":
-                founder = _distinct(rng, lambda: rng.choice(people), taken["founder"])
-                v["founder"] = founder.name
-                # founded during the founder's working life
-                v["founded"] = _distinct(rng, lambda: founder.values["birth_year"] + rng.randint(20, 55),  # noqa: B023
-                                         taken["founded"])
-                v["headquarters"] = _distinct(rng, lambda: rng.choice(cities).name, taken["headquarters"])
-                v["product"] = _distinct(rng, lambda: rng.choice(_PRODUCTS), taken["product"])
-            else:
-                v["length"] = _distinct(rng, lambda: rng.randint(40, 980), taken["length"])
-                v["mouth"] = _distinct(rng, lambda: rng.choice(lakes), taken["mouth"])
-                v["source"] = _distinct(rng, lambda: rng.choice(ranges), taken["source"])
+            for attribute, draw in drawers[e.etype].items():
+                e.values[attribute] = _distinct(draw, e.values, taken[attribute])
+            if e.etype == "person":
+                birth_year[e.name] = e.values["birth_year"]
 
     # splits per family, stratified by type
     ratios = dict(DEFAULT_SPLIT_RATIOS if split_ratios is None else split_ratios)
@@ -354,12 +298,6 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
     for e in entities:
         passages.extend(_entity_passages(e, rng))
     return DemoWorld(seed=seed, entities=entities, passages=passages)
-
-
-def _render_value(etype: str, attribute: str, value: Any) -> str:
-    if attribute == "population":
-        return f"{value:,}"
-    return str(value)
 
 
 def _pick_template(e: Entity, attribute: str, rng: random.Random, avoid: str | None = None) -> str:
@@ -386,8 +324,8 @@ def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
         for a in group:
             template = _pick_template(e, a, rng, avoid=used_templates.get(a))
             used_templates[a] = template
-            v = _render_value(e.etype, a, e.values[a])
-            sentences.append(template.format(n=e.name, v=v, a=_article(v)))
+            v = f"{e.values[a]:,}" if a == "population" else str(e.values[a])
+            sentences.append(template.format(n=e.name, v=v, a="an" if v[:1].lower() in "aeiou" else "a"))
         target = rng.randint(20, 40)
         while len(" ".join(sentences).split()) < target:
             if not fillers:  # each entity cycles through its fillers before repeating one
@@ -405,34 +343,23 @@ def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
 
 # ---- questions and pools -------------------------------------------------------------------
 
+#: Accepted answer forms per attribute (``{v}``: the value), the canonical one first; others: ``("{v}",)``.
+_ANSWER_FORMS = {"population": ("{v:,}", "{v}"), "length": ("{v} kilometres", "{v} km", "{v}"),
+                 "mouth": ("Lake {v}", "{v}"), "source": ("{v} Mountains", "{v}"), "province": ("{v}", "{v} Province")}
+
+
 def gold_answers(e: Entity, attribute: str) -> list[str]:
     """Accepted answer strings for ``attribute`` of ``e`` (the first is the canonical one)."""
     v = e.values[attribute]
-    if attribute == "population":
-        return [f"{v:,}", str(v)]
-    if attribute == "length":
-        return [f"{v} kilometres", f"{v} km", str(v)]
-    if attribute == "mouth":
-        return [f"Lake {v}", str(v)]
-    if attribute == "source":
-        return [f"{v} Mountains", str(v)]
-    if attribute == "province":
-        return [str(v), f"{v} Province"]
     if attribute == "product" and " " in v:  # "pocket watches": "watches" is a fair short answer
         return [v, v.split()[-1]]
-    return [str(v)]
-
-
-def _question_text(e: Entity, attribute: str, rng: random.Random) -> str:
-    return rng.choice(_QUESTIONS[(e.etype, attribute)]).format(n=e.name)
+    return [form.format(v=v) for form in _ANSWER_FORMS.get(attribute, ("{v}",))]
 
 
 def _lexical(question: str, text: str) -> float:
+    """The share of the question's BM25 tokens that occur in ``text`` (the pseudo-retrieval signal)."""
     q = set(tokenize(question))
-    if not q:
-        return 0.0
-    p = set(tokenize(text))
-    return len(q & p) / len(q)
+    return len(q & set(tokenize(text))) / len(q) if q else 0.0
 
 
 def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 60, pool_size: int = 12, *,
@@ -442,8 +369,7 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
 
     ``n_questions`` (entity, attribute) pairs are drawn round-robin over the entity types;
     ``pool_size`` caps each pool (smaller worlds may give smaller pools); ``score_noise`` is the
-    standard deviation of the Gaussian noise added to the lexical-overlap retrieval score
-    (``score = 3 * overlap + noise``). Deterministic in all arguments.
+    standard deviation of the noise in ``score = 3 * overlap + noise``.
     """
     if pool_size < 2:
         raise ValueError(f"pool_size must be >= 2, got {pool_size}")
@@ -470,7 +396,7 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
 
     records = []
     for i, (e, attribute) in enumerate(chosen):
-        question = _question_text(e, attribute, rng)
+        question = rng.choice(_QUESTIONS[(e.etype, attribute)]).format(n=e.name)
         answers = gold_answers(e, attribute)
         family = {m.eid for m in world.entities if m.family == e.family and m.eid != e.eid}
         own = by_entity[e.eid]
@@ -517,10 +443,7 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
 
 
 def write_demo_world(path: str | os.PathLike, **kw: Any) -> Path:
-    """Generate the demo world (``**kw`` as :func:`generate_demo_world`) and write it as JSONL, atomically.
-
-    Same arguments, same bytes (``.gz`` output included: the gzip header carries no time stamp).
-    """
+    """Write :func:`generate_demo_world` (``**kw``) as JSONL atomically: same arguments, same bytes."""
     return write_records(path, generate_demo_world(**kw))
 
 

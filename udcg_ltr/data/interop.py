@@ -9,31 +9,26 @@ TREC run / qrels       :func:`records_to_trec`                 :func:`records_fr
 Hugging Face datasets  :func:`records_to_hf_dataset`           :func:`records_from_hf_dataset`
 =====================  ======================================  ==============================================
 
-The ranx and TREC conversions reuse :mod:`udcg_ltr.data.readers.trec` (``records_to_run`` /
-``records_to_qrels`` / ``write_trec_run`` / ``read_trec_run`` / ...): a ranx ``Run`` of records is
-``Run.from_dict(records_to_run(records))``. ir_datasets ids and BEIR folders are readers
-(:mod:`udcg_ltr.data.readers.irds`, :mod:`udcg_ltr.data.readers.beir`; ``dataset=ir_datasets``,
-``dataset=beir``).
+ir_datasets ids and BEIR folders are readers (:mod:`udcg_ltr.data.readers.irds`, ``.beir``).
 
-A Hugging Face dataset holds one row per query: ``qid``, ``question``, ``answers``, ``split``,
-``extra_json`` and ``passages``, a list of ``{pid, title, text, rank, score, relevance,
-is_distractor, annotations_json, extra_json}``. The free-form ``annotations`` / ``extra`` mappings
-are JSON strings: Arrow structs would add every key of any row to all rows, and ``datasets``' own
-``Json`` feature rounds floats to 10 significant digits, either of which breaks the exact round trip
-``records_from_hf_dataset(records_to_hf_dataset(records)) == records``. Malformed rows raise
+A Hugging Face dataset holds one row per query (:data:`RECORD_COLUMNS`), its ``passages`` a list of
+:data:`PASSAGE_COLUMNS`. The free-form ``annotations`` / ``extra`` mappings are JSON strings: Arrow
+structs would give every row every key of any row, and ``datasets``' ``Json`` feature rounds floats
+to 10 digits; either would break the exact round trip. Malformed rows raise
 :class:`~udcg_ltr.data.schema.DataError` naming the dataset, the row (as ``line``, 1-based) and the field.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.jsonl import loads_json, non_finite_field
+from udcg_ltr.data.jsonl import dumps_json, loads_json
 from udcg_ltr.data.readers.trec import (
+    RUN_COLUMNS,
+    iter_columns,
     ranked_items,
     read_trec_qrels,
     read_trec_run,
@@ -44,12 +39,14 @@ from udcg_ltr.data.readers.trec import (
     write_trec_run,
 )
 from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
-from udcg_ltr.io import open_text, optional_import
+from udcg_ltr.io import optional_import
 
 #: The columns of a records dataset (one row per query) and of each passage.
 RECORD_COLUMNS = ("qid", "question", "answers", "split", "extra_json", "passages")
 PASSAGE_COLUMNS = ("pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations_json",
                    "extra_json")
+#: Keys a passage row may hold: its columns, or plain ``annotations`` / ``extra`` mappings.
+_PASSAGE_ROW_KEYS = {*PASSAGE_COLUMNS, "annotations", "extra"}
 
 
 def records_to_ranx_qrels(records: Iterable[QueryRecord], *, include_zero: bool = True,
@@ -62,8 +59,7 @@ def records_to_ranx_qrels(records: Iterable[QueryRecord], *, include_zero: bool 
 
 def records_to_ranx_run(records: Iterable[QueryRecord],
                         score_field: str | Callable[[Passage], float | None] = "score", *, name: str | None = None):
-    """A ranx ``Run`` of the records' passages scored by ``score_field`` (``"score"``, ``"rank"``,
-    ``"relevance"``, ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a callable; see
+    """A ranx ``Run`` of the records' passages scored by ``score_field`` (as
     :func:`~udcg_ltr.data.readers.trec.records_to_run`)."""
     ranx = optional_import("ranx")
     return ranx.Run.from_dict(records_to_run(records, score_field), name=name)
@@ -84,28 +80,22 @@ def records_to_trec(records: Iterable[QueryRecord], run_path: str | os.PathLike 
 
 def records_from_trec(run_path: str | os.PathLike, texts: Mapping[str, Any], queries: Mapping[str, str],
                       qrels_path: str | os.PathLike | None = None, *, top_k: int | None = None) -> list[QueryRecord]:
-    """Records from a TREC run file (+ qrels file): per query its documents by descending score, texts from
-    ``texts[docid]`` (a text, ``{"title", "text"}`` or ``(title, text)``), questions from ``queries[qid]``
-    (:func:`~udcg_ltr.data.readers.trec.records_from_run`).
-
-    A query, or a document within a query's ``top_k``, without a text is an error naming the run file, the line
-    where it appears and the column.
-    """
+    """Records from a TREC run file (+ qrels file), as :func:`~udcg_ltr.data.readers.trec.records_from_run`;
+    a query, or a document within a query's ``top_k``, without a text is an error naming the run file, the
+    line where it appears and the column."""
     run = read_trec_run(run_path)
     qrels = read_trec_qrels(qrels_path, grades=(0, MAX_GRADE)) if qrels_path is not None else None
     missing_queries = {qid for qid in run if qid not in queries}
     missing_docs = {(qid, docid) for qid, scores in run.items()
                     for docid, _ in ranked_items(scores)[:top_k] if docid not in texts}
     if missing_queries or missing_docs:
-        with open_text(run_path) as f:
-            for lineno, line in enumerate(f, start=1):
-                cols = line.split()
-                if cols and cols[0] in missing_queries:
-                    raise DataError(f"no text for query {cols[0]!r} in the queries given", path=str(run_path),
-                                    line=lineno, field="column 1 (qid)")
-                if len(cols) > 2 and (cols[0], cols[2]) in missing_docs:
-                    raise DataError(f"no text for document {cols[2]!r} (query {cols[0]!r}) in the texts given",
-                                    path=str(run_path), line=lineno, field="column 3 (docid)")
+        for lineno, (qid, _, docid, *_) in iter_columns(run_path, RUN_COLUMNS):
+            if qid in missing_queries:
+                raise DataError(f"no text for query {qid!r} in the queries given", path=str(run_path),
+                                line=lineno, field="column 1 (qid)")
+            if (qid, docid) in missing_docs:
+                raise DataError(f"no text for document {docid!r} (query {qid!r}) in the texts given",
+                                path=str(run_path), line=lineno, field="column 3 (docid)")
     return records_from_run(run, qrels, texts, queries, top_k=top_k)
 
 
@@ -113,40 +103,26 @@ def records_from_trec(run_path: str | os.PathLike, texts: Mapping[str, Any], que
 def hf_features():
     """The ``datasets.Features`` of a records dataset (see the module docstring)."""
     datasets = optional_import("datasets")
-    string, passage = datasets.Value("string"), {
-        "pid": datasets.Value("string"), "title": datasets.Value("string"), "text": datasets.Value("string"),
-        "rank": datasets.Value("int64"), "score": datasets.Value("float64"), "relevance": datasets.Value("int64"),
-        "is_distractor": datasets.Value("bool"), "annotations_json": datasets.Value("string"),
-        "extra_json": datasets.Value("string")}
+    kinds = {"rank": "int64", "score": "float64", "relevance": "int64", "is_distractor": "bool"}
+    string = datasets.Value("string")
+    passage = {column: datasets.Value(kinds.get(column, "string")) for column in PASSAGE_COLUMNS}
     return datasets.Features({"qid": string, "question": string, "answers": datasets.List(string), "split": string,
                               "extra_json": string, "passages": datasets.List(passage)})
-
-
-def _dumps(obj: Any, qid: str, where: str) -> str:
-    """``obj`` as exact JSON (Python's float repr round-trips); NaN / infinity is an error naming the field."""
-    try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        inner = non_finite_field(obj)
-        raise ValueError(f"query {qid!r}: field {where}{'.' + inner if inner else ''} is not finite; NaN and "
-                         "Infinity are not JSON (store None for a missing value)") from None
 
 
 def records_to_hf_dataset(records: Iterable[QueryRecord]):
     """A ``datasets.Dataset`` with one row per record (columns: the module docstring); exact round trip with
     :func:`records_from_hf_dataset`."""
     datasets = optional_import("datasets")
-    rows = []
-    for rec in records:
-        rows.append({
-            "qid": rec.qid, "question": rec.question, "answers": list(rec.answers), "split": rec.split,
-            "extra_json": _dumps(rec.extra, rec.qid, "extra"),
-            "passages": [{"pid": p.pid, "title": p.title, "text": p.text, "rank": p.rank,
-                          "score": None if p.score is None else float(p.score), "relevance": p.relevance,
-                          "is_distractor": p.is_distractor,
-                          "annotations_json": _dumps(p.annotations, rec.qid, f"passages[{i}].annotations"),
-                          "extra_json": _dumps(p.extra, rec.qid, f"passages[{i}].extra")}
-                         for i, p in enumerate(rec.passages)]})
+    rows = [{"qid": rec.qid, "question": rec.question, "answers": list(rec.answers), "split": rec.split,
+             "extra_json": dumps_json(rec.extra, rec.qid, "extra"),
+             "passages": [{"pid": p.pid, "title": p.title, "text": p.text, "rank": p.rank,
+                           "score": None if p.score is None else float(p.score), "relevance": p.relevance,
+                           "is_distractor": p.is_distractor,
+                           "annotations_json": dumps_json(p.annotations, rec.qid, f"passages[{i}].annotations"),
+                           "extra_json": dumps_json(p.extra, rec.qid, f"passages[{i}].extra")}
+                          for i, p in enumerate(rec.passages)]}
+            for rec in records]
     return datasets.Dataset.from_list(rows, features=hf_features())
 
 
@@ -184,12 +160,10 @@ def _record_from_row(row: Mapping[str, Any]) -> QueryRecord:
         if not isinstance(p, Mapping):
             raise DataError(f"expected a passage mapping, got {type(p).__name__}", field=f"passages[{i}]")
         # a key other rows have (Arrow gives every row every struct field, None where absent) is not an error
-        unknown = {key for key, value in p.items() if value is not None} - set(PASSAGE_COLUMNS) - {"annotations",
-                                                                                                   "extra"}
+        unknown = {key for key, value in p.items() if value is not None} - _PASSAGE_ROW_KEYS
         if unknown:
             raise DataError(f"unknown keys {sorted(unknown)}", field=f"passages[{i}]")
-        passage = {key: p.get(key) for key in ("pid", "title", "text", "rank", "score", "relevance", "is_distractor")
-                   if key in p}
+        passage = {key: p.get(key) for key in PASSAGE_COLUMNS[:7] if key in p}  # all but the *_json columns
         if passage.get("title") is None:
             passage["title"] = ""
         passage["annotations"] = _json_field(p, "annotations_json", where)
@@ -218,7 +192,7 @@ def records_from_hf_dataset(dataset: Any, *, name: str | None = None) -> list[Qu
         try:
             records.append(_record_from_row(row))
         except DataError as err:
-            raise DataError(err.reason, path=label, line=row_number, field=err.field) from None
+            raise err.located(path=label, line=row_number) from None
     _check_unique(records, label)
     return records
 

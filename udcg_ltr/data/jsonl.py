@@ -1,15 +1,11 @@
 """JSONL in and out for :class:`~udcg_ltr.data.schema.QueryRecord` (``*.jsonl`` or ``*.jsonl.gz``).
 
 Round trip is exact: ``write_records(read_records(f))`` reproduces a file this module wrote, byte
-for byte, and ``read_records(write_records(rs)) == rs``. Errors name the file, the line and the field.
-
-Strict JSON, shared by every JSON reader (:func:`loads_json`, :func:`raw_decode_json`): ``NaN``,
-``Infinity`` and numbers too large for a float (``1e999``) are not JSON numbers (RFC 8259) and
-are refused with the field that holds them (``passages[1].score``), wherever they are, so no
-reader can let one through into a metric. A file of records must hold at least one record and no
-query id twice (:func:`parse_lines`): an empty file or a repeated question is an error, not an
-empty table or a question counted twice. :func:`write_records` refuses non-finite numbers too, so
-the toolkit never writes a file it would refuse to read.
+for byte. Strict JSON, shared by every JSON reader (:func:`loads_json`, :func:`raw_decode_json`):
+``NaN``, ``Infinity`` and numbers too large for a float (``1e999``) are not JSON numbers (RFC 8259)
+and are refused with the field that holds them (``passages[1].score``), so no reader lets one into a
+metric; :func:`dumps_json` refuses them too, so the toolkit never writes what it would refuse to read.
+A file of records must hold at least one record and no query id twice (:func:`parse_lines`).
 """
 
 from __future__ import annotations
@@ -31,18 +27,15 @@ class _NonFinite(Exception):
     """Raised by the strict decoder's hooks; the lax decoder then locates the value for the message."""
 
 
-def _reject_constant(name: str) -> float:
-    raise _NonFinite(name)
-
-
 def _finite_float(text: str) -> float:
+    """A JSON number or constant (``NaN``, ``Infinity``) as a float; non-finite ones ("1e999" too) refused."""
     value = float(text)
-    if not math.isfinite(value):  # "1e999" parses as inf
+    if not math.isfinite(value):
         raise _NonFinite(text)
     return value
 
 
-_STRICT = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+_STRICT = json.JSONDecoder(parse_constant=_finite_float, parse_float=_finite_float)
 _LAX = json.JSONDecoder()
 
 
@@ -69,10 +62,8 @@ def _non_finite_error(obj: Any, token: str) -> DataError:
 
 
 def loads_json(text: str) -> Any:
-    """``json.loads`` refusing NaN / Infinity / overflowing numbers with a :class:`DataError` naming the field.
-
-    Syntax errors stay ``json.JSONDecodeError`` (callers know the file and line to report).
-    """
+    """``json.loads`` refusing NaN / Infinity / overflowing numbers (a :class:`DataError` naming the field);
+    syntax errors stay ``json.JSONDecodeError`` (callers know the file and line to report)."""
     try:
         return _STRICT.decode(text)
     except _NonFinite as err:
@@ -87,12 +78,15 @@ def raw_decode_json(text: str, pos: int) -> tuple[Any, int]:
         raise _non_finite_error(_LAX.raw_decode(text, pos)[0], str(err)) from None
 
 
-def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, parsed_object)`` for each non-blank line; bad JSON names file and line.
+def invalid_json(err: json.JSONDecodeError, path: str | os.PathLike, line: int, field: str | None = None
+                 ) -> DataError:
+    """A JSON syntax error as a :class:`DataError` naming the file, the line and the column."""
+    return DataError(f"invalid JSON ({err.msg} at column {err.colno})", path=path, line=line, field=field)
 
-    Bad bytes (not UTF-8, a damaged gzip stream), invalid JSON and non-finite numbers are all
-    :class:`DataError` s with the file and line (and the field, for a non-finite number).
-    """
+
+def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, parsed_object)`` for each non-blank line; bad bytes, invalid JSON and non-finite
+    numbers are :class:`DataError` s naming the file and line (and the field of a non-finite number)."""
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
@@ -100,29 +94,25 @@ def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             try:
                 obj = loads_json(line)
             except json.JSONDecodeError as err:
-                raise DataError(f"invalid JSON ({err.msg} at column {err.colno})", path=str(path),
-                                line=lineno) from None
+                raise invalid_json(err, path, lineno) from None
             except DataError as err:
-                raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
+                raise err.located(path=path, line=lineno) from None
             yield lineno, obj
 
 
 def parse_lines(path: str | os.PathLike, parse: Callable[[Any], T], *,
                 unique: Callable[[T], Hashable] | None = None, unique_field: str = "qid",
                 allow_empty: bool = False) -> Iterator[T]:
-    """Apply ``parse`` to every JSON line, re-raising its :class:`DataError` with file and line attached.
-
-    ``unique(item)`` is the item's identity (a query id): a second item with the same identity is
-    an error naming its line, ``unique_field`` and the first line. A file without any item is an
-    error ("no records") unless ``allow_empty``.
-    """
+    """Apply ``parse`` to every JSON line, its :class:`DataError` s given file and line; a repeated
+    ``unique(item)`` (query id) names ``unique_field`` and the first line; no item is "no records" (unless
+    ``allow_empty``)."""
     seen: dict[Hashable, int] = {}
     n = 0
     for lineno, obj in iter_json_lines(path):
         try:
             item = parse(obj)
         except DataError as err:
-            raise DataError(err.reason, path=str(path), line=lineno, field=err.field) from None
+            raise err.located(path=path, line=lineno) from None
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(f"{type(err).__name__}: {err}", path=str(path), line=lineno) from None
         if unique is not None:
@@ -138,11 +128,8 @@ def parse_lines(path: str | os.PathLike, parse: Callable[[Any], T], *,
 
 
 def read_records(path: str | os.PathLike, *, validate: bool = True, allow_empty: bool = False) -> list[QueryRecord]:
-    """Read a JSONL file of query records written by :func:`write_records`.
-
-    ``allow_empty`` lets a record have an empty candidate list; the file itself must hold at least
-    one record, and no query id twice.
-    """
+    """Read a JSONL file of query records written by :func:`write_records` (``allow_empty``: a record may
+    have an empty candidate list; the file itself must hold at least one record)."""
     def parse(obj: Any) -> QueryRecord:
         record = QueryRecord.from_dict(obj)
         if validate:
@@ -152,24 +139,34 @@ def read_records(path: str | os.PathLike, *, validate: bool = True, allow_empty:
     return list(parse_lines(path, parse, unique=lambda r: r.qid))
 
 
-def dumps_record(record: QueryRecord) -> str:
-    """One record as a JSON line; a NaN or infinite number anywhere is a ``ValueError`` naming the field."""
-    obj = record.to_dict()
+def dumps_json(obj: Any, qid: str, where: str = "") -> str:
+    """``obj`` as compact exact JSON; a NaN or infinite number is a ``ValueError`` naming query and field
+    (``where``: the field path of ``obj`` within the record, ``"passages[0].extra"``)."""
     try:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        field = non_finite_field(obj)
-        if field is None:
+        inner = non_finite_field(obj)
+        if inner is None and not where:
             raise
-        raise ValueError(f"query {record.qid!r}: field {field} is not finite; NaN and Infinity are not JSON "
+        field = ".".join(part for part in (where, inner) if part)
+        raise ValueError(f"query {qid!r}: field {field} is not finite; NaN and Infinity are not JSON "
                          "(store None for a missing value)") from None
 
 
-def write_records(path: str | os.PathLike, records: Iterable[QueryRecord]) -> Path:
-    """Write records atomically, one JSON object per line (gzip when the name ends in ``.gz``)."""
+def dumps_record(record: QueryRecord) -> str:
+    """One record as a JSON line (:func:`dumps_json`)."""
+    return dumps_json(record.to_dict(), record.qid)
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> Path:
+    """Write ``lines`` (without their newlines) atomically, gzipped when the name ends in ``.gz``."""
     path = Path(path)
     with atomic_open(path, "w") as f:
-        for r in records:
-            f.write(dumps_record(r))
-            f.write("\n")
+        for line in lines:
+            f.write(line + "\n")
     return path
+
+
+def write_records(path: str | os.PathLike, records: Iterable[QueryRecord]) -> Path:
+    """Write records one JSON object per line (:func:`write_lines`)."""
+    return write_lines(path, map(dumps_record, records))

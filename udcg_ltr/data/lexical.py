@@ -10,11 +10,9 @@ passage's normalised tokens:
                            ``idf(t) = log((N + 1) / (df(t) + 0.5))`` over a corpus of ``N`` passages
 =========================  ===========================================================================
 
-Both are 0 when the question has no content term. They read no label and no model: the classic
-"covered query term" features of learning to rank (LETOR), cheap at inference, and independent of
-the reranker, so a selector may learn from them on any split (:mod:`udcg_ltr.select.calibrated`).
-The corpus statistics default to the distinct passages of the records at hand; pass one
-:func:`corpus_idf` to every split so that the features mean the same thing on each.
+Both are 0 when the question has no content term. They read no label and no model (LETOR's
+"covered query term" features), so a selector may learn from them on any split
+(:mod:`udcg_ltr.select.calibrated`); pass one :func:`corpus_idf` to every split so that they agree.
 """
 
 from __future__ import annotations
@@ -61,12 +59,8 @@ class CorpusIdf(Mapping[str, float]):
 
 def corpus_idf(texts: Iterable[str]) -> CorpusIdf:
     """Document frequencies of the (already de-duplicated) passage ``texts``."""
-    df: Counter[str] = Counter()
-    n = 0
-    for text in texts:
-        df.update(set(answer_tokens(text)))
-        n += 1
-    return CorpusIdf(df, n)
+    texts = list(texts)
+    return CorpusIdf(Counter(t for text in texts for t in set(answer_tokens(text))), len(texts))
 
 
 def records_idf(records) -> CorpusIdf:

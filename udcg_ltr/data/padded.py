@@ -1,20 +1,18 @@
 """From :class:`QueryRecord` lists to the padded ``[n_queries, k]`` arrays the metrics consume.
 
 The judged pool of a query (:func:`judged_pools`) is what recall-style metrics and nDCG's ideal
-divide by. With TREC-style judgements (``record.extra["judged_grades"]``, ``{"grade": count}``
-over every qrel of the query as :mod:`udcg_ltr.data.readers.trec` writes it, or
-``record.extra["qrels"]``, ``{pid: grade}``) it is the qrels, retrieved or not, as trec_eval reads
-them: ``R`` = judged passages with ``grade >= relevance_threshold`` (trec_eval ``-l``), the ideal =
-every positive grade, and a query with no judgement at all is *unjudged* (trec_eval evaluates only
-queries present in the qrels; callers leave it out and report the count). Without qrels the
-record's own passages are the pool (an unlabelled passage counts as not relevant) and every query
-is judged.
+divide by. With TREC-style judgements (``record.extra["judged_grades"]``, ``{"grade": count}`` over
+every qrel, as :mod:`udcg_ltr.data.readers.trec` writes it, or ``record.extra["qrels"]``,
+``{pid: grade}``) it is the qrels, retrieved or not, as trec_eval reads them: ``R`` = judged passages
+with ``grade >= relevance_threshold`` (trec_eval ``-l``), the ideal = every positive grade, and a
+query without any judgement is *unjudged* (callers leave it out and report the count). Without qrels
+the record's own passages are the pool and every query is judged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -27,11 +25,10 @@ from udcg_ltr.data.schema import QueryRecord
 class PaddedSlates:
     """Aligned ``[n_queries, width]`` arrays, one row per query, columns in the order requested.
 
-    ``utility`` is NaN-free only when an LLM was given (else zeros); ``relevance`` holds the raw
-    labels (graded or binary, 0 when unlabelled); ``relevant`` the binarised labels. ``probes`` holds
-    label-free per-passage signals (``[Q, W]`` each): the lexical coverage features of
-    :mod:`udcg_ltr.data.lexical` (always), and the reader probes of :mod:`udcg_ltr.data.probes`
-    when every real passage carries the LLM's ``answer_alone``; selectors read them as ``extra_features``.
+    ``relevance`` holds the raw labels (0 when unlabelled), ``relevant`` the binarised ones. ``probes``:
+    label-free per-passage signals that selectors read as ``extra_features``: the lexical features of
+    :mod:`udcg_ltr.data.lexical` and, when every passage has the LLM's ``answer_alone``, the reader
+    probes of :mod:`udcg_ltr.data.probes`.
     """
 
     qids: list[str]
@@ -57,14 +54,13 @@ class PaddedSlates:
     def reorder(self, order: np.ndarray) -> PaddedSlates:
         """Permute the columns of every row (e.g. by a reranker's scores, via ``rank_by_scores``)."""
         take = lambda a: np.take_along_axis(a, order, axis=1)  # noqa: E731
-        return PaddedSlates(
-            qids=list(self.qids), pids=take(self.pids), mask=take(self.mask), relevance=take(self.relevance),
-            relevant=take(self.relevant), retrieval_score=take(self.retrieval_score),
-            retrieval_rank=take(self.retrieval_rank), p_no_response=take(self.p_no_response),
-            utility=take(self.utility), is_distractor=take(self.is_distractor), n_relevant=self.n_relevant,
-            probes={name: take(v) for name, v in self.probes.items()}, ideal_gains=self.ideal_gains,
-            ideal_mask=self.ideal_mask, judged=self.judged,
-        )
+        return replace(self, qids=list(self.qids), probes={name: take(v) for name, v in self.probes.items()},
+                       **{name: take(getattr(self, name)) for name in _COLUMN_FIELDS})
+
+
+#: The ``[Q, W]`` fields of :class:`PaddedSlates` (one column per passage), besides ``probes``.
+_COLUMN_FIELDS = ("pids", "mask", "relevance", "relevant", "retrieval_score", "retrieval_rank", "p_no_response",
+                  "utility", "is_distractor")
 
 
 @dataclass
@@ -94,11 +90,8 @@ def qrels_grades(record: QueryRecord) -> list[int] | None:
 
 
 def judged_pools(records: Sequence[QueryRecord], relevance_threshold: int = 1) -> JudgedPools:
-    """:class:`JudgedPools` of ``records``: from the qrels where records carry them, else from their passages.
-
-    Grades <= 0 carry no gain (trec_eval's ``ndcg``: only positive gains enter the ideal), so the
-    ideal rows hold the positive grades only.
-    """
+    """:class:`JudgedPools` of ``records``: from their qrels, else from their passages. Only positive grades
+    enter the ideal rows (trec_eval's ``ndcg``: grades <= 0 carry no gain)."""
     n = len(records)
     n_relevant = np.zeros(n)
     judged = np.ones(n, dtype=bool)
@@ -128,16 +121,13 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
                 idf: Mapping[str, float] | None = None, selector_features: bool = True) -> PaddedSlates:
     """Stack records into padded arrays.
 
-    ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval
-    rank (then score, then input order). ``width`` truncates or pads rows (default: the largest pool).
-    Utilities follow Eq. 2 with the annotations of ``llm`` (required to be present when given); the
-    reader probes (``probes``) are computed over each record's whole pool when ``llm`` annotated an
-    ``answer_alone`` on every passage of every record. The lexical coverage features
-    (:mod:`udcg_ltr.data.lexical`) use ``idf`` (default: :func:`~udcg_ltr.data.lexical.records_idf`
-    of ``records``; pass one corpus's idf to every split so the features agree across splits).
-    ``selector_features=False`` skips both kinds of ``probes`` (most of the padding time): for callers
-    that only compute metrics. ``n_relevant``, ``ideal_gains``/``ideal_mask`` and ``judged`` describe
-    each query's judged pool (:func:`judged_pools`: the qrels when records carry them).
+    ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval rank
+    (then score, then input order). ``width`` truncates or pads rows (default: the largest pool).
+    Utilities follow Eq. 2 with the annotations of ``llm`` (required when given); reader probes are
+    computed over each whole pool. The lexical features use ``idf`` (default:
+    :func:`~udcg_ltr.data.lexical.records_idf` of ``records``; pass one corpus's idf to every split so
+    that they agree). ``selector_features=False`` skips all ``probes`` (most of the time) for callers
+    that only compute metrics. The judged-pool fields come from :func:`judged_pools`.
     """
     if order not in ("given", "retrieval"):
         raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
@@ -162,11 +152,9 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
         idf = records_idf(records)
     for i, rec in enumerate(records):
         passages = list(rec.passages)
-        if order == "retrieval":
-            keyed = sorted(enumerate(passages), key=lambda t: (
-                t[1].rank if t[1].rank is not None else np.inf,
-                -(t[1].score if t[1].score is not None else -np.inf), t[0]))
-            passages = [p for _, p in keyed]
+        if order == "retrieval":  # by rank, then score descending, then input order (the sort is stable)
+            passages.sort(key=lambda p: (p.rank if p.rank is not None else np.inf,
+                                         -(p.score if p.score is not None else -np.inf)))
         if lexical:
             for name, values in lexical_features(rec.question, [p.text for p in passages[:w]], idf).items():
                 probes[name][i, :len(values)] = values

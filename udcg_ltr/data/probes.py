@@ -1,12 +1,10 @@
 """Label-free *reader probes*: what the LLM itself said about each candidate passage, alone.
 
-A dynamic-k selector can only use what is known at inference: scores, and anything the reader LLM
-produces from the question and a candidate passage without gold labels. Two such signals come with every
-utility annotation (:mod:`udcg_ltr.annotate.annotator`, one LLM call per candidate) and are stored in
-``Passage.annotations``: ``p_no_response`` (the abstention probability, a prefill) and ``answer_alone``
-(the greedy single-passage answer, a short generation). This module turns the stored answers into
-features, as :mod:`udcg_ltr.data.lexical` does with the texts (both fill ``PaddedSlates.probes``). Per
-passage ``i`` of a pool of ``n``:
+A dynamic-k selector can only use what is known at inference. Every utility annotation
+(:mod:`udcg_ltr.annotate.annotator`) stores ``p_no_response`` and ``answer_alone`` (the greedy
+single-passage answer) in ``Passage.annotations``; this module turns the answers into features (as
+:mod:`udcg_ltr.data.lexical` does with the texts; both fill ``PaddedSlates.probes``). Per passage ``i``
+of a pool of ``n``, reading no gold answer or label:
 
 =============================  ==========================================================================
 ``p_no_response``              ``P_LLM(NO-RESPONSE | q, p_i)``; ``1 - p_no_response`` is ``|u_i|`` (Eq. 2)
@@ -16,8 +14,6 @@ passage ``i`` of a pool of ``n``:
 ``probe_agreement``            share of the *other* ``n - 1`` passages whose answer is the same (normalised,
                                non-abstained): self-consistency across the pool
 =============================  ==========================================================================
-
-None of these reads the gold answers or relevance labels.
 """
 
 from __future__ import annotations

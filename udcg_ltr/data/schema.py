@@ -1,24 +1,17 @@
 """The data model: one :class:`QueryRecord` per question, holding its candidate :class:`Passage` s.
 
-A record carries everything the rest of the toolkit needs:
-
 * retrieval: each passage's ``rank`` (1-based) and ``score`` under the retriever that built the pool;
-* relevance: ``relevance`` is an integer label, binary (0/1) or graded (0..5, as RA-nWG uses;
-  TREC qrels keep their own scale, e.g. 0..3 for DL19); :meth:`Passage.is_relevant` binarises it
-  with a threshold;
-* LLM annotations: ``annotations[llm_name]`` is a dict with at least ``p_no_response`` (the
-  probability of the first token of ``NO-RESPONSE`` at the first answer position, UDCG paper
-  Eq. 2) and any further fields (``answer_alone``, ``erag_em``, ``answer_logprob`` ...).
+* relevance: an integer label, binary (0/1) or graded (0..5, as RA-nWG uses; TREC qrels keep their
+  own scale, e.g. 0..3 for DL19); :meth:`Passage.is_relevant` binarises it with a threshold;
+* LLM annotations: ``annotations[llm_name]`` holds at least ``p_no_response`` (the probability of
+  the first token of ``NO-RESPONSE`` at the first answer position, UDCG paper Eq. 2) and any further
+  fields (``answer_alone``, ``erag_em``, ``answer_logprob`` ...).
 
-Validation (:func:`validate_record`) reports, never drops: an empty query or passage id, an empty
-candidate list, a duplicate passage id within one query, a rank below 1, a non-finite score, a
-probability outside [0, 1] or a relevance label outside 0..5 raise :class:`DataError` naming the
-file, line and field.
-
-Typed field access for the readers (:func:`get_field`, :func:`get_str_list`) lives here too, so
-that every reader -- and :mod:`udcg_ltr.data.contexts`, below the readers -- checks JSON types the
-same way: a string where a list belongs (``"answers": "yes"``), a ``null`` id, a boolean where a
-number belongs, a non-finite number are all :class:`DataError` s naming the field.
+:func:`validate_record` reports, never drops: an empty id, an empty pool, a duplicate passage id, a
+rank below 1, a non-finite score, a probability outside [0, 1] or a label outside 0..5 is a
+:class:`DataError` naming the file, line and field. The typed field getters of every reader
+(:func:`get_field`, :func:`get_str_list`, :func:`get_probability`) live here too, so that JSON types
+are checked one way everywhere.
 """
 
 from __future__ import annotations
@@ -31,13 +24,17 @@ from typing import Any
 from udcg_ltr.io import DataError, MissingFileError
 
 __all__ = ["MAX_GRADE", "PROBABILITY_FIELDS", "DataError", "MissingFileError", "Passage", "QueryRecord", "get_field",
-           "get_str_list", "is_finite_number", "iter_validated", "records_by_qid", "validate_record"]
+           "get_probability", "get_str_list", "is_finite_number", "records_by_qid", "validate_record"]
 
 #: Annotation fields that hold probabilities and must lie in [0, 1].
 PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
 
 #: Highest graded relevance label the data model accepts (RA-nWG's 0..5 scale).
 MAX_GRADE = 5
+
+
+_PASSAGE_KEYS = ("pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations", "extra")
+_RECORD_KEYS = ("qid", "question", "answers", "split", "passages", "extra")
 
 
 @dataclass
@@ -70,29 +67,11 @@ class Passage:
         return sign * (1.0 - self.p_no_response(llm))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid,
-            "title": self.title,
-            "text": self.text,
-            "rank": self.rank,
-            "score": self.score,
-            "relevance": self.relevance,
-            "is_distractor": self.is_distractor,
-            "annotations": self.annotations,
-            "extra": self.extra,
-        }
+        return {key: getattr(self, key) for key in _PASSAGE_KEYS}
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, where: str = "passage") -> Passage:
-        if not isinstance(obj, Mapping):
-            raise DataError(f"expected an object, got {type(obj).__name__}", field=where)
-        for required in ("pid", "text"):
-            if required not in obj:
-                raise DataError("missing", field=f"{where}.{required}")
-        known = {"pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations", "extra"}
-        unknown = set(obj) - known
-        if unknown:
-            raise DataError(f"unknown keys {sorted(unknown)}", field=where)
+        _check_keys(obj, ("pid", "text"), _PASSAGE_KEYS, "an object", where)
         return cls(
             pid=_typed(obj["pid"], str, f"{where}.pid"),
             title=_typed(obj.get("title", ""), str, f"{where}.title"),
@@ -118,26 +97,12 @@ class QueryRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "qid": self.qid,
-            "question": self.question,
-            "answers": list(self.answers),
-            "split": self.split,
-            "passages": [p.to_dict() for p in self.passages],
-            "extra": self.extra,
-        }
+        out = {key: getattr(self, key) for key in _RECORD_KEYS}
+        return {**out, "answers": list(self.answers), "passages": [p.to_dict() for p in self.passages]}
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> QueryRecord:
-        if not isinstance(obj, Mapping):
-            raise DataError(f"expected a JSON object, got {type(obj).__name__}")
-        for required in ("qid", "question", "passages"):
-            if required not in obj:
-                raise DataError("missing", field=required)
-        known = {"qid", "question", "answers", "split", "passages", "extra"}
-        unknown = set(obj) - known
-        if unknown:
-            raise DataError(f"unknown keys {sorted(unknown)}", field="(record)")
+        _check_keys(obj, ("qid", "question", "passages"), _RECORD_KEYS, "a JSON object")
         answers = _typed(obj.get("answers", []), list, "answers")
         for i, a in enumerate(answers):
             _typed(a, str, f"answers[{i}]")
@@ -151,7 +116,6 @@ class QueryRecord:
             extra=_typed(obj.get("extra", {}), dict, "extra"),
         )
 
-    # ---- convenience views -------------------------------------------------------------
     def passage(self, pid: str) -> Passage:
         for p in self.passages:
             if p.pid == pid:
@@ -162,10 +126,7 @@ class QueryRecord:
         """Names of the LLMs with an annotation on every passage of this record."""
         if not self.passages:
             return []
-        names = set(self.passages[0].annotations)
-        for p in self.passages[1:]:
-            names &= set(p.annotations)
-        return sorted(names)
+        return sorted(set.intersection(*(set(p.annotations) for p in self.passages)))
 
 
 def records_by_qid(records: Iterable[QueryRecord] | Mapping[str, QueryRecord]) -> dict[str, QueryRecord]:
@@ -176,54 +137,59 @@ def records_by_qid(records: Iterable[QueryRecord] | Mapping[str, QueryRecord]) -
 def validate_record(record: QueryRecord, *, path: str | None = None, line: int | None = None,
                     allow_empty: bool = False) -> QueryRecord:
     """Check the invariants the metrics rely on; raise :class:`DataError` on the first violation."""
+    def fail(message: str, name: str) -> DataError:
+        return DataError(message, path=path, line=line, field=name)
+
     if not isinstance(record.qid, str) or not record.qid.strip():
-        raise DataError(f"empty query id {record.qid!r}", path=path, line=line, field="qid")
+        raise fail(f"empty query id {record.qid!r}", "qid")
     if not record.passages and not allow_empty:
-        raise DataError(f"query {record.qid!r} has an empty candidate list", path=path, line=line,
-                        field="passages")
+        raise fail(f"query {record.qid!r} has an empty candidate list", "passages")
     seen: set[str] = set()
     for i, p in enumerate(record.passages):
         where = f"passages[{i}]"
         if not isinstance(p.pid, str) or not p.pid.strip():
-            raise DataError(f"empty passage id {p.pid!r} in query {record.qid!r}", path=path, line=line,
-                            field=f"{where}.pid")
+            raise fail(f"empty passage id {p.pid!r} in query {record.qid!r}", f"{where}.pid")
         if p.pid in seen:
-            raise DataError(f"duplicate passage id {p.pid!r} in query {record.qid!r}", path=path, line=line,
-                            field=f"{where}.pid")
+            raise fail(f"duplicate passage id {p.pid!r} in query {record.qid!r}", f"{where}.pid")
         seen.add(p.pid)
         if p.relevance is not None and not 0 <= p.relevance <= MAX_GRADE:
-            raise DataError(f"relevance {p.relevance} outside 0..{MAX_GRADE}", path=path, line=line,
-                            field=f"{where}.relevance")
+            raise fail(f"relevance {p.relevance} outside 0..{MAX_GRADE}", f"{where}.relevance")
         if p.rank is not None and (isinstance(p.rank, bool) or not isinstance(p.rank, int) or p.rank < 1):
-            raise DataError(f"rank {p.rank!r} is not a 1-based position", path=path, line=line, field=f"{where}.rank")
+            raise fail(f"rank {p.rank!r} is not a 1-based position", f"{where}.rank")
         if p.score is not None and not is_finite_number(p.score):
-            raise DataError(f"score {p.score} is not finite", path=path, line=line, field=f"{where}.score")
+            raise fail(f"score {p.score} is not finite", f"{where}.score")
         for llm, ann in p.annotations.items():
             if not isinstance(ann, Mapping):
-                raise DataError("annotation must be an object", path=path, line=line,
-                                field=f"{where}.annotations[{llm!r}]")
+                raise fail("annotation must be an object", f"{where}.annotations[{llm!r}]")
             for key in PROBABILITY_FIELDS:
-                if key in ann:
-                    value = ann[key]
-                    if not is_finite_number(value) or not 0.0 <= float(value) <= 1.0:
-                        raise DataError(f"probability {value!r} outside [0, 1]", path=path, line=line,
-                                        field=f"{where}.annotations[{llm!r}].{key}")
+                if key in ann and not _is_probability(ann[key]):
+                    raise fail(f"probability {ann[key]!r} outside [0, 1]", f"{where}.annotations[{llm!r}].{key}")
     return record
-
-
-def iter_validated(records: Iterable[QueryRecord], *, path: str | None = None) -> Iterable[QueryRecord]:
-    for i, r in enumerate(records, start=1):
-        yield validate_record(r, path=path, line=i)
 
 
 def is_finite_number(value: Any) -> bool:
     """A JSON number that is not a boolean, NaN or infinite (an int too large for a float counts as infinite)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
     try:
-        return math.isfinite(value)
+        return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
     except OverflowError:
         return False
+
+
+def _is_probability(value: Any) -> bool:
+    return is_finite_number(value) and 0.0 <= float(value) <= 1.0
+
+
+def _check_keys(obj: Any, required: tuple[str, ...], known: tuple[str, ...], kind: str,
+                where: str | None = None) -> None:
+    """``obj`` is a mapping (``kind`` names it in the error) holding ``required`` and only ``known`` keys."""
+    if not isinstance(obj, Mapping):
+        raise DataError(f"expected {kind}, got {type(obj).__name__}", field=where)
+    for key in required:
+        if key not in obj:
+            raise DataError("missing", field=f"{where}.{key}" if where else key)
+    unknown = set(obj) - set(known)
+    if unknown:
+        raise DataError(f"unknown keys {sorted(unknown)}", field=where or "(record)")
 
 
 def _typed(value: Any, kind: type, name: str, *, optional: bool = False) -> Any:
@@ -260,11 +226,10 @@ def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], w
               *, optional: bool = False, default: Any = None) -> Any:
     """``obj[key]`` checked to be of JSON type ``kind``; a :class:`DataError` naming the field otherwise.
 
-    ``where`` is the field path of ``obj`` (e.g. ``"passages[2]"``); the error field is
-    ``where.key``. ``float`` accepts integers too (JSON has one number type) and refuses NaN and
-    infinities; ``int`` and ``float`` refuse booleans (``true`` is not a label or a score). With
-    ``optional=True`` a missing key or a JSON ``null`` gives ``default``; otherwise a ``null`` is
-    an error (an id of ``null`` must not become the string ``'None'``).
+    ``where`` is the field path of ``obj`` (``"passages[2]"``; the error names ``where.key``).
+    ``float`` accepts integers (JSON has one number type) and refuses NaN and infinities; ``int`` and
+    ``float`` refuse booleans. With ``optional=True`` a missing key or a ``null`` gives ``default``;
+    otherwise a ``null`` is an error (an id of ``null`` must not become the string ``'None'``).
     """
     name = f"{where}.{key}" if where else key
     if not isinstance(obj, Mapping):
@@ -277,13 +242,20 @@ def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], w
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if float in kinds and int not in kinds:
         kinds = kinds + (int,)
-    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-    if not ok:
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         expected = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds if not (k is int and float in kinds))
         raise DataError(f"expected {expected}, got {type(value).__name__} {value!r:.60}", field=name)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and float in kinds \
+    if float in kinds and isinstance(value, (int, float)) and not isinstance(value, bool) \
             and not is_finite_number(value):
         raise DataError(f"expected a finite number, got {value!r:.60}", field=name)
+    return value
+
+
+def get_probability(obj: Mapping[str, Any], key: str, where: str = "", *, optional: bool = False) -> float | None:
+    """:func:`get_field` of a number that must lie in [0, 1] (a P(NO-RESPONSE), UDCG paper Eq. 2)."""
+    value = get_field(obj, key, float, where, optional=optional)
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise DataError(f"probability {value!r} outside [0, 1]", field=f"{where}.{key}" if where else key)
     return value
 
 

@@ -1,13 +1,10 @@
 """Calibrating gamma of the training-free UDCG (Eq. 4) on a calibration split.
 
-``UDCG_gamma(q, C) = sigmoid((1/k) sum u_i+ + (gamma/k) sum u_i-)``: gamma sets how much a
-distractor hurts relative to how much a useful passage helps (paper default 1/3). For each gamma of
-a grid we score every calibration context, compute the per-query Spearman correlation with the
-outcome order (correct > abstained > wrong; :mod:`udcg_ltr.stats.correlation`) and average it
-over the queries where it is defined; the calibrated gamma maximises that mean. Ties (within
-``1e-12``) go to the gamma closest to the paper's 1/3, then the smaller one.
-
-Only the per-query *order* of UDCG matters here, and the sigmoid is monotone, so the logit is used.
+gamma sets how much a distractor hurts relative to how much a useful passage helps (paper: 1/3). For
+each gamma of a grid, every calibration context is scored and the per-query Spearman correlation with
+the outcome order (correct > abstained > wrong; :mod:`udcg_ltr.stats.correlation`) is averaged over
+the queries where it is defined; the calibrated gamma maximises that mean (ties within ``1e-12``: the
+gamma closest to 1/3, then the smaller). Only the per-query *order* matters, so the logit is used.
 """
 
 from __future__ import annotations

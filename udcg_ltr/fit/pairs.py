@@ -1,25 +1,21 @@
 """From graded contexts to UDCG_theta features and SVM-rank training pairs.
 
-A context ``C = (p_1, ..., p_k)`` (prompt order) is described by the utilities of its passages,
-each computed from the *single-passage* annotations (UDCG paper Eq. 2,
-``u_i = R(q, p_i) * (1 - P(NO-RESPONSE | q, p_i))``), split into ``u_i+ = max(u_i, 0)`` and
-``u_i- = min(u_i, 0)`` (signed). The feature vector of Eq. 3 is
+A context ``C = (p_1, ..., p_k)`` (prompt order) is described by the utilities of its passages from the
+*single-passage* annotations (Eq. 2, ``u_i = R(q, p_i) * (1 - P(NO-RESPONSE | q, p_i))``), split into
+``u_i+ = max(u_i, 0)`` and ``u_i- = min(u_i, 0)``. The feature vector of Eq. 3 is
 
     x(C) = [u_1+, ..., u_k+, u_1-, ..., u_k-]       so that  w . x(C) = sum alpha_i u_i+ + sum beta_i u_i-
 
-with ``w = [alpha, beta]``. Ablations (the paper's): ``relevance_only`` keeps only the ``u+`` half
-(``beta = 0``); ``binary`` replaces ``u_i+`` by the binary relevance ``R_i in {0, 1}`` (keeping ``u-``).
-A context shorter than ``k`` is left-aligned and zero-padded (a missing passage contributes nothing).
-
-Training pairs (the SVM-rank formulation): within each query, every pair of contexts with different
-end-to-end outcomes, ordered correct (2) > abstained (1) > wrong (0); the pair ``(i, j)`` has
-``score_i > score_j`` and contributes the difference ``x_i - x_j``, which the model should score positive.
+Ablations: ``relevance_only`` keeps the ``u+`` half (``beta = 0``); ``binary`` replaces ``u_i+`` by
+the binary relevance ``R_i in {0, 1}``. Shorter contexts are left-aligned and zero-padded. Training
+pairs: within each query, every pair of contexts with different outcomes, correct (2) > abstained
+(1) > wrong (0), contributing ``x_i - x_j`` (better minus worse), which the model should score positive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -60,18 +56,17 @@ class ContextTable:
 
     def subset(self, rows) -> ContextTable:
         rows = np.asarray(rows)
-        return ContextTable(qids=self.qids[rows], context_ids=self.context_ids[rows], pids=self.pids[rows],
-                            mask=self.mask[rows], utility=self.utility[rows], relevant=self.relevant[rows],
-                            relevance=self.relevance[rows], p_no_response=self.p_no_response[rows],
-                            outcome=self.outcome[rows], llm=self.llm, extra=dict(self.extra))
+        return self._map(lambda a: a[rows])
 
     def truncate(self, k: int) -> ContextTable:
         """The first ``k`` prompt positions of every context (the "truncate" variant; outcomes unchanged)."""
-        cut = slice(0, k)
-        return ContextTable(qids=self.qids, context_ids=self.context_ids, pids=self.pids[:, cut],
-                            mask=self.mask[:, cut], utility=self.utility[:, cut], relevant=self.relevant[:, cut],
-                            relevance=self.relevance[:, cut], p_no_response=self.p_no_response[:, cut],
-                            outcome=self.outcome, llm=self.llm, extra=dict(self.extra))
+        return self._map(lambda a: a[:, :k] if a.ndim == 2 else a)
+
+    def _map(self, per_array) -> ContextTable:
+        """A new table with ``per_array`` applied to every array field (``llm`` kept, ``extra`` copied)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {name: per_array(v) if isinstance(v, np.ndarray) else v for name, v in values.items()}
+        return ContextTable(**{**values, "extra": dict(self.extra)})
 
 
 def outcome_score(outcome) -> float:
@@ -87,11 +82,9 @@ def outcome_score(outcome) -> float:
 
 def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecord], contexts: Sequence, llm: str, *,
                         k: int | None = None, relevance_threshold: int = 1) -> ContextTable:
-    """Stack contexts (``ContextRun`` s or ``SampledContext`` s: anything with ``qid``, ``context_id``, ``pids``
-    and optionally ``outcome``) into a :class:`ContextTable`; ``k`` defaults to the longest context.
-
-    Raises :class:`DataError` for an unknown query or passage, or a context longer than ``k``.
-    """
+    """Stack contexts (anything with ``qid``, ``context_id``, ``pids`` and optionally ``outcome``) into a
+    :class:`ContextTable` (``k``: default the longest context); :class:`DataError` for an unknown query or
+    passage, or a context longer than ``k``."""
     by_qid = records_by_qid(records)
     n = len(contexts)
     width = k if k is not None else max((len(c.pids) for c in contexts), default=0)
@@ -157,10 +150,8 @@ def table_features(table: ContextTable, variant: str = "full") -> np.ndarray:
 
 
 def make_pairs(qids: Sequence, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All within-query pairs ``(i, j)`` with ``scores[i] > scores[j]`` (NaN scores take part in none).
-
-    Vectorised: queries are laid out as a ``[G, m]`` matrix and compared as ``[G, m, m]``.
-    """
+    """All within-query pairs ``(i, j)`` with ``scores[i] > scores[j]`` (NaN scores take part in none),
+    comparing the ``[G, m]`` query layout as ``[G, m, m]``."""
     scores = np.asarray(scores, dtype=np.float64)
     _, idx = group_index(qids)
     if idx.size == 0:
@@ -176,16 +167,14 @@ class PairSet:
     """Training pairs: ``diffs[p] = x[i_p] - x[j_p]`` with context ``i_p`` better than ``j_p``."""
 
     diffs: np.ndarray  # float [P, d]
-    i: np.ndarray
-    j: np.ndarray
     n_queries: int  # queries contributing at least one pair
 
     def __len__(self) -> int:
-        return len(self.i)
+        return len(self.diffs)
 
 
 def build_pairs(features: np.ndarray, qids: Sequence, scores: np.ndarray) -> PairSet:
     i, j = make_pairs(qids, scores)
     features = np.asarray(features, dtype=np.float64)
     qids = np.asarray(qids, dtype=object)
-    return PairSet(diffs=features[i] - features[j], i=i, j=j, n_queries=len(set(qids[i].tolist())))
+    return PairSet(diffs=features[i] - features[j], n_queries=len(set(qids[i].tolist())))

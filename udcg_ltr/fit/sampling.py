@@ -1,37 +1,32 @@
 """Context sampling for the metric / end-to-end accuracy study (the UDCG paper's protocol).
 
 For each query, ``n_contexts`` contexts of ``k`` passages are drawn from its top-``top_n``
-candidates (retrieval order; the whole pool when it is smaller). The set is *balanced*: about
-``positive_fraction`` of the contexts hold at least one relevant passage ("positive") and the rest
-hold none ("negative"), so that the end-to-end outcomes of one query vary and the per-query
-correlation is defined. The order of the passages inside a context is a uniformly random
-permutation, and **it is the prompt order** (document ``[1]`` is the first passage).
+candidates (retrieval order). The set is *balanced*: about ``positive_fraction`` of the contexts hold
+at least one relevant passage ("positive") and the rest none ("negative"), so that the end-to-end
+outcomes of one query vary and the per-query correlation is defined. The order inside a context is a
+uniformly random permutation, and **it is the prompt order** (document ``[1]`` first).
 
-Positive contexts are uniform over the ``k``-subsets of the candidates that contain a relevant
-passage: the number ``j >= 1`` of relevant passages follows the hypergeometric law truncated to
-``j >= 1`` (``P(j) ~ C(R, j) C(N, k - j)``), then ``j`` relevant and ``k - j`` non-relevant passages
-are drawn without replacement. Negative contexts are uniform ``k``-subsets of the non-relevant ones.
-
-Fallbacks, when the pool does not allow the balance (recorded in :attr:`SampledContext.kind`):
-
-* no relevant candidate: every context is negative (``kind="negative"``; the query will have no
-  correct outcome, which the study reports rather than hides);
-* fewer than ``k`` non-relevant candidates: a negative context is impossible; those slots get
-  "least relevant" contexts made of every non-relevant candidate plus the fewest relevant ones
-  needed to reach ``k`` (``kind="min_relevant"``);
-* fewer than ``k`` candidates: contexts hold the whole pool in random orders (``k`` shrinks to the
-  pool size; ``kind`` as above).
+Positive contexts are uniform over the ``k``-subsets with a relevant passage: the number ``j >= 1``
+of relevant passages follows the truncated hypergeometric law ``P(j) ~ C(R, j) C(N, k - j)``, then
+``j`` relevant and ``k - j`` non-relevant passages are drawn without replacement. Negative contexts
+are uniform ``k``-subsets of the non-relevant ones. Fallbacks (:attr:`SampledContext.kind`): no
+relevant candidate: every context is negative (the study reports the query's missing correct
+outcome rather than hiding it); fewer than ``k`` non-relevant candidates: "min_relevant" contexts of
+every non-relevant candidate plus the fewest relevant ones needed; fewer than ``k`` candidates: the
+whole pool in random orders.
 
 Contexts of one query are distinct as ordered tuples when the pool allows (up to ``max_tries``
 redraws each). Ids interleave as in the shared SQuAD set: even ``context_id`` positive, odd negative
-(while both kinds remain). Everything is seeded per query from ``(seed, crc32(qid))``, so the
-contexts of a query do not depend on which other queries are sampled or in which order.
+(while both remain). Everything is seeded per query from ``(seed, crc32(qid))``, so a query's
+contexts do not depend on which other queries are sampled or in which order.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -70,9 +65,7 @@ class SampledContext:
     kind: str  # "positive", "negative" or "min_relevant" (see the module docstring)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["pids"] = list(self.pids)
-        return d
+        return {**asdict(self), "pids": list(self.pids)}
 
 
 def query_rng(seed: int, qid: str, salt: str | None = None) -> np.random.Generator:
@@ -84,19 +77,13 @@ def query_rng(seed: int, qid: str, salt: str | None = None) -> np.random.Generat
 
 def retrieval_order(record: QueryRecord) -> list[Passage]:
     """The pool in retrieval order (rank, then descending score, then input order)."""
-    keyed = sorted(enumerate(record.passages), key=lambda t: (
-        t[1].rank if t[1].rank is not None else math.inf,
-        -(t[1].score if t[1].score is not None else -math.inf), t[0]))
-    return [p for _, p in keyed]
+    return sorted(record.passages, key=lambda p: (p.rank if p.rank is not None else math.inf,
+                                                 -(p.score if p.score is not None else -math.inf)))  # stable
 
 
 def candidates(record: QueryRecord, top_n: int) -> list[Passage]:
     """The query's top-``top_n`` passages in retrieval order."""
     return retrieval_order(record)[:top_n]
-
-
-def _n_positive(n: int, fraction: float) -> int:
-    return int(math.floor(n * fraction + 0.5))  # round half up: 10 x 0.5 -> 5, 5 x 0.5 -> 3
 
 
 def _positive_subset(rng: np.random.Generator, rel: np.ndarray, non: np.ndarray, k: int) -> np.ndarray:
@@ -125,17 +112,12 @@ def sample_query_contexts(record: QueryRecord, config: ContextSamplingConfig = C
     elif len(non) == 0:
         n_pos = config.n_contexts  # nothing but relevant candidates: all positive
     else:
-        n_pos = _n_positive(config.n_contexts, config.positive_fraction)
-    kinds_pos = ["positive"] * n_pos
+        # round half up: 10 x 0.5 -> 5, 5 x 0.5 -> 3
+        n_pos = int(math.floor(config.n_contexts * config.positive_fraction + 0.5))
     neg_kind = "negative" if len(non) >= k else "min_relevant"
-    kinds_neg = [neg_kind] * (config.n_contexts - n_pos)
     # Interleave: even ids positive, odd ids negative while both kinds remain.
-    kinds: list[str] = []
-    while kinds_pos or kinds_neg:
-        if kinds_pos:
-            kinds.append(kinds_pos.pop())
-        if kinds_neg:
-            kinds.append(kinds_neg.pop())
+    pairs = itertools.zip_longest(["positive"] * n_pos, [neg_kind] * (config.n_contexts - n_pos))
+    kinds = [kind for pair in pairs for kind in pair if kind is not None]
 
     seen: set[tuple[int, ...]] = set()
     out = []
@@ -158,17 +140,12 @@ def sample_query_contexts(record: QueryRecord, config: ContextSamplingConfig = C
 
 def sample_contexts(records: Iterable[QueryRecord], config: ContextSamplingConfig | None = None,
                     **overrides) -> list[SampledContext]:
-    """Balanced contexts for every query, in record order then context id (seeded, deterministic).
-
-    ``overrides`` replace fields of ``config`` (e.g. ``sample_contexts(records, k=3, seed=1)``).
-    """
+    """Balanced contexts for every query, in record order then context id; ``overrides`` replace fields of
+    ``config`` (e.g. ``sample_contexts(records, k=3, seed=1)``)."""
     config = config or ContextSamplingConfig()
     if overrides:
         config = ContextSamplingConfig(**{**asdict(config), **overrides})
-    out: list[SampledContext] = []
-    for record in records:
-        out.extend(sample_query_contexts(record, config))
-    return out
+    return [c for record in records for c in sample_query_contexts(record, config)]
 
 
 def truncate_contexts(contexts: Sequence, k: int, records_by_qid: dict[str, QueryRecord] | None = None,
@@ -189,11 +166,7 @@ def truncate_contexts(contexts: Sequence, k: int, records_by_qid: dict[str, Quer
 
 def sampling_summary(contexts: Sequence[SampledContext]) -> dict[str, int]:
     """Counts by kind and the number of queries that needed a fallback (for the study's report)."""
-    counts: dict[str, int] = {"contexts": len(contexts), "queries": len({c.qid for c in contexts})}
-    for c in contexts:
-        counts[c.kind] = counts.get(c.kind, 0) + 1
-    fallback_q = {c.qid for c in contexts if c.kind == "min_relevant"}
-    no_pos_q = {c.qid for c in contexts} - {c.qid for c in contexts if c.has_relevant}
-    counts["queries_min_relevant_fallback"] = len(fallback_q)
-    counts["queries_without_relevant"] = len(no_pos_q)
-    return counts
+    queries = {c.qid for c in contexts}
+    return {"contexts": len(contexts), "queries": len(queries), **Counter(c.kind for c in contexts),
+            "queries_min_relevant_fallback": len({c.qid for c in contexts if c.kind == "min_relevant"}),
+            "queries_without_relevant": len(queries - {c.qid for c in contexts if c.has_relevant})}

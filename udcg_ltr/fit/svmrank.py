@@ -4,27 +4,22 @@ Primal problem on the pair differences ``d_p = x_i - x_j`` (context ``i`` better
 
     min_w  0.5 ||w||^2 + C * sum_p  l(w . d_p)                                    (SVM-rank)
 
-with ``l(m) = max(0, 1 - m)`` (``loss="hinge"``, Joachims' SVM-rank / liblinear's L1-loss SVM) or
-``l(m) = max(0, 1 - m)^2`` (``loss="squared_hinge"``, the L2-loss SVM). No bias: it cancels in a
-difference. The objective is strictly convex, so the optimum is unique and any correct solver must
-find the same ``w`` (the test compares with scikit-learn's ``LinearSVC`` on the same pairs).
+with ``l(m) = max(0, 1 - m)`` (``loss="hinge"``, Joachims' SVM-rank) or ``l(m) = max(0, 1 - m)^2``
+(``loss="squared_hinge"``); no bias (it cancels in a difference). Strictly convex: any correct solver
+finds the same ``w`` (checked against scikit-learn, :mod:`udcg_ltr.fit.reference`).
 
-How we reach the hinge optimum with smooth optimisation: the hinge is replaced by its softplus
-smoothing ``l_s(m) = s * log(1 + exp((1 - m) / s))`` (``0 <= l_s - hinge <= s log 2``, so the
-smoothed optimum converges to the SVM optimum as ``s -> 0``), minimised for a decreasing sequence
-of ``s`` (continuation: each stage warm-starts from the previous one; one Lightning epoch per
-stage). The objective is divided by ``C * P`` (same minimiser) so that tolerances do not depend on
-the number of pairs. Optimisers (all full batch unless said otherwise):
+The hinge is replaced by its softplus smoothing ``l_s(m) = s * log(1 + exp((1 - m) / s))``
+(``0 <= l_s - hinge <= s log 2``), minimised for a decreasing sequence of ``s`` (continuation: each
+stage warm-starts from the previous one; one Lightning epoch per stage). The objective is divided by
+``C * P`` (same minimiser) so that tolerances do not depend on the number of pairs. Optimisers:
 
-* ``"newton"`` (default): damped Newton with an Armijo backtracking line search. The model has only
-  ``2k`` weights, so the exact gradient ``g = w/(CP) + (1/P) D^T l'(Dw)`` and Hessian
-  ``H = I/(CP) + (1/P) D^T diag(l''(Dw)) D`` (``d x d``) are one pass over the pairs each; it
-  converges quadratically within a stage (a few iterations) -- the same idea as liblinear's primal
-  trust-region Newton solver. For ``squared_hinge`` the generalised Hessian (``l'' = 2 [m < 1]``)
-  gives finite termination.
-* ``"lbfgs"``: ``torch.optim.LBFGS`` with a strong-Wolfe line search (autograd gradients).
-* ``"adam"``: mini-batches of pairs (``batch_size``), the continuation spread over the epochs; it is
-  approximate and meant for pair sets that do not fit in memory.
+* ``"newton"`` (default): damped Newton with an Armijo line search. With only ``2k`` weights the exact
+  gradient ``g = w/(CP) + (1/P) D^T l'(Dw)`` and Hessian ``H = I/(CP) + (1/P) D^T diag(l''(Dw)) D``
+  are one pass over the pairs each, and it converges quadratically within a stage (as liblinear's
+  primal Newton solver). For ``squared_hinge`` the generalised Hessian gives finite termination.
+* ``"lbfgs"``: ``torch.optim.LBFGS`` with a strong-Wolfe line search (full batch, autograd).
+* ``"adam"``: mini-batches of pairs (``batch_size``), the continuation spread over the epochs;
+  approximate, meant for pair sets that do not fit in memory.
 """
 
 from __future__ import annotations
@@ -37,7 +32,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorDataset
+
+from udcg_ltr.fit.reference import primal_objective
 
 DEFAULT_SMOOTHING = (1.0, 0.1, 0.01, 1e-3)
 
@@ -55,19 +52,6 @@ def quiet_lightning(level: int = logging.WARNING) -> Iterator[None]:
     finally:
         for lg, lvl in zip(loggers, old):
             lg.setLevel(lvl)
-
-
-class _FullBatch(Dataset):
-    """A one-item dataset holding every pair (full-batch L-BFGS without per-row collation)."""
-
-    def __init__(self, diffs: torch.Tensor):
-        self.diffs = diffs
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, index):
-        return self.diffs
 
 
 def smoothed_hinge(margins: torch.Tensor, smoothing: float) -> torch.Tensor:
@@ -124,7 +108,6 @@ class DampedNewton(torch.optim.Optimizer):
         trial = closure(True)
         if float(trial[0]) <= float(f) - group["armijo"] * decrement:
             state["derivatives"] = trial
-            state["step_size"] = 1.0
             return trial[0]
         t = 0.5
         while True:
@@ -133,7 +116,6 @@ class DampedNewton(torch.optim.Optimizer):
             if float(f_new) <= float(f) - group["armijo"] * t * decrement or t < group["min_step"]:
                 break
             t *= 0.5
-        state["step_size"] = t
         return f_new
 
     def reset(self) -> None:
@@ -144,16 +126,13 @@ class DampedNewton(torch.optim.Optimizer):
 
 
 class PairwiseSVMRank(pl.LightningModule):
-    """A linear scorer ``f(x) = w . x`` trained on pair differences with the SVM-rank objective.
-
-    ``loss``: ``"hinge"`` (smoothed with continuation, see the module docstring) or ``"squared_hinge"``
-    (one stage). ``optimizer``: ``"newton"`` or ``"lbfgs"`` (full batch) or ``"adam"`` (mini-batches).
-    """
+    """A linear scorer ``f(x) = w . x`` trained on pair differences with the SVM-rank objective (module doc;
+    ``squared_hinge`` has one stage, no smoothing)."""
 
     def __init__(self, n_features: int, *, C: float = 1.0, n_pairs: int, loss: str = "hinge",
                  optimizer: str = "newton", smoothing: Sequence[float] = DEFAULT_SMOOTHING, lr: float = 0.2,
                  max_iter: int = 100, epochs_per_stage: int = 1, tolerance_grad: float = 1e-10,
-                 tolerance_change: float = 1e-14, init: np.ndarray | None = None):
+                 tolerance_change: float = 1e-14):
         super().__init__()
         if loss not in ("hinge", "squared_hinge"):
             raise ValueError(f"loss must be 'hinge' or 'squared_hinge', got {loss!r}")
@@ -161,18 +140,10 @@ class PairwiseSVMRank(pl.LightningModule):
             raise ValueError(f"optimizer must be 'newton', 'lbfgs' or 'adam', got {optimizer!r}")
         if C <= 0:
             raise ValueError(f"C must be > 0, got {C}")
-        self.save_hyperparameters(ignore=["init"])
+        self.save_hyperparameters()
         self.automatic_optimization = False
-        w0 = torch.zeros(n_features, dtype=torch.float64) if init is None else torch.as_tensor(
-            np.asarray(init, dtype=np.float64))
-        self.w = torch.nn.Parameter(w0.clone())
+        self.w = torch.nn.Parameter(torch.zeros(n_features, dtype=torch.float64))
         self.stages = list(smoothing) if loss == "hinge" else [0.0]
-        self._stage = -1
-        self.history: list[dict] = []
-
-    # ---- model ------------------------------------------------------------------------
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.to(self.w.dtype) @ self.w
 
     def objective(self, diffs: torch.Tensor, smoothing: float, *, batch_fraction: float = 1.0) -> torch.Tensor:
         """``(0.5 ||w||^2 * batch_fraction + C * sum_batch l(w . d)) / (C * P)``; its full-batch minimiser is the SVM's."""
@@ -218,38 +189,28 @@ class PairwiseSVMRank(pl.LightningModule):
 
     def exact_objective(self, diffs: torch.Tensor) -> float:
         """The unscaled, unsmoothed primal objective at the current ``w``."""
-        with torch.no_grad():
-            margins = diffs.to(self.w.dtype) @ self.w
-            slack = torch.clamp(1.0 - margins, min=0.0)
-            slack = slack if self.hparams.loss == "hinge" else slack ** 2
-            return float(0.5 * (self.w @ self.w) + self.hparams.C * slack.sum())
+        hp = self.hparams
+        return primal_objective(self.weights, diffs.detach().cpu().numpy(), C=hp.C, loss=hp.loss)
 
-    def current_smoothing(self) -> float:
-        stage = min(self.current_epoch // max(1, self.hparams.epochs_per_stage), len(self.stages) - 1)
-        return self.stages[stage]
-
-    # ---- training ---------------------------------------------------------------------
     def training_step(self, batch, batch_idx):
         diffs = batch[0] if isinstance(batch, (list, tuple)) else batch
         diffs = diffs.to(self.w.dtype)
         opt = self.optimizers()
-        s = self.current_smoothing()
+        stage = self.current_epoch // max(1, self.hparams.epochs_per_stage)
+        s = self.stages[min(stage, len(self.stages) - 1)]
         if self.hparams.optimizer == "newton":
             newton = opt.optimizer
             newton.reset()
             # Intermediate smoothing levels only provide a warm start: a loose tolerance is enough.
             last = self.current_epoch >= len(self.stages) - 1
             tol = self.hparams.tolerance_grad if last else max(self.hparams.tolerance_grad, 1e-7)
-            value = None
             for _ in range(self.hparams.max_iter):
-                value = newton.step(lambda hess: self.objective_derivatives(diffs, s, hess), tol=tol)
+                newton.step(lambda hess: self.objective_derivatives(diffs, s, hess), tol=tol)
                 if newton.state[self.w].get("converged"):
                     break
         elif self.hparams.optimizer == "lbfgs":
-            stage = self.current_epoch
-            if stage != self._stage:  # new smoothing level: curvature pairs of the old one no longer apply
-                opt.optimizer.state.clear()
-                self._stage = stage
+            # one full-batch step per epoch, each a new smoothing level: old curvature pairs no longer apply
+            opt.optimizer.state.clear()
 
             def closure():
                 opt.zero_grad()
@@ -257,15 +218,11 @@ class PairwiseSVMRank(pl.LightningModule):
                 self.manual_backward(value)
                 return value
 
-            value = opt.step(closure=closure)
+            opt.step(closure=closure)
         else:
-            frac = diffs.shape[0] / self.hparams.n_pairs
             opt.zero_grad()
-            value = self.objective(diffs, s, batch_fraction=frac)
-            self.manual_backward(value)
+            self.manual_backward(self.objective(diffs, s, batch_fraction=len(diffs) / self.hparams.n_pairs))
             opt.step()
-        self.history.append({"epoch": self.current_epoch, "smoothing": s, "objective": float(value)})
-        return None
 
     def on_train_epoch_end(self):
         sched = self.lr_schedulers()
@@ -291,16 +248,15 @@ class PairwiseSVMRank(pl.LightningModule):
 
 
 def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", optimizer: str = "newton",
-                     smoothing: Sequence[float] = DEFAULT_SMOOTHING, max_iter: int | None = None, batch_size: int = 8192,
-                     epochs_per_stage: int | None = None, lr: float = 0.2, seed: int = 0,
-                     init: np.ndarray | None = None, return_module: bool = False, num_threads: int | None = 1,
-                     **trainer_kwargs):
+                     smoothing: Sequence[float] = DEFAULT_SMOOTHING, max_iter: int | None = None,
+                     batch_size: int = 8192, epochs_per_stage: int | None = None, lr: float = 0.2,
+                     seed: int = 0, num_threads: int | None = 1) -> np.ndarray:
     """Fit ``w`` of the SVM-rank objective on pair differences ``[P, d]`` with a Lightning ``Trainer``.
 
     Newton / L-BFGS: full batch, one epoch per smoothing stage (``max_iter`` iterations at most per
     stage; default 100 / 500). Adam: mini-batches of ``batch_size`` pairs, ``epochs_per_stage`` epochs
-    per stage (default 30), learning rate ``lr`` with cosine decay to ``lr / 1000``. Returns the weight vector (and the module
-    when ``return_module``). With no pairs the minimiser is ``w = 0``.
+    per stage (default 30), learning rate ``lr`` with cosine decay to ``lr / 1000``. With no pairs the
+    minimiser is ``w = 0``.
 
     ``num_threads`` (default 1) sets torch's intra-op threads during the fit and restores them after:
     the problem is a thin ``[P, 2k]`` matrix, where thread hand-offs cost more than they save (on a
@@ -311,8 +267,7 @@ def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", 
         raise ValueError(f"diffs must be [n_pairs, n_features], got shape {diffs.shape}")
     n_pairs, d = diffs.shape
     if n_pairs == 0:
-        w = np.zeros(d)
-        return (w, None) if return_module else w
+        return np.zeros(d)
     if max_iter is None:
         max_iter = 500 if optimizer == "lbfgs" else 100
     if optimizer in ("newton", "lbfgs"):
@@ -320,34 +275,31 @@ def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", 
     elif epochs_per_stage is None:
         epochs_per_stage = 30
     module = PairwiseSVMRank(d, C=C, n_pairs=n_pairs, loss=loss, optimizer=optimizer, smoothing=smoothing,
-                             lr=lr, max_iter=max_iter, epochs_per_stage=epochs_per_stage, init=init)
+                             lr=lr, max_iter=max_iter, epochs_per_stage=epochs_per_stage)
     tensor = torch.from_numpy(diffs)
     if optimizer in ("newton", "lbfgs"):
-        loader = DataLoader(_FullBatch(tensor), batch_size=None, shuffle=False)
+        loader = DataLoader([tensor], batch_size=None, shuffle=False)  # one item: every pair
     else:
-        gen = torch.Generator().manual_seed(seed)
         ds = TensorDataset(tensor)
-        sampler = BatchSampler(RandomSampler(ds, generator=gen), batch_size=min(batch_size, n_pairs),
-                               drop_last=False)
+        sampler = BatchSampler(RandomSampler(ds, generator=torch.Generator().manual_seed(seed)),
+                               batch_size=min(batch_size, n_pairs), drop_last=False)
         loader = DataLoader(ds, sampler=sampler, batch_size=None)
-    opts = dict(max_epochs=len(module.stages) * epochs_per_stage, accelerator="cpu", devices=1, logger=False,
-                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                num_sanity_val_steps=0)  # not deterministic=True: it flips a process-wide torch flag for good
-    opts.update(trainer_kwargs)
-    # No logger / callbacks / progress bar asked for: barebones mode skips the per-step bookkeeping.
-    opts.setdefault("barebones", not (opts.get("logger") or opts.get("callbacks") or opts.get("enable_progress_bar")))
     old_threads = torch.get_num_threads()
     try:
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         with torch.random.fork_rng(), quiet_lightning():
             torch.manual_seed(seed)
-            trainer = pl.Trainer(**opts)
+            # barebones: no logger, callbacks or progress bar, so skip the per-step bookkeeping. Not
+            # deterministic=True: it flips a process-wide torch flag for good.
+            trainer = pl.Trainer(max_epochs=len(module.stages) * epochs_per_stage, accelerator="cpu",
+                                 devices=1, logger=False, enable_checkpointing=False, barebones=True,
+                                 enable_progress_bar=False, enable_model_summary=False,
+                                 num_sanity_val_steps=0)
             trainer.fit(module, train_dataloaders=loader)
     finally:
         torch.set_num_threads(old_threads)
-    w = module.weights
-    return (w, module) if return_module else w
+    return module.weights
 
 
 def pairwise_accuracy(w: np.ndarray, diffs: np.ndarray) -> float:

@@ -1,7 +1,7 @@
 """A seeded generative model of utilities and end-to-end outcomes, for benches and tests.
 
 Queries get a candidate pool whose passages are relevant with probability ``p_relevant`` (at least
-one relevant per query unless ``allow_no_relevant``). Single-passage annotations follow the
+one relevant per query). Single-passage annotations follow the
 utility schema (Eq. 2): a relevant passage has ``P(NO-RESPONSE) ~ Beta(1.5, 4)`` (the LLM usually
 answers from it), a non-relevant one ``Beta(a_q, 2)`` with a per-query ``a_q`` (some queries have
 strong distractors). Contexts are drawn with :func:`udcg_ltr.fit.sampling.sample_contexts`, and the
@@ -36,15 +36,15 @@ def true_weights(k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def synthetic_records(n_queries: int, *, pool_size: int = 12, p_relevant: float = 0.25, seed: int = 0,
-                      llm: str = SYNTHETIC_LLM, split_fractions=(0.6, 0.2, 0.2),
-                      allow_no_relevant: bool = False) -> list[QueryRecord]:
-    """Seeded query records with P(NO-RESPONSE), ``answer_alone`` and ``answer_logprob`` annotations."""
+                      llm: str = SYNTHETIC_LLM) -> list[QueryRecord]:
+    """Seeded query records with P(NO-RESPONSE), ``answer_alone`` and ``answer_logprob`` annotations
+    (60 / 20 / 20 % of the queries in train / val / test)."""
     rng = np.random.default_rng(seed)
-    cuts = np.cumsum(split_fractions)[:-1] * n_queries
+    cuts = np.cumsum((0.6, 0.2, 0.2))[:-1] * n_queries
     records = []
     for q in range(n_queries):
         rel = rng.random(pool_size) < p_relevant
-        if not allow_no_relevant and not rel.any():
+        if not rel.any():
             rel[rng.integers(pool_size)] = True
         a_q = rng.uniform(1.0, 4.0)
         pnr = np.where(rel, rng.beta(1.5, 4.0, pool_size), rng.beta(a_q, 2.0, pool_size))
@@ -81,23 +81,18 @@ def synthetic_outcomes(utility: np.ndarray, mask: np.ndarray, has_relevant: np.n
 
 
 def synthetic_study_data(n_queries: int = 60, *, n_contexts: int = 10, k: int = 5, pool_size: int = 12,
-                         p_relevant: float = 0.25, seed: int = 0, llm: str = SYNTHETIC_LLM,
-                         alpha: np.ndarray | None = None, beta: np.ndarray | None = None, **outcome_kwargs
+                         p_relevant: float = 0.25, seed: int = 0, llm: str = SYNTHETIC_LLM, **outcome_kwargs
                          ) -> tuple[list[QueryRecord], list[ContextRun]]:
     """Records plus graded runs (balanced contexts of ``k`` passages) drawn from the generative model."""
     records = synthetic_records(n_queries, pool_size=pool_size, p_relevant=p_relevant, seed=seed, llm=llm)
     contexts = sample_contexts(records, ContextSamplingConfig(n_contexts=n_contexts, k=k, top_n=pool_size,
                                                               seed=seed))
     table = build_context_table(records, contexts, llm, k=k)
-    a0, b0 = true_weights(k)
+    alpha, beta = true_weights(k)
     outcomes = synthetic_outcomes(table.utility, table.mask, table.relevant.any(axis=1), table.qids,
-                                  alpha=a0 if alpha is None else alpha, beta=b0 if beta is None else beta,
-                                  seed=seed + 1, **outcome_kwargs)
-    by_qid = {r.qid: r for r in records}
-    runs = []
-    for c, o in zip(contexts, outcomes):
-        rec = by_qid[c.qid]
-        answer = {"correct": rec.answers[0], "abstained": "NO-RESPONSE", "wrong": "something else"}[str(o)]
-        runs.append(ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), answer=answer, llm=llm,
-                               outcome=str(o)))
-    return records, runs
+                                  alpha=alpha, beta=beta, seed=seed + 1, **outcome_kwargs)
+    answers = {r.qid: {"correct": r.answers[0], "abstained": "NO-RESPONSE", "wrong": "something else"}
+               for r in records}
+    return records, [ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), llm=llm,
+                                answer=answers[c.qid][str(o)], outcome=str(o))
+                     for c, o in zip(contexts, outcomes)]

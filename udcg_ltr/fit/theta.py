@@ -1,55 +1,26 @@
-"""Fitting UDCG_theta (Eq. 3): features, pairs, the SVM-rank fit, and the weight set, per context size.
-
-``fit_udcg_theta(table, variant=..., C=...)`` takes a :class:`~udcg_ltr.fit.pairs.ContextTable` of
-graded contexts (one context size ``k``), builds the Eq. 3 features of the variant, every
-within-query pair of contexts with different outcomes, fits the linear SVM-rank model
-(:func:`udcg_ltr.fit.svmrank.fit_pairwise_svm`, a LightningModule) and returns
-:class:`~udcg_ltr.fit.weights.UDCGThetaWeights` with the fit's provenance in ``meta``.
-``fit_udcg_theta_per_k`` does it for every context size present (one weight set per ``k``).
+"""Fitting UDCG_theta (Eq. 3) per context size: Eq. 3 features of a :class:`~udcg_ltr.fit.pairs.ContextTable`,
+within-query pairs of contexts with different outcomes, the linear SVM-rank fit
+(:func:`udcg_ltr.fit.svmrank.fit_pairwise_svm`) and a :class:`~udcg_ltr.fit.weights.UDCGThetaWeights`
+with the fit's provenance in ``meta``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.fit.pairs import (
-    FEATURE_VARIANTS,
-    ContextTable,
-    build_context_table,
-    build_pairs,
-    table_features,
-)
+from udcg_ltr.fit.pairs import ContextTable, build_context_table, build_pairs, table_features
 from udcg_ltr.fit.svmrank import fit_pairwise_svm, pairwise_accuracy
 from udcg_ltr.fit.weights import UDCGThetaWeights
 from udcg_ltr.stats.correlation import per_query_correlations
 
 
-@dataclass(frozen=True)
-class ThetaFitConfig:
-    """Hyper-parameters of the UDCG_theta fit (Hydra group ``fit.theta`` mirrors these fields)."""
-
-    C: float = 1.0
-    loss: str = "hinge"
-    optimizer: str = "newton"
-    variants: tuple[str, ...] = FEATURE_VARIANTS
-
-    def __post_init__(self):
-        object.__setattr__(self, "variants", _check_variants(self.variants))
-        if self.C <= 0:
-            raise ValueError(f"C must be > 0, got {self.C}")
-
-
 def fit_udcg_theta(table: ContextTable, *, variant: str = "full", C: float = 1.0, loss: str = "hinge",
                    optimizer: str = "newton", meta: dict | None = None, **fit_kwargs) -> UDCGThetaWeights:
-    """Fit UDCG_theta weights for the contexts of ``table`` (all of size ``<= table.k``) with the SVM-rank objective.
-
-    Pairs: within each query, contexts with different outcome scores (correct 2 > abstained 1 > wrong 0);
-    ungraded contexts (NaN outcome) take part in none. ``meta`` is merged into the weights' meta.
-    """
+    """Fit UDCG_theta weights for the contexts of ``table`` with the SVM-rank objective; ungraded contexts
+    (NaN outcome) take part in no pair. ``meta`` is merged into the weights' meta."""
     X = table_features(table, variant)
     pairs = build_pairs(X, table.qids, table.outcome)
     w = fit_pairwise_svm(pairs.diffs, C=C, loss=loss, optimizer=optimizer, **fit_kwargs)
@@ -117,20 +88,5 @@ def select_C(table: ContextTable, *, variant: str = "full", grid: Sequence[float
 
 def weights_rows(weights: Sequence[UDCGThetaWeights]) -> list[dict]:
     """Long-format rows (one per position) for tables / W&B: name, k, position, alpha, beta."""
-    rows = []
-    for w in weights:
-        for i in range(w.k):
-            rows.append({"name": w.name, "variant": w.variant, "k": w.k, "position": i + 1,
-                         "alpha": float(w.alpha[i]), "beta": float(w.beta[i])})
-    return rows
-
-
-def _check_variants(variants):
-    bad = [v for v in variants if v not in FEATURE_VARIANTS]
-    if bad:
-        raise ValueError(f"unknown variants {bad} (use {FEATURE_VARIANTS})")
-    return tuple(variants)
-
-
-__all__ = ["DEFAULT_C_GRID", "ThetaFitConfig", "fit_udcg_theta", "fit_udcg_theta_per_k", "fit_udcg_theta_records",
-           "select_C", "weights_rows"]
+    return [{"name": w.name, "variant": w.variant, "k": w.k, "position": i + 1, "alpha": float(w.alpha[i]),
+             "beta": float(w.beta[i])} for w in weights for i in range(w.k)]

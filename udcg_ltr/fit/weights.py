@@ -1,13 +1,8 @@
 """UDCG_theta weight sets: the learned positional weights of Eq. 3, saved, reloaded and plotted.
 
-``UDCG_theta(q, C) = sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` for a context of ``k``
-passages in prompt order. One :class:`UDCGThetaWeights` holds ``alpha``, ``beta`` (length ``k``) and
-``meta`` (feature variant, C, the fit split and its size, pair counts, ...). The ``variant`` tells
-how a context's utilities become features (see :mod:`udcg_ltr.fit.pairs`): ``full`` uses
-``u+``/``u-``; ``relevance_only`` has ``beta = 0``; ``binary`` replaces ``u+`` by the binary relevance.
-
-Files are JSON (``{"format": "udcg_ltr.udcg_theta/1", "weights": [...]}``), written atomically
-(:func:`udcg_ltr.io.atomic_write_json`), so a crash never leaves a half-written weight file.
+``UDCG_theta(q, C) = sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` for a context of ``k`` passages in
+prompt order; ``meta["variant"]`` tells how utilities become features (:mod:`udcg_ltr.fit.pairs`). Files are
+JSON (``{"format": "udcg_ltr.udcg_theta/1", "weights": [...]}``), written atomically.
 """
 
 from __future__ import annotations
@@ -21,11 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from udcg_ltr.fit.pairs import FEATURE_VARIANTS
 from udcg_ltr.io import atomic_write_json, json_safe, open_text
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg_equivalent_weights, udcg_theta
 from udcg_ltr.report import new_figure, save_figure
 
 FORMAT = "udcg_ltr.udcg_theta/1"
+#: Display name of each feature variant's weight set (also the correlation study's row labels).
+VARIANT_NAMES = {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)",
+                 "binary": "UDCG_theta (binary)"}
 
 
 @dataclass
@@ -42,9 +41,8 @@ class UDCGThetaWeights:
         self.beta = np.asarray(self.beta, dtype=np.float64).ravel()
         if self.alpha.shape != (self.k,) or self.beta.shape != (self.k,):
             raise ValueError(f"alpha and beta must have length k={self.k}, got {self.alpha.shape}, {self.beta.shape}")
-        variant = self.meta.get("variant", "full")
-        if variant not in ("full", "relevance_only", "binary"):
-            raise ValueError(f"unknown variant {variant!r}")
+        if self.variant not in FEATURE_VARIANTS:
+            raise ValueError(f"unknown variant {self.variant!r}")
 
     @property
     def variant(self) -> str:
@@ -52,16 +50,14 @@ class UDCGThetaWeights:
 
     @property
     def name(self) -> str:
-        return self.meta.get("name") or {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)",
-                                         "binary": "UDCG_theta (binary)"}[self.variant]
+        return self.meta.get("name") or VARIANT_NAMES[self.variant]
 
     @property
     def vector(self) -> np.ndarray:
         """``w = [alpha, beta]``: the linear model over ``[u+, u-]`` features."""
         return np.concatenate([self.alpha, self.beta])
 
-    # ---- scoring ------------------------------------------------------------------------
-    def _inputs(self, utilities, mask, relevant):
+    def _inputs(self, utilities, relevant):
         u = np.asarray(utilities, dtype=np.float64)
         if self.variant != "binary":
             return u
@@ -74,28 +70,24 @@ class UDCGThetaWeights:
 
         ``relevant`` (binary variant only) gives the relevance labels; default ``u > 0``.
         """
-        return udcg_theta(self._inputs(utilities, mask, relevant), self.alpha, self.beta, mask, k=k)
+        return udcg_theta(self._inputs(utilities, relevant), self.alpha, self.beta, mask, k=k)
 
     def logit(self, utilities, mask=None, *, relevant=None) -> np.ndarray:
         """``sum alpha_i u_i+ + sum beta_i u_i-`` (the argument of the sigmoid; same order as :meth:`score`)."""
-        u = self._inputs(utilities, mask, relevant)
-        u = np.where(np.ones(u.shape, bool) if mask is None else np.asarray(mask, bool), u, 0.0)
+        u = self._inputs(utilities, relevant)
+        u = u if mask is None else np.where(np.asarray(mask, bool), u, 0.0)
         n = u.shape[-1]
         return (self.alpha[:n] * np.maximum(u, 0.0) + self.beta[:n] * np.minimum(u, 0.0)).sum(axis=-1)
 
-    # ---- construction -------------------------------------------------------------------
     @classmethod
     def from_vector(cls, w: np.ndarray, k: int, *, variant: str = "full", meta: dict | None = None) -> UDCGThetaWeights:
         """From the SVM weight vector over the variant's features (``[2k]``, or ``[k]`` for ``relevance_only``)."""
         w = np.asarray(w, dtype=np.float64).ravel()
-        if variant == "relevance_only":
-            if w.shape != (k,):
-                raise ValueError(f"relevance_only expects {k} weights, got {w.shape}")
-            alpha, beta = w, np.zeros(k)
-        else:
-            if w.shape != (2 * k,):
-                raise ValueError(f"expected {2 * k} weights, got {w.shape}")
-            alpha, beta = w[:k], w[k:]
+        rel_only = variant == "relevance_only"
+        if w.shape != ((k,) if rel_only else (2 * k,)):
+            raise ValueError(f"relevance_only expects {k} weights, got {w.shape}" if rel_only
+                             else f"expected {2 * k} weights, got {w.shape}")
+        alpha, beta = (w, np.zeros(k)) if rel_only else (w[:k], w[k:])
         return cls(k=k, alpha=alpha, beta=beta, meta={**(meta or {}), "variant": variant})
 
     @classmethod
@@ -104,7 +96,6 @@ class UDCGThetaWeights:
         a, b = udcg_equivalent_weights(k, gamma)
         return cls(k=k, alpha=a, beta=b, meta={"variant": "full", "name": f"UDCG (gamma={gamma:.3g})", "gamma": gamma})
 
-    # ---- (de)serialisation ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "alpha": self.alpha.tolist(), "beta": self.beta.tolist(), "meta": json_safe(self.meta)}
 
@@ -127,9 +118,8 @@ class UDCGThetaWeights:
 def save_weights(path: str | os.PathLike, weights: UDCGThetaWeights | Iterable[UDCGThetaWeights]) -> Path:
     """Write one or several weight sets to a JSON file, atomically."""
     items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
-    path = Path(path)
     atomic_write_json(path, {"format": FORMAT, "weights": [w.to_dict() for w in items]})
-    return path
+    return Path(path)
 
 
 def load_weights(path: str | os.PathLike) -> list[UDCGThetaWeights]:

@@ -1,19 +1,15 @@
 """Plumbing every job shares: offline environment, seeds, run folder, config validation, resume check, logger,
-dataset.
+dataset, LLM.
 
 The life of a job (:func:`run_job`) is recorded in ``<run folder>/job_result.json``, written atomically:
+``{"status": "running", "config_hash": H}`` when it starts, ``{"status": "finished", "config_hash": H,
+"metrics": ..., "config": ...}`` last, once every artefact is complete, or ``{"status": "failed", ...,
+"error": ...}`` when it raised (its W&B run is marked failed).
 
-* ``{"status": "running", "config_hash": H}`` when the job starts its work;
-* ``{"status": "finished", "config_hash": H, "metrics": ..., "config": ...}`` last, once every artefact
-  is complete;
-* ``{"status": "failed", "config_hash": H, "error": ...}`` when it raised (its W&B run is marked failed).
-
-``H`` (:func:`config_hash`) is a sha256 of the job's resolved configuration (without the keys that
-cannot change a result: :data:`RESULT_INDEPENDENT_KEYS`) and of the size and modification time of
-every input file the dataset config names. A restarted sweep skips a job only when its folder holds
-a *finished* result of the *same* hash; a folder whose result came from another configuration (the
-data path changed, say) is cleared and the job reruns; a killed or failed job reruns in place (its
-previous W&B run is removed; resumable artefacts such as ``last.ckpt`` stay).
+``H`` (:func:`config_hash`) covers the resolved configuration and the input files. A restarted sweep skips a
+job only when its folder holds a *finished* result of the *same* hash; a folder whose result came from another
+configuration is cleared and the job reruns; a killed or failed job reruns in place (its previous W&B run is
+removed; resumable artefacts such as ``last.ckpt`` stay).
 """
 
 from __future__ import annotations
@@ -26,17 +22,26 @@ import os
 import random
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiationException
+from hydra.types import RunMode
+from hydra.utils import get_method, instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+from udcg_ltr.annotate.annotator import annotate_records, missing_annotations, with_cache
+from udcg_ltr.annotate.cache import AnnotationCache, default_cache_root
 from udcg_ltr.annotate.grading import answer_matches
 from udcg_ltr.annotate.llms import _SCORER_KEYS as LLM_KEYS
 from udcg_ltr.annotate.llms import PRESETS as LLM_PRESETS
+from udcg_ltr.data.lexical import records_idf
+from udcg_ltr.data.padded import PaddedSlates, pad_records
 from udcg_ltr.data.schema import DataError, QueryRecord, validate_record
 from udcg_ltr.io import atomic_write_json, read_json_dict
 from udcg_ltr.losses import get_loss
@@ -49,14 +54,14 @@ log = logging.getLogger("udcg_ltr")
 
 FINISHED_FILE = "job_result.json"
 
-#: Config keys that cannot change a job's results (where things are logged or cached, the sweep's
-#: name, ``force``): left out of :func:`config_hash`, so moving the cache or renaming a sweep does
-#: not rerun finished jobs. The annotation cache is a memo of deterministic LLM calls.
+#: Config keys that cannot change a job's results (where things are logged or cached, the sweep's name,
+#: ``force``; the annotation cache is a memo of deterministic LLM calls): left out of :func:`config_hash`.
 RESULT_INDEPENDENT_KEYS = ("force", "sweep_name", "logger", "paths.output_dir", "paths.log_dir", "paths.root_dir",
                            "paths.cache_dir", "paths.annotation_cache_dir")
 
-#: Files the run folder keeps when a stale result is cleared: Hydra's record of this launch and its log.
-_HYDRA_FILES = (".hydra",)
+#: Environment defaults of every job: offline (no hub downloads, W&B never asks for a key), quiet tokenizers.
+OFFLINE_DEFAULTS = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
+                    "WANDB_SILENT": "true", "TOKENIZERS_PARALLELISM": "false"}
 
 
 class ConfigError(ValueError):
@@ -68,17 +73,13 @@ class ConfigError(ValueError):
 
 
 def prepare_environment(cfg) -> None:
-    """Offline by default (no hub downloads, W&B never asks for a key), seeded, bounded CPU threads."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("WANDB_MODE", "offline")
-    os.environ.setdefault("WANDB_SILENT", "true")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    """Offline by default (:data:`OFFLINE_DEFAULTS`), seeded, bounded CPU threads."""
+    for key, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(key, value)
     paths = cfg.get("paths", {})
-    if paths.get("data_dir"):
-        os.environ["UDCG_LTR_DATA"] = str(paths.data_dir)
-    if paths.get("cache_dir"):
-        os.environ["UDCG_LTR_CACHE"] = str(paths.cache_dir)
+    for key, variable in (("data_dir", "UDCG_LTR_DATA"), ("cache_dir", "UDCG_LTR_CACHE")):
+        if paths.get(key):
+            os.environ[variable] = str(paths[key])
     seed = int(cfg.get("seed", 0))
     random.seed(seed)
     np.random.seed(seed)
@@ -90,29 +91,23 @@ def prepare_environment(cfg) -> None:
         torch.set_num_threads(int(threads))
 
 
-def output_dir(cfg) -> Path:
-    """The run folder Hydra made for this job (or ``paths.output_dir`` outside Hydra)."""
+def _hydra_run():
+    """Hydra's config of the running job (None outside Hydra)."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return Path(HydraConfig.get().runtime.output_dir)
-    except (ImportError, ValueError):
-        return Path(cfg.paths.output_dir)
-
-
-def _hydra_mode():
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return HydraConfig.get().mode
-    except (ImportError, ValueError):
+        return HydraConfig.get()
+    except ValueError:
         return None
 
 
-def is_multirun() -> bool:
-    from hydra.types import RunMode
+def output_dir(cfg) -> Path:
+    """The run folder Hydra made for this job (or ``paths.output_dir`` outside Hydra)."""
+    hydra = _hydra_run()
+    return Path(hydra.runtime.output_dir) if hydra is not None else Path(cfg.paths.output_dir)
 
-    return _hydra_mode() == RunMode.MULTIRUN
+
+def is_multirun() -> bool:
+    hydra = _hydra_run()
+    return hydra is not None and hydra.mode == RunMode.MULTIRUN
 
 
 # ---- config hash -------------------------------------------------------------------------------
@@ -121,8 +116,6 @@ def _drop(container: dict, dotted: str) -> None:
     node: Any = container
     for key in parents:
         node = node.get(key) if isinstance(node, dict) else None
-        if node is None:
-            return
     if isinstance(node, dict):
         node.pop(last, None)
 
@@ -144,13 +137,10 @@ def _path_values(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
 def _file_fingerprint(path: str) -> list[int] | str:
     """``[size, mtime_ns]`` of a file (the sum over a folder's files), or ``"missing"``."""
     p = Path(path)
-    if p.is_file():
-        st = p.stat()
-        return [st.st_size, st.st_mtime_ns]
-    if p.is_dir():
-        stats = [f.stat() for f in sorted(p.rglob("*")) if f.is_file()]
-        return [sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)]
-    return "missing"
+    if not p.exists():
+        return "missing"
+    stats = [p.stat()] if p.is_file() else [f.stat() for f in sorted(p.rglob("*")) if f.is_file()]
+    return [sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)]
 
 
 def config_hash(cfg) -> str:
@@ -166,42 +156,10 @@ def config_hash(cfg) -> str:
 
 
 # ---- job state ---------------------------------------------------------------------------------
-def read_job_state(run_dir: Path) -> dict[str, Any] | None:
-    """The parsed ``job_result.json`` of ``run_dir`` (None when absent or unreadable: a torn file means no state)."""
-    return read_json_dict(Path(run_dir) / FINISHED_FILE)
-
-
-def finished_result(run_dir: Path, config_hash_: str | None = None) -> dict[str, Any] | None:
-    """The metrics of a job that already finished in ``run_dir`` (resume: skip it), else None.
-
-    With ``config_hash_``, only a result of that configuration counts: a result written by another
-    configuration in the same folder is stale.
-    """
-    state = read_job_state(run_dir)
-    if state is None or state.get("status") != "finished":
-        return None
-    if config_hash_ is not None and state.get("config_hash") != config_hash_:
-        return None
-    return state
-
-
-def mark_finished(run_dir: Path, metrics: Mapping[str, Any], config: Mapping[str, Any],
-                  config_hash_: str | None = None) -> None:
-    """Written last and atomically: its presence means every artefact of the job is complete."""
-    atomic_write_json(run_dir / FINISHED_FILE, {"status": "finished", "config_hash": config_hash_,
-                                                "metrics": dict(metrics), "config": config})
-
-
-def _mark(run_dir: Path, status: str, config_hash_: str, **extra: Any) -> None:
+def _mark(run_dir: Path, status: str, config_hash_: str | None, **extra: Any) -> None:
+    """Write ``job_result.json`` atomically (``status`` "finished" last, once every artefact is complete)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run_dir / FINISHED_FILE, {"status": status, "config_hash": config_hash_, **extra})
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def is_dedicated_run_dir(run_dir: Path) -> bool:
@@ -218,10 +176,9 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
     """Remove what an earlier attempt left in ``run_dir``; returns the removed names.
 
     Always removed: ``job_result.json`` and the earlier attempt's W&B run (the one its state names, or all of
-    ``wandb/`` in a dedicated run folder), so a rerun logs exactly one run. ``keep_resumable=False`` (a result
-    of another configuration, or ``force``) removes every artefact too, in a dedicated run folder only
-    (:func:`is_dedicated_run_dir`: ``hydra.run.dir=.`` must not empty a checkout); Hydra's ``.hydra/`` (this
-    launch's config) and ``*.log`` files stay.
+    ``wandb/`` in a dedicated run folder), so a rerun logs exactly one run. ``keep_resumable=False`` (another
+    configuration's result, or ``force``) removes every artefact too, in a dedicated run folder only; Hydra's
+    ``.hydra/`` (this launch's config) and ``*.log`` files stay.
     """
     removed: list[str] = []
     if not run_dir.is_dir():
@@ -237,12 +194,16 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
             targets.append(run_dir / wandb_run)
     else:
         targets = [child for child in sorted(run_dir.iterdir())
-                   if not (child.name in _HYDRA_FILES or (child.is_file() and child.suffix == ".log"))
+                   if not (child.name == ".hydra" or (child.is_file() and child.suffix == ".log"))
                    and (not keep_resumable or child.name in (FINISHED_FILE, "wandb"))]
     for target in targets:
-        if target.exists() or target.is_symlink():
-            _remove(target)
-            removed.append(target.relative_to(run_dir).as_posix())
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+        elif target.exists() or target.is_symlink():
+            target.unlink()
+        else:
+            continue
+        removed.append(target.relative_to(run_dir).as_posix())
     return removed
 
 
@@ -273,6 +234,11 @@ def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=N
         problems.append(f"{name} must be <= {high}, got {value!r}")
 
 
+def _check_choice(problems: list[str], name: str, value: Any, allowed: Sequence[Any], wording: str) -> None:
+    if value not in allowed:
+        problems.append(f"{name} must be {wording}, got {value!r}")
+
+
 def _check_match_rule(problems: list[str], name: str, rule: Any) -> None:
     try:
         answer_matches("a", ["a"], rule=str(rule))
@@ -289,8 +255,6 @@ def _check_dataset(problems: list[str], dataset: Mapping[str, Any] | None) -> No
     if not isinstance(reader, Mapping) or "_target_" not in reader:
         problems.append("dataset.reader needs a _target_ (a function returning QueryRecords)")
     else:
-        from hydra.utils import get_method
-
         try:
             fn = get_method(reader["_target_"])
         except Exception as err:  # noqa: BLE001 - Hydra wraps import errors in several types
@@ -337,14 +301,11 @@ def _check_loss(problems: list[str], loss: Any) -> None:
     if loss is None:
         problems.append("the cross_encoder stage needs a loss (loss=<name>)")
         return
-    if isinstance(loss, str):
-        name, kwargs = loss, {}
-    else:
-        kwargs = dict(loss)
-        name = kwargs.pop("name", None)
-        if not name:
-            problems.append("loss.name is not set")
-            return
+    kwargs = {} if isinstance(loss, str) else dict(loss)
+    name = loss if isinstance(loss, str) else kwargs.pop("name", None)
+    if not isinstance(loss, str) and not name:
+        problems.append("loss.name is not set")
+        return
     try:
         get_loss(str(name), **kwargs)
     except (KeyError, ValueError, TypeError) as err:
@@ -366,15 +327,13 @@ def _check_selector(problems: list[str], where: str, kind: Any, hparams: Mapping
 
 def _check_study(problems: list[str], name: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
     _, config_cls = get_study(name)
-    params = dict(params)
-    for key, value in defaults.items():  # as evaluate_job.mode_study fills them in
-        params.setdefault(key, value)
     try:
-        config_from(params, config_cls)
+        config_from({**defaults, **params}, config_cls)  # defaults: as evaluate_job.mode_study fills them in
     except (TypeError, ValueError) as err:
         problems.append(f"studies.{name}: {err}")
 
 
+#: evaluate.py's modes that run one of the paper's analyses, with the study's name.
 STUDY_MODES = {"distractors": "distractors", "position": "position", "oracle_contexts": "oracle",
                "context_size": "context_size"}
 
@@ -421,23 +380,21 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
         if "udcg_theta" in stages:
             ut = model.get("udcg_theta") or {}
             _check_number(problems, "model.udcg_theta.n_contexts", ut.get("n_contexts", 1), low=1)
-            if ut.get("variant") not in (None, "full", "relevance_only", "binary"):
-                problems.append(f"model.udcg_theta.variant must be full, relevance_only or binary, "
-                                f"got {ut.get('variant')!r}")
+            _check_choice(problems, "model.udcg_theta.variant", ut.get("variant"),
+                          (None, "full", "relevance_only", "binary"), "full, relevance_only or binary")
     if mode is not None:  # evaluate.py
         if mode not in known_modes:
             problems.append(f"mode: unknown mode {mode!r} (known: {sorted(known_modes)})")
         _check_match_rule(problems, "match_rule", c.get("match_rule", "contains"))
+        sc = c.get("selectors") or {}
         if mode == "selectors":
-            sc = c.get("selectors") or {}
-            if sc.get("scores") not in ("reranker", "retriever"):
-                problems.append(f"selectors.scores must be 'reranker' or 'retriever', got {sc.get('scores')!r}")
+            _check_choice(problems, "selectors.scores", sc.get("scores"), ("reranker", "retriever"),
+                          "'reranker' or 'retriever'")
             for kind in sc.get("kinds") or []:
                 _check_selector(problems, f"selectors.kinds ({kind})", kind, {}, gamma)
             if not sc.get("kinds"):
                 problems.append("selectors.kinds is empty")
-        needs_reranker = mode == "reranker" or (mode == "selectors" and (c.get("selectors") or {}).get("scores")
-                                                == "reranker")
+        needs_reranker = mode == "reranker" or (mode == "selectors" and sc.get("scores") == "reranker")
         path = (c.get("reranker") or {}).get("path")
         if needs_reranker and not path:
             problems.append(f"mode={mode} needs a trained reranker: reranker.path=<run>/cross_encoder/model")
@@ -448,11 +405,10 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
             _check_number(problems, "correlation.n_contexts", cc.get("n_contexts", 1), low=1)
             for x in cc.get("k_sweep") or []:
                 _check_number(problems, "correlation.k_sweep[]", x, low=1)
-            if cc.get("sweep_mode") not in ("auto", "resample", "truncate"):
-                problems.append(f"correlation.sweep_mode must be auto, resample or truncate, "
-                                f"got {cc.get('sweep_mode')!r}")
-            if cc.get("na_policy") not in ("na", "zero"):
-                problems.append(f"correlation.na_policy must be 'na' or 'zero', got {cc.get('na_policy')!r}")
+            _check_choice(problems, "correlation.sweep_mode", cc.get("sweep_mode"),
+                          ("auto", "resample", "truncate"), "auto, resample or truncate")
+            _check_choice(problems, "correlation.na_policy", cc.get("na_policy"), ("na", "zero"),
+                          "'na' or 'zero'")
             if cc.get("C") != "cv":
                 _check_number(problems, "correlation.C", cc.get("C"), kind=float, low=0.0, low_open=True)
         if mode == "sweep_summary" and not c.get("sweep_dir"):
@@ -483,9 +439,6 @@ def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
 
 def load_records(cfg) -> list[QueryRecord]:
     """Instantiate the dataset's reader (``dataset.reader._target_``) and validate what it returns."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
     try:
         records = instantiate(cfg.dataset.reader)
     except InstantiationException as err:  # Hydra wraps the reader's own error: give the DataError back
@@ -520,18 +473,80 @@ def get_metric_value(metrics: Mapping[str, Any], name: str | None) -> float | No
     return float(metrics[name])
 
 
+def has_annotations(records: Sequence[QueryRecord], llm: str | None) -> bool:
+    """True when every passage carries ``p_no_response`` of ``llm``."""
+    return llm is not None and not missing_annotations(records, llm, ["p_no_response"])
+
+
+class JobContext:
+    """What a job's stages (train.py) or modes (evaluate.py) share: config, run folder, logger, the records
+    and the configured LLM (``cfg.llm``), both loaded on first use: a job whose data already carries the
+    annotations and that needs no end-to-end answers never loads the LLM."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
+        self.cfg, self.run_dir, self.logger = cfg, run_dir, logger
+        self.llm_name: str | None = cfg.llm.get("name") if cfg.get("llm") else None
+        self._records: list[QueryRecord] | None = None
+        self._idf = None  # lexical corpus statistics over every record (udcg_ltr.data.lexical)
+        self._scorer = None
+
+    @property
+    def scorer(self):
+        """The LLM (a ``_target_`` config) behind the persistent annotation cache (a CachedScorer)."""
+        if self._scorer is None:
+            if self.cfg.get("llm") is None:
+                raise ValueError("this job needs an LLM but none is configured (llm=...)")
+            t0 = time.perf_counter()
+            scorer = instantiate(self.cfg.llm, _convert_="all")
+            cache_dir = Path(self.cfg.paths.get("annotation_cache_dir") or default_cache_root(scorer.name))
+            self._scorer = with_cache(scorer, AnnotationCache(cache_dir))
+            log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0,
+                     cache_dir)
+        return self._scorer
+
+    def ensure_annotations(self, records: list[QueryRecord], *, answers: bool = True) -> dict[str, Any]:
+        """Annotate every passage (P(NO-RESPONSE), and its single-passage answer when ``answers``) unless
+        present."""
+        wanted = ["p_no_response"] + (["answer_alone"] if answers else [])
+        if not missing_annotations(records, self.llm_name, wanted):
+            log.info("annotations of %s already present: no LLM work", self.llm_name)
+            return {}
+        fields = ["p_no_response"] + (["answer_alone", "erag_em"] if answers else [])
+        summary = annotate_records(records, self.scorer, fields=fields, progress=True).to_dict()
+        log.info("annotation: %s", summary)
+        return summary
+
+    @property
+    def records(self) -> list[QueryRecord]:
+        if self._records is None:
+            self._records = load_records(self.cfg)
+            log.info("dataset %s: %d queries, %d passages", self.cfg.dataset.name, len(self._records),
+                     sum(len(r.passages) for r in self._records))
+        return self._records
+
+    @property
+    def threshold(self) -> int:
+        return int(self.cfg.dataset.get("relevance_threshold", 1))
+
+    def split(self, splits: str | Sequence[str] | None) -> list[QueryRecord]:
+        return select_split(self.records, splits)
+
+    def slates(self, records: Sequence[QueryRecord]) -> PaddedSlates:
+        """Padded arrays of ``records`` (the selectors' input): one width and idf for every split."""
+        if self._idf is None:
+            self._idf = records_idf(self.records)
+        return pad_records(records, llm=self.llm_name, width=max(len(r.passages) for r in self.records),
+                           relevance_threshold=self.threshold, idf=self._idf)
+
+
 # ---- the job -----------------------------------------------------------------------------------
 def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, float]],
             check: Callable[[], None] | None = None) -> dict[str, float]:
-    """The life of a train.py / evaluate.py job (see the module doc).
-
-    1. skip it when its run folder holds a finished result of the same :func:`config_hash` (unless ``force``);
-    2. ``check()`` the configuration (:func:`validate_config`) before anything runs;
-    3. clear what an earlier attempt left (:func:`clear_run_dir`), mark the job running, prepare the
-       environment, open the logger, run ``body(run_dir, logger)``;
-    4. write the summary and the finished ``job_result.json``; on an exception mark the job (and its W&B run)
-       failed. Under Hydra a :class:`DataError` or :class:`ConfigError` ends a single run with its one-paragraph
-       message on stderr and exit status 1, without a traceback.
+    """The life of a train.py / evaluate.py job (module docstring): skip it when its run folder holds a
+    finished result of the same :func:`config_hash` (unless ``force``); ``check()`` the configuration; clear
+    what an earlier attempt left (:func:`clear_run_dir`); prepare the environment, open the logger, run
+    ``body(run_dir, logger)`` and record the result. Under Hydra a :class:`DataError` or :class:`ConfigError`
+    ends a single run with its message on stderr and exit status 1, without a traceback.
     """
     job_log = logging.getLogger(f"udcg_ltr.{cfg.get('task_name', 'job')}")
     run_dir = output_dir(cfg)
@@ -541,11 +556,11 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
         except OmegaConfBaseException:
             chash = None  # unresolvable: validation says why
         force = bool(cfg.get("force", False))
-        done = finished_result(run_dir, chash) if chash is not None else None
-        if done is not None and not force:
+        previous = read_json_dict(run_dir / FINISHED_FILE)  # None when absent or torn: no state
+        if previous is not None and previous.get("status") == "finished" and chash is not None \
+                and previous.get("config_hash") == chash and not force:
             job_log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
-            return done["metrics"]
-        previous = read_job_state(run_dir)
+            return previous["metrics"]
         try:
             if check is not None:
                 check()
@@ -569,7 +584,8 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
             metrics = body(run_dir, logger)
             logger.summary(metrics)
             logger.finish()  # before "finished": a kill in between leaves a job that reruns, not an unclosed W&B run
-            mark_finished(run_dir, metrics, OmegaConf.to_container(cfg, resolve=True), chash)
+            config = OmegaConf.to_container(cfg, resolve=True)
+            _mark(run_dir, "finished", chash, metrics=dict(metrics), config=config)
             job_log.info("results in %s", run_dir)
         except BaseException as err:
             _mark(run_dir, "failed", chash, error=f"{type(err).__name__}: {err}", **wandb_run)
@@ -577,6 +593,6 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
             raise
         return metrics
     except (DataError, ConfigError) as err:
-        if _hydra_mode() is not None and not is_multirun():
+        if _hydra_run() is not None and not is_multirun():
             raise SystemExit(f"error: {err}") from None
         raise

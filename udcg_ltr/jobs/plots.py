@@ -1,6 +1,6 @@
 """The main job's comparison plots (PNG): metrics per system and end-to-end outcomes per system.
 
-Each ``plot_*`` saves the figure its ``*_figure`` twin returns (tests read the artists of the latter).
+:func:`udcg_ltr.jobs.systems.report_systems` saves the figures these functions return.
 Bars carry their values; metric bars carry 95% bootstrap CIs over queries
 (:func:`udcg_ltr.stats.bootstrap.bootstrap_ci`); titles name the data set, split and number of
 queries when the caller passes them (``title``), else at least the number of queries.
@@ -8,26 +8,21 @@ queries when the caller passes them (``title``), else at least the number of que
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from udcg_ltr.metrics.table import display_name
-from udcg_ltr.report import fmt_float, new_figure, save_figure, set_title
+from udcg_ltr.report import fmt_float, new_figure, set_title
 from udcg_ltr.stats.bootstrap import bootstrap_ci
 
 OUTCOME_COLORS = {"correct": "#228833", "abstained": "#ccbb44", "wrong": "#ee6677"}
+#: The main metrics of the systems plot (``{k}``: the context size), the ones a system has.
+MAIN_METRICS = ("udcg@{k}", "udcg_theta@{k}", "ndcg@{k}", "precision@{k}")
 
 
-def _n_queries(results: Sequence) -> int:
-    sizes = [len(v) for r in results for v in r.per_query.values()]
-    return max(sizes, default=0)
-
-
-def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("udcg@{k}", "udcg_theta@{k}", "ndcg@{k}", "precision@{k}"),
-                   *, title: str | None = None, n_bootstrap: int = 1000, seed: int = 0):
+def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = MAIN_METRICS, *,
+                   title: str | None = None, n_bootstrap: int = 1000, seed: int = 0):
     """Grouped bars: each system's mean of the main metrics (the ones it has), 95% bootstrap CI, value on top."""
     names = [m.format(k=k) for m in metrics]
     summaries = [r.summary() for r in results]
@@ -53,17 +48,11 @@ def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = ("udcg@{k
     ax.set_xticks(x)
     ax.set_xticklabels([r.name for r in results], rotation=15, fontsize=8)
     ax.set_ylabel("mean over queries (95% bootstrap CI)")
-    set_title(ax, title or f"systems on the evaluation split: {_n_queries(results)} queries")
+    n = max((len(v) for r in results for v in r.per_query.values()), default=0)
+    set_title(ax, title or f"systems on the evaluation split: {n} queries")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return fig
-
-
-def plot_systems(results: Sequence, k: int, path: str | os.PathLike,
-                 metrics: Sequence[str] = ("udcg@{k}", "udcg_theta@{k}", "ndcg@{k}", "precision@{k}"), *,
-                 title: str | None = None) -> Path:
-    """Grouped bars: each system's mean of the main metrics (the ones it has), with 95% CIs and values."""
-    return save_figure(systems_figure(results, k, metrics, title=title), path)
 
 
 def outcomes_figure(results: Sequence, *, title: str | None = None):
@@ -86,8 +75,3 @@ def outcomes_figure(results: Sequence, *, title: str | None = None):
     set_title(ax, title or f"end-to-end answers of the LLM: {n} queries")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return fig
-
-
-def plot_outcomes(results: Sequence, path: str | os.PathLike, *, title: str | None = None) -> Path:
-    """Stacked bars: share of correct / abstained / wrong end-to-end answers per system, with the shares."""
-    return save_figure(outcomes_figure(results, title=title), path)

@@ -1,15 +1,12 @@
 """Evaluating *systems* that each pick one context per query (retriever top-k, reranker top-k, a dynamic-k
 selector, an oracle ...): the metric table of every system's contexts and, with an LLM, end to end.
 
-A system's output is a list of passage-id lists, one per query, in prompt order. Everything here
-works on those lists, so any ranking or selection method plugs in the same way.
-
-Relevance is judged on each query's whole judged pool (:func:`udcg_ltr.data.padded.judged_pools`):
-with TREC qrels, R and nDCG's ideal come from every qrel, retrieved or not, and a query the qrels
-do not judge is left out of the means (NA) and counted (``unjudged_queries``), as trec_eval does.
-:func:`trec_metrics` / :func:`report_trec` evaluate full rankings with trec_eval's measures. Ties
-between equal scores: ``ties="stable"`` (input order) or ``"trec"`` (document id descending, as
-trec_eval), see :func:`udcg_ltr.metrics.rank_by_scores`.
+A system's output is a list of passage-id lists, one per query, in prompt order, so any ranking or selection
+method plugs in the same way. Relevance is judged on each query's whole judged pool
+(:func:`udcg_ltr.data.padded.judged_pools`): with TREC qrels, R and nDCG's ideal come from every qrel, and a
+query the qrels do not judge is NA in the means and counted (``unjudged_queries``), as trec_eval does.
+:func:`trec_metrics` / :func:`report_trec` evaluate full rankings with trec_eval's measures (ties:
+:func:`udcg_ltr.metrics.rank_by_scores`).
 """
 
 from __future__ import annotations
@@ -24,12 +21,18 @@ import numpy as np
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.jobs.plots import plot_outcomes, plot_systems
+from udcg_ltr.jobs.plots import outcomes_figure, systems_figure
 from udcg_ltr.metrics._common import rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
 from udcg_ltr.metrics.table import metric_table, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.report import write_table
+from udcg_ltr.models.evaluation import scored_slates
+from udcg_ltr.report import save_figure, write_table
+
+
+def _mean(values: np.ndarray) -> float:
+    """Mean over the queries where ``values`` is defined (NaN when none is)."""
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
 @dataclass
@@ -41,8 +44,7 @@ class SystemResult:
     n_unjudged: int | None = None  # queries the qrels do not judge (NA in the relevance columns); None: no qrels
 
     def summary(self) -> dict[str, float]:
-        out = {name: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
-               for name, v in self.per_query.items()}
+        out = {name: _mean(v) for name, v in self.per_query.items()}
         out["mean_k"] = float(self.context_sizes.mean()) if len(self.context_sizes) else float("nan")
         if self.n_unjudged is not None:
             out["unjudged_queries"] = float(self.n_unjudged)
@@ -65,16 +67,13 @@ def retrieval_scores(records: Sequence[QueryRecord]) -> list[np.ndarray]:
 
 
 def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], *, llm: str | None, k: int,
-                    gamma: float = DEFAULT_GAMMA, alpha=None, beta=None, relevance_threshold: int = 1,
-                    erag_scorer: str | None = "contains") -> dict[str, np.ndarray]:
+                    gamma: float = DEFAULT_GAMMA, alpha=None, beta=None,
+                    relevance_threshold: int = 1) -> dict[str, np.ndarray]:
     """The metric table of each query's context (columns in prompt order), relevance judged on the whole pool.
 
-    R and nDCG's graded ideal come from each record's judged pool (the qrels when records carry
-    them); queries the qrels do not judge are NA in the relevance columns.
-
-    UDCG_theta uses the first ``len(context)`` positional weights when ``alpha``/``beta`` are given.
-    eRAG labels grade each passage's single-passage answer (``answer_alone``) with ``erag_scorer``
-    (default ``contains``, the rule the end-to-end grading uses).
+    UDCG_theta uses the first ``len(context)`` positional weights when ``alpha``/``beta`` are given. eRAG
+    labels grade each passage's single-passage answer (``answer_alone``) with ``contains`` (the end-to-end
+    rule).
     """
     sub = [QueryRecord(qid=r.qid, question=r.question, answers=r.answers, split=r.split,
                        passages=[r.passage(pid) for pid in ctx]) for r, ctx in zip(records, contexts)]
@@ -83,11 +82,11 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
                          selector_features=False)
     pools = judged_pools(records, relevance_threshold)  # the whole pool: qrels, else every passage of the record
     erag = None
-    if llm is not None and erag_scorer:
+    if llm is not None:
         answers = [[r.passage(pid).annotations.get(llm, {}).get("answer_alone") for pid in ctx]
                    for r, ctx in zip(records, contexts)]
         if any(a is not None for row in answers for a in row):
-            erag = erag_labels(answers, [r.answers for r in records], erag_scorer, width=slates.shape[1])
+            erag = erag_labels(answers, [r.answers for r in records], "contains", width=slates.shape[1])
     scores = np.where(slates.mask, slates.retrieval_score, 0.0)
     return metric_table(slates, k=k, gamma=gamma, alpha=alpha, beta=beta, n_relevant=pools.n_relevant,
                         ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask, judged=pools.judged,
@@ -100,11 +99,8 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
                      llm: str | None, k: int, gamma: float = DEFAULT_GAMMA, theta: Any = None, scorer: Any = None,
                      relevance_threshold: int = 1, match_rule: str = "contains") -> list[SystemResult]:
     """Metric table (and, given an LLM ``scorer``, correct / abstained / wrong) for every system's contexts.
-
-    ``theta`` is a :class:`udcg_ltr.fit.weights.UDCGThetaWeights` (its alpha/beta feed UDCG_theta).
-    ``scorer`` answers each context through the annotation cache (a CachedScorer), so systems that
-    pick the same context for a query cost one LLM call.
-    """
+    ``theta``: :class:`udcg_ltr.fit.weights.UDCGThetaWeights` for UDCG_theta. ``scorer`` answers through the
+    annotation cache, so systems that pick the same context for a query cost one LLM call."""
     alpha = None if theta is None else np.asarray(theta.alpha)
     beta = None if theta is None else np.asarray(theta.beta)
     pools = judged_pools(records, relevance_threshold)
@@ -126,93 +122,70 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
 
 def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *, relevance_threshold: int = 1,
                  cutoffs: Sequence[int] = (5, 10), ties: str = "stable") -> dict[str, np.ndarray]:
-    """trec_eval's measures (:func:`udcg_ltr.metrics.table.trec_table`) of each query's full ranking by ``scores``.
+    """trec_eval's measures (:func:`udcg_ltr.metrics.table.trec_table`) of each query's full ranking by
+    ``scores`` (per-record arrays aligned with ``record.passages``), R and the ideal from the judged pool.
+    With ``ties="trec"`` the values equal trec_eval's (``-l relevance_threshold``) on the run the scores make;
+    with ``"stable"`` they do wherever no two passages of a query share a score."""
+    _, slates, padded = scored_slates(records, scores, None, relevance_threshold)
+    order = rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask, ties=ties, ids=slates.pids)
+    return trec_table(take_ranked(slates.relevance, order), take_ranked(slates.mask, order),
+                      ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
+                      n_relevant=slates.n_relevant, judged=slates.judged, threshold=relevance_threshold,
+                      cutoffs=cutoffs)
 
-    ``scores`` are per-record arrays aligned with ``record.passages``; relevance is the passages'
-    grades, R and the ideal the judged pool (the qrels when records carry them). With
-    ``ties="trec"`` the values equal trec_eval's (``-l relevance_threshold``) on the run the scores
-    make; with ``"stable"`` they do wherever no two passages of a query share a score.
-    """
-    n = len(records)
-    width = max((len(r.passages) for r in records), default=0)
-    padded = np.full((n, width), -np.inf)
-    grades = np.zeros((n, width))
-    ids = np.full((n, width), "", dtype=object)
-    mask = np.zeros((n, width), dtype=bool)
-    for i, (rec, s) in enumerate(zip(records, scores)):
-        s = np.asarray(s, dtype=np.float64)
-        if s.shape != (len(rec.passages),):
-            raise ValueError(f"query {rec.qid!r}: {len(rec.passages)} passages but {s.shape} scores")
-        padded[i, :len(s)] = s
-        grades[i, :len(s)] = [p.relevance or 0 for p in rec.passages]
-        ids[i, :len(s)] = [p.pid for p in rec.passages]
-        mask[i, :len(s)] = True
-    order = rank_by_scores(np.where(mask, padded, 0.0), mask, ties=ties, ids=ids)
-    pools = judged_pools(records, relevance_threshold)
-    return trec_table(take_ranked(grades, order), take_ranked(mask, order), ideal_gains=pools.ideal_gains,
-                      ideal_mask=pools.ideal_mask, n_relevant=pools.n_relevant, judged=pools.judged,
-                      threshold=relevance_threshold, cutoffs=cutoffs)
+
+def _publish(run_dir, name: str, rows: list[dict[str, Any]], logger, **table_kw: Any) -> None:
+    """Write ``run_dir/{name}.md`` / ``.csv``, log the table as ``name`` and print it."""
+    paths = write_table(Path(run_dir) / name, rows, **table_kw)
+    if logger is not None and rows:
+        columns = list(rows[0])
+        logger.log_table(name, [[row[c] for c in columns] for row in rows], columns)
+    print("\n" + paths["md"].read_text(encoding="utf-8"))
 
 
 def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[np.ndarray]], *, run_dir,
                 logger=None, title: str = "", relevance_threshold: int = 1, cutoffs: Sequence[int] = (5, 10),
-                ties: str = "stable", prefix: str = "test/") -> dict[str, float]:
+                ties: str = "stable") -> dict[str, float]:
     """The TREC table: :func:`trec_metrics` of every ranking (``{system: per-record scores}``), written to
-    ``trec.md`` / ``trec.csv`` beside ``results`` and logged. Returns ``{prefix}trec/{system}/{measure}``
-    plus ``{prefix}trec/judged_queries`` and ``{prefix}trec/unjudged_queries`` (left out of every mean)."""
+    ``trec.md`` / ``trec.csv`` beside ``results`` and logged. Returns ``test/trec/{system}/{measure}`` plus
+    ``test/trec/judged_queries`` and ``test/trec/unjudged_queries`` (left out of every mean)."""
     pools = judged_pools(records, relevance_threshold)
+    judged = int(pools.judged.sum())
     rows, metrics = [], {}
     for name, scores in rankings.items():
         per_query = trec_metrics(records, scores, relevance_threshold=relevance_threshold, cutoffs=cutoffs, ties=ties)
-        means = {m: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan") for m, v in per_query.items()}
-        rows.append({"system": name, **means, "queries": int(pools.judged.sum()), "unjudged_queries": pools.n_unjudged})
-        metrics.update({f"{prefix}trec/{name}/{m}": v for m, v in means.items()})
-    metrics[f"{prefix}trec/judged_queries"] = float(pools.judged.sum())
-    metrics[f"{prefix}trec/unjudged_queries"] = float(pools.n_unjudged)
-    note = (f"trec_eval measures (-l {relevance_threshold}); ties: {ties}; {int(pools.judged.sum())} judged queries, "
-            f"{pools.n_unjudged} without qrels left out")
-    paths = write_table(Path(run_dir) / "trec", rows, title=title or None, note=note)
-    if logger is not None and rows:
-        columns = list(rows[0])
-        logger.log_table("trec", [[row[c] for c in columns] for row in rows], columns)
-    print("\n" + paths["md"].read_text(encoding="utf-8"))
+        means = {m: _mean(v) for m, v in per_query.items()}
+        rows.append({"system": name, **means, "queries": judged, "unjudged_queries": pools.n_unjudged})
+        metrics.update({f"test/trec/{name}/{m}": v for m, v in means.items()})
+    metrics["test/trec/judged_queries"] = float(judged)
+    metrics["test/trec/unjudged_queries"] = float(pools.n_unjudged)
+    _publish(run_dir, "trec", rows, logger, title=title or None,
+             note=f"trec_eval measures (-l {relevance_threshold}); ties: {ties}; {judged} judged queries, "
+                  f"{pools.n_unjudged} without qrels left out")
     return metrics
-
-
-def results_rows(results: Sequence[SystemResult], columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """One row per system (``system`` + its mean metrics), ready for :func:`udcg_ltr.report.write_table`."""
-    rows = []
-    for r in results:
-        summary = r.summary()
-        keys = columns if columns else list(summary)
-        rows.append({"system": r.name, **{k: summary.get(k, float("nan")) for k in keys}})
-    return rows
 
 
 def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *, run_dir,
                    logger=None, title: str = "", llm: str | None, k: int, gamma: float = DEFAULT_GAMMA,
                    theta: Any = None, scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
-                   chosen_k: Mapping[str, np.ndarray] | None = None, prefix: str = "test/") -> tuple[list[SystemResult], dict[str, float]]:
-    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots
-    (metrics per system, outcomes per system, chosen-k histograms) and their logging. Returns the
-    results and flat metrics ``{prefix}{system}/{metric}``."""
+                   chosen_k: Mapping[str, np.ndarray] | None = None
+                   ) -> tuple[list[SystemResult], dict[str, float]]:
+    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots (metrics and
+    outcomes per system, chosen-k histograms) and their logging. Returns the results and flat metrics
+    ``test/{system}/{metric}``."""
     run_dir = Path(run_dir)
     results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
                                relevance_threshold=relevance_threshold, match_rule=match_rule)
-    rows = results_rows(results)
-    paths = write_table(run_dir / "results", rows, title=title)
-    plots = [plot_systems(results, k, run_dir / "plots" / "systems.png", title=title)]
+    _publish(run_dir, "results", [{"system": r.name, **r.summary()} for r in results], logger, title=title)
+    plots = [save_figure(systems_figure(results, k, title=title), run_dir / "plots" / "systems.png")]
     if scorer is not None:
-        plots.append(plot_outcomes(results, run_dir / "plots" / "outcomes.png", title=title))
+        plots.append(save_figure(outcomes_figure(results, title=title), run_dir / "plots" / "outcomes.png"))
     if chosen_k:
         from udcg_ltr.select.evaluation import plot_k_histograms
 
         plots.append(plot_k_histograms(dict(chosen_k), run_dir / "plots" / "chosen_k.png"))
     if logger is not None:
-        columns = list(rows[0])
-        logger.log_table("results", [[row[c] for c in columns] for row in rows], columns)
         for p in plots:
             logger.log_image(f"plots/{Path(p).stem}", p)
-    metrics = {f"{prefix}{res.name}/{name}": value for res in results for name, value in res.summary().items()}
-    print("\n" + paths["md"].read_text(encoding="utf-8"))
+    metrics = {f"test/{res.name}/{name}": value for res in results for name, value in res.summary().items()}
     return results, metrics

@@ -6,20 +6,18 @@ Stages (``model.stages``):
   through the persistent annotation cache; skipped when the dataset already carries them;
 * ``udcg_theta``: end-to-end answers on sampled contexts of the fit splits, then the UDCG_theta
   weights (pairwise hinge, Eq. 3) for the context size ``k``;
-* ``cross_encoder``: a cross-encoder reranker trained with ``loss`` on the train split, validated
-  on UDCG@k, and the scores it gives every passage;
+* ``cross_encoder``: a reranker trained with ``loss`` on the train split, validated on UDCG@k;
 * ``dynamic_k``: a dynamic-k selector fitted on held-out (val) scores;
 * ``evaluate``: every system's contexts on the test split (retriever top-k, reranker top-k,
   reranker + selector, utility oracle) scored with the metric table and, with an LLM, end to end.
 
-Artefacts land in the run folder (weights, reranker, selector, tables, PNGs) and in the W&B run.
+Artefacts land in the run folder and in the W&B run.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +26,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts, run_summary
 from udcg_ltr.data.jsonl import write_records
-from udcg_ltr.data.lexical import records_idf
-from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.pairs import build_context_table
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.fit.weights import plot_weights
-from udcg_ltr.jobs.common import (
-    load_records,
-    run_job,
-    select_split,
-    validate_config,
-)
-from udcg_ltr.jobs.llm import LLMAccess, has_annotations
+from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, validate_config
 from udcg_ltr.jobs.systems import report_systems, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores
@@ -49,36 +39,17 @@ from udcg_ltr.tracking import RunLogger, log_artifact
 
 log = logging.getLogger("udcg_ltr.train")
 
-STAGES = ("annotate", "udcg_theta", "cross_encoder", "dynamic_k", "evaluate")
 
+class PipelineState(JobContext):
+    """What the stages hand to each other (beyond :class:`JobContext`)."""
 
-@dataclass
-class PipelineState:
-    """What the stages hand to each other."""
-
-    cfg: DictConfig
-    run_dir: Path
-    logger: RunLogger
-    records: list[QueryRecord]
-    llm_name: str | None
-    metrics: dict[str, float] = field(default_factory=dict)
-    llm: Any = None  # LLMAccess
-    theta: Any = None
-    reranker_path: str | None = None
-    scores: dict[str, np.ndarray] = field(default_factory=dict)  # qid -> reranker score per passage
-    selector: Any = None
-    timings: dict[str, float] = field(default_factory=dict)
-    _idf: Any = None  # lexical corpus statistics over every record (udcg_ltr.data.lexical), built on first use
-
-    def split(self, name) -> list[QueryRecord]:
-        return select_split(self.records, name)
-
-    def slates(self, records: list[QueryRecord]):
-        """Padded arrays of ``records`` (the selectors' input): one width and one lexical corpus for every split."""
-        if self._idf is None:
-            self._idf = records_idf(self.records)
-        return pad_records(records, llm=self.llm_name, width=max(len(r.passages) for r in self.records),
-                           relevance_threshold=int(self.cfg.dataset.relevance_threshold), idf=self._idf)
+    def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
+        super().__init__(cfg, run_dir, logger)
+        self.metrics: dict[str, float] = {}
+        self.timings: dict[str, float] = {}
+        self.theta: Any = None
+        self.scores: dict[str, np.ndarray] = {}  # qid -> reranker score per passage
+        self.selector: Any = None
 
     def record_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
         clean = {f"{prefix}{k}": float(v) for k, v in metrics.items()
@@ -89,7 +60,7 @@ class PipelineState:
 
 # ---- stages --------------------------------------------------------------------------------------
 def stage_annotate(state: PipelineState) -> None:
-    summary = state.llm.ensure_annotations(state.records, answers=bool(state.cfg.annotate.answers))
+    summary = state.ensure_annotations(state.records, answers=bool(state.cfg.annotate.answers))
     counts = {f"annotate/{task}_{kind}": n for task, c in summary.get("by_task", {}).items() for kind, n in c.items()}
     state.record_metrics({"annotate/passages": sum(len(r.passages) for r in state.records), **counts})
     if summary:
@@ -110,12 +81,12 @@ def stage_udcg_theta(state: PipelineState) -> None:
         sampling = ContextSamplingConfig(n_contexts=int(mcfg.n_contexts), k=int(cfg.k), top_n=int(mcfg.top_n),
                                          seed=int(cfg.seed))
         contexts = sample_contexts(fit_records, sampling)
-        runs = run_contexts(fit_records, contexts, state.llm.scorer, rule=cfg.evaluation.match_rule,
-                            relevance_threshold=int(cfg.dataset.relevance_threshold))
+        runs = run_contexts(fit_records, contexts, state.scorer, rule=cfg.evaluation.match_rule,
+                            relevance_threshold=state.threshold)
     summary = run_summary(runs)
     log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
     table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k),
-                                relevance_threshold=int(cfg.dataset.relevance_threshold))
+                                relevance_threshold=state.threshold)
     weights = fit_udcg_theta(table, variant=str(mcfg.variant), C=float(mcfg.C))
     path = weights.save(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json")
     png = plot_weights([weights], state.run_dir / "udcg_theta" / f"weights_k{weights.k}.png")
@@ -142,13 +113,12 @@ def stage_cross_encoder(state: PipelineState) -> None:
     trainer = cfg.trainer
     # The Trainer and its callbacks are instantiated from their _target_ configs (conf/trainer, conf/callbacks).
     path, metrics = fit_reranker(
-        train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
-        k=int(cfg.k), gamma=float(cfg.gamma), batch_size=int(mcfg.batch_size),
+        train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name,
+        loss_kwargs=loss_kwargs, k=int(cfg.k), gamma=float(cfg.gamma), batch_size=int(mcfg.batch_size),
         lr=float(mcfg.lr), weight_decay=float(mcfg.weight_decay), warmup=float(mcfg.warmup),
-        max_length=int(mcfg.max_length), relevance_threshold=int(cfg.dataset.relevance_threshold),
+        max_length=int(mcfg.max_length), relevance_threshold=state.threshold,
         seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"), logger=state.logger.lightning(),
         trainer_config=trainer, callback_configs=cfg.get("callbacks") or {})
-    state.reranker_path = path
     state.record_metrics(metrics, prefix="cross_encoder/")
     log_artifact(state.logger, path, name=f"reranker-{cfg.dataset.name}-{loss_name}", type="model",
                  metadata={"base_model": str(mcfg.pretrained), "loss": loss_name, "loss_kwargs": loss_kwargs,
@@ -164,7 +134,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
         on_val = [(r, s) for r, s in zip(scored, scores) if r.split == mcfg.val_split]
         weight, curve = fit_fusion_weight([r for r, _ in on_val], [s for _, s in on_val], state.llm_name,
                                           int(cfg.k), gamma=float(cfg.gamma),
-                                          relevance_threshold=int(cfg.dataset.relevance_threshold))
+                                          relevance_threshold=state.threshold)
         save_retriever_fusion(path, weight)
         scores = fuse_scores(scored, scores, weight)
         state.record_metrics({"retriever_fusion": weight, **{f"val_udcg_fusion_{w:g}": v for w, v in curve.items()}},
@@ -208,12 +178,10 @@ def stage_dynamic_k(state: PipelineState) -> None:
 def stage_evaluate(state: PipelineState) -> None:
     from udcg_ltr.select.training import select_k
 
-    cfg = state.cfg
-    k = int(cfg.k)
+    cfg, k, llm = state.cfg, int(state.cfg.k), state.llm_name
     records = state.split(list(cfg.evaluation.splits))
     if not records:
         raise ValueError(f"evaluate: no records in splits {list(cfg.evaluation.splits)}")
-    threshold = int(cfg.dataset.relevance_threshold)
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
     if all(r.qid in state.scores for r in records):
         systems[f"reranker@{k}"] = top_k_by(records, [state.scores[r.qid] for r in records], k)
@@ -224,16 +192,16 @@ def stage_evaluate(state: PipelineState) -> None:
         name = f"{'reranker' if f'reranker@{k}' in systems else 'retriever'}+{state.selector.kind}"
         systems[name] = top_k_by(records, ranking, ks)
         chosen_k[name] = ks
-    if has_annotations(records, state.llm_name):
-        utility = [np.array([p.utility(state.llm_name, threshold) for p in r.passages]) for r in records]
+    if has_annotations(records, llm):
+        utility = [np.array([p.utility(llm, state.threshold) for p in r.passages]) for r in records]
         systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
-    use_llm = cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and state.llm_name is not None
+    use_llm = cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and llm is not None
     title = (f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, "
-             f"LLM {state.llm_name}, k = {k}")
+             f"LLM {llm}, k = {k}")
     results, metrics = report_systems(
-        records, systems, run_dir=state.run_dir, logger=state.logger, title=title, llm=state.llm_name, k=k,
-        gamma=float(cfg.gamma), theta=state.theta, scorer=state.llm.scorer if use_llm else None,
-        relevance_threshold=threshold, match_rule=str(cfg.evaluation.match_rule), chosen_k=chosen_k)
+        records, systems, run_dir=state.run_dir, logger=state.logger, title=title, llm=llm, k=k,
+        gamma=float(cfg.gamma), theta=state.theta, scorer=state.scorer if use_llm else None,
+        relevance_threshold=state.threshold, match_rule=str(cfg.evaluation.match_rule), chosen_k=chosen_k)
     state.record_metrics(metrics)
     main = next(r for r in reversed(results) if not r.name.startswith("oracle")).summary()
     state.record_metrics({key: main.get(key, float("nan")) for key in (f"udcg@{k}", f"ndcg@{k}")}, prefix="test/")
@@ -251,12 +219,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     def body(run_dir: Path, logger) -> dict[str, float]:
         t0 = time.perf_counter()
-        records = load_records(cfg)
-        llm_name = cfg.llm.get("name") if cfg.get("llm") else None
-        state = PipelineState(cfg=cfg, run_dir=run_dir, logger=logger, records=records, llm_name=llm_name,
-                              llm=LLMAccess(cfg.get("llm"), cfg.paths.get("annotation_cache_dir")))
-        log.info("dataset %s: %d queries, %d passages; stages %s", cfg.dataset.name, len(records),
-                 sum(len(r.passages) for r in records), list(cfg.model.stages))
+        state = PipelineState(cfg, run_dir, logger)
+        log.info("%d records; stages %s", len(state.records), list(cfg.model.stages))
         for stage in cfg.model.stages:
             s0 = time.perf_counter()
             log.info("== stage %s ==", stage)

@@ -1,31 +1,15 @@
-"""Ranking losses on signed, continuous targets, one module per family, behind a registry.
+"""Ranking losses on signed, continuous targets, one module per family, behind a registry (:data:`LOSSES`).
 
 Every loss is called ``loss(scores [Q, n], targets [Q, n], mask [Q, n])`` (see
 :mod:`udcg_ltr.losses.base`) and says which target it wants in ``loss.target`` (``"utility"``, the
 signed Eq. 2 utility of one LLM, or ``"relevance"``, binary labels).
-
-=================  ==========================================  =======================
-name               class                                        family
-=================  ==========================================  =======================
-``mse``            :class:`~.pointwise.MSELoss`                 pointwise, utility
-``bce``            :class:`~.pointwise.BCELoss`                 pointwise, relevance
-``ranknet``        :class:`~.pairwise.RankNetLoss`              pairwise, utility
-``hinge``          :class:`~.pairwise.PairwiseHingeLoss`        pairwise, utility
-``listnet``        :class:`~.listwise.ListNetLoss`              listwise, utility
-``listmle``        :class:`~.listwise.ListMLELoss`              listwise, utility
-``lambda_udcg``    :class:`~.listwise.LambdaUDCGLoss`           LambdaLoss, UDCG deltas
-``udcg``           :class:`~.direct.DirectUDCGLoss`             direct UDCG@k / UDCG_theta
-``combined``       :class:`CombinedLoss`                        weighted sum of the above
-=================  ==========================================  =======================
 
 ``get_loss("udcg", k=5, tau=0.5)``; ``get_loss("combined", terms=[{"name": "udcg", "weight": 1.0,
 "tau": 0.5}, {"name": "listnet", "weight": 0.1}])`` (or the shorthand ``get_loss("udcg+listnet",
 weights=[1.0, 0.1], udcg={...}, listnet={...})``).
 
 sentence-transformers users train a ``CrossEncoder`` with ``CrossEncoderTrainer`` and the adapters of
-:mod:`udcg_ltr.losses.sentence_transformers` (``DirectUDCGLoss``, ``LambdaUDCGLoss``,
-``SignedListNetLoss``: the losses above on signed-utility labels). That module is not imported here:
-sentence-transformers is an optional dependency and slow to import.
+:mod:`udcg_ltr.losses.sentence_transformers` (not imported here: an optional dependency, slow to import).
 """
 
 from __future__ import annotations
@@ -37,8 +21,8 @@ from typing import Any
 import torch
 
 from udcg_ltr.losses.base import RankingLoss
-from udcg_ltr.losses.direct import DirectUDCGLoss, hard_udcg_at_k, neuralsort, soft_topk_weights
-from udcg_ltr.losses.listwise import LambdaUDCGLoss, ListMLELoss, ListNetLoss, udcg_swap_deltas
+from udcg_ltr.losses.direct import DirectUDCGLoss
+from udcg_ltr.losses.listwise import LambdaUDCGLoss, ListMLELoss, ListNetLoss
 from udcg_ltr.losses.pairwise import PairwiseHingeLoss, RankNetLoss
 from udcg_ltr.losses.pointwise import BCELoss, MSELoss
 
@@ -68,15 +52,16 @@ class CombinedLoss(RankingLoss):
                 term.anneal(progress)
 
 
+#: Registry names -> loss classes, plus ``"combined"`` (:class:`CombinedLoss`, a weighted sum of these).
 LOSSES: dict[str, type[RankingLoss]] = {
-    "mse": MSELoss,
-    "bce": BCELoss,
-    "ranknet": RankNetLoss,
-    "hinge": PairwiseHingeLoss,
-    "listnet": ListNetLoss,
-    "listmle": ListMLELoss,
-    "lambda_udcg": LambdaUDCGLoss,
-    "udcg": DirectUDCGLoss,
+    "mse": MSELoss,  # pointwise, utility
+    "bce": BCELoss,  # pointwise, relevance
+    "ranknet": RankNetLoss,  # pairwise, utility
+    "hinge": PairwiseHingeLoss,  # pairwise, utility
+    "listnet": ListNetLoss,  # listwise, utility
+    "listmle": ListMLELoss,  # listwise, utility
+    "lambda_udcg": LambdaUDCGLoss,  # LambdaLoss with UDCG deltas
+    "udcg": DirectUDCGLoss,  # direct UDCG@k / UDCG_theta
 }
 ALIASES = {"lambdaloss": "lambda_udcg", "direct_udcg": "udcg", "udcg_direct": "udcg", "pointwise_mse": "mse",
            "binary_cross_entropy": "bce"}
@@ -98,22 +83,16 @@ def get_loss(name: str, **kwargs: Any) -> RankingLoss:
         if len(weights) != len(names):
             raise ValueError(f"{len(names)} losses but {len(weights)} weights")
         shared = {k: v for k, v in kwargs.items() if k not in names}
-        terms = []
-        for n, w in zip(names, weights):
-            own = dict(kwargs.get(n, {}) or {})
-            terms.append({"name": n, "weight": w, **_shared_for(n, shared), **own})
+        terms = [{"name": n, "weight": w, **_shared_for(n, shared), **(kwargs.get(n) or {})}
+                 for n, w in zip(names, weights)]
         return get_loss("combined", terms=terms)
     key = _canonical(name)
     if key == "combined":
         terms = kwargs.pop("terms", None)
         if not terms or kwargs:
             raise ValueError("get_loss('combined', terms=[{'name': ..., 'weight': ..., **kwargs}, ...])")
-        built = []
-        for term in terms:
-            term = dict(term) if isinstance(term, Mapping) else dict(term.items())
-            weight = float(term.pop("weight", 1.0))
-            built.append((weight, get_loss(term.pop("name"), **term)))
-        return CombinedLoss(built)
+        terms = [dict(term) if isinstance(term, Mapping) else dict(term.items()) for term in terms]
+        return CombinedLoss([(float(t.pop("weight", 1.0)), get_loss(t.pop("name"), **t)) for t in terms])
     return LOSSES[key](**kwargs)
 
 
@@ -141,6 +120,5 @@ def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[
 
 __all__ = [
     "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
-    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "hard_udcg_at_k",
-    "neuralsort", "soft_topk_weights", "udcg_swap_deltas", "with_spec",
+    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "with_spec",
 ]

@@ -1,19 +1,14 @@
 """What every ranking loss of :mod:`udcg_ltr.losses` shares: the call signature and masking.
 
-A loss is an :class:`torch.nn.Module` called as ``loss(scores, targets, mask)``:
+A loss is an :class:`torch.nn.Module` called as ``loss(scores, targets, mask)``, all ``[Q, n]``: the
+model's logits for the ``n`` slots of each query's slate; signed utilities in ``[-1, 1]`` (UDCG
+paper Eq. 2) or binary relevance, as :attr:`RankingLoss.target` says; real candidates (``True``)
+vs padding of shorter slates (``None``: every slot is real).
 
-* ``scores``  ``[Q, n]`` float: the model's logits for the ``n`` slots of each query's slate;
-* ``targets`` ``[Q, n]`` float: signed continuous utilities in ``[-1, 1]`` (UDCG paper Eq. 2,
-  ``u = R * (1 - P(NO-RESPONSE))``) or binary relevance, as the loss's :attr:`RankingLoss.target`
-  says;
-* ``mask``    ``[Q, n]`` bool: real candidates (``True``) vs padding of shorter slates (``False``);
-  ``None`` means every slot is real.
-
-Padding never enters a sum, a softmax or a pair: nothing here clamps signed targets or fills
-padding with values that mean something (a 0 utility is "neutral passage", not "absent"). Every
-loss returns a scalar: the mean over queries for which it is defined (a query with no valid pair
-adds nothing to a pairwise loss); a batch where it is defined nowhere gives a zero that still
-carries the graph, so ``backward`` never fails.
+Padding never enters a sum, a softmax or a pair: nothing clamps signed targets or fills padding with
+values that mean something (a 0 utility is "neutral passage", not "absent"). Every loss returns the
+mean over the queries where it is defined (a query with no valid pair adds nothing to a pairwise
+loss); a batch where it is defined nowhere gives a zero that still carries the graph.
 """
 
 from __future__ import annotations
@@ -39,10 +34,13 @@ class RankingLoss(nn.Module):
     def compute(self, scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def plain_fields(self) -> dict:
+        """The loss's scalar settings (``k``, ``tau`` ...): its repr and sentence-transformers' model card."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "training"
+                and isinstance(v, (int, float, str, bool, type(None)))}
+
     def extra_repr(self) -> str:
-        fields = {k: v for k, v in vars(self).items() if not k.startswith("_") and k != "training"
-                  and isinstance(v, (int, float, str, bool, type(None)))}
-        return ", ".join(f"{k}={v!r}" for k, v in fields.items())
+        return ", ".join(f"{k}={v!r}" for k, v in self.plain_fields().items())
 
 
 def prepare(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None

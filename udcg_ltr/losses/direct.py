@@ -1,19 +1,16 @@
 """Direct, differentiable UDCG@k: relax "the top k passages by score" and maximise UDCG of that set.
 
-UDCG@k of a ranking is Eq. 4 on its top-k set ``T``: ``sigmoid((1/k) sum_{i in T} u_i+ +
-(gamma/k) sum_{i in T} u_i-)``. Membership of ``T`` is piecewise constant in the scores, so it is
-replaced by a smooth inclusion weight ``w_i in [0, 1]`` with ``sum_i w_i = k`` (or close), and the
-weighted UDCG (``udcg_torch`` with a soft mask, :mod:`udcg_ltr.metrics.torch_ops`) is maximised.
+UDCG@k of a ranking is Eq. 4 on its top-k set ``T``. Membership of ``T`` is piecewise constant in
+the scores, so it is replaced by a smooth inclusion weight ``w_i in [0, 1]`` with ``sum_i w_i = k``
+(or close), and the weighted UDCG (:mod:`udcg_ltr.metrics.torch_ops` with a soft mask) is maximised.
 Two relaxations, both with a temperature ``tau`` (the hard top-k is the ``tau -> 0`` limit):
 
 * ``relaxation="neuralsort"`` (Grover et al., ICLR 2019, Eq. 8): the relaxed permutation matrix
   ``P_hat[r, :] = softmax(((n + 1 - 2r) s - A_s 1) / tau)``, ``A_s[j, l] = |s_j - s_l|``, whose
   row ``r`` is a soft one-hot of the passage at rank ``r``, made doubly stochastic by Sinkhorn
   scaling (``sinkhorn_iters``, as in NeuralNDCG) so that ``w = sum_{r <= k} P_hat[r, :]`` lies in
-  [0, 1] and sums to k.
-  With padding, ``n`` is the number of real slots and sums run over real slots only. The rows
-  also give soft *positions*, so UDCG_theta (Eq. 3, positional ``alpha_r``, ``beta_r``) is
-  available: ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
+  [0, 1] and sums to k (``n``: the real slots). The rows also give soft *positions*, hence
+  UDCG_theta (Eq. 3): ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
 * ``relaxation="sigmoid"``: ``w_i = sigmoid((s_i - theta_k) / tau)`` with the threshold
   ``theta_k`` halfway between the k-th and (k+1)-th largest real score (held constant in the
   backward pass, so the gradient moves scores across the boundary rather than the boundary).
@@ -32,6 +29,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from udcg_ltr.losses.base import NEG_LARGE, RankingLoss, masked_mean_over_queries
 from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, top_k_mask_torch, udcg_logit_torch, udcg_torch
@@ -41,11 +39,9 @@ def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: f
                rows: int | None = None, sinkhorn_iters: int = 0) -> torch.Tensor:
     """NeuralSort relaxed sort (Grover et al. 2019, Eq. 8) over the real slots: ``[Q, rows, n]``.
 
-    Row ``r`` (0-based) is a distribution over slots for "the passage at rank r + 1" (descending
-    score). Padding slots get probability 0; rows past a query's number of real slots are zero.
-    ``sinkhorn_iters > 0`` makes the (real part of the) matrix doubly stochastic by Sinkhorn
-    scaling (as NeuralNDCG, Pobrotyn & Bialobrzeski 2021, does), so that columns -- a passage's
-    total mass over ranks -- also sum to 1; this needs all rows and is applied before cutting.
+    Row ``r`` (0-based) is a distribution over slots for "the passage at rank r + 1"; padding slots
+    and rows past a query's real count are zero. ``sinkhorn_iters > 0`` makes the real block doubly
+    stochastic (NeuralNDCG, Pobrotyn & Bialobrzeski 2021): built on all rows, then cut.
     """
     if mask is None:
         mask = torch.ones_like(scores, dtype=torch.bool)
@@ -71,10 +67,9 @@ def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: f
 def sinkhorn(p: torch.Tensor, row_ok: torch.Tensor, col_ok: torch.Tensor, *, iters: int = 50) -> torch.Tensor:
     """Alternate column and row normalisation of the real ``m x m`` block of each ``[n, n]`` matrix.
 
-    Rows are normalised last, so every real row is exactly a distribution (the soft top-k mass is
-    exactly k); after 50 iterations columns sum to 1 within ~2e-3 on SQuAD-like slates (tau 0.5).
-    A fixed number of iterations, with no convergence test: reading the error back to the host
-    (``float(err)``) would synchronise a GPU every iteration, and the test saves little on a CPU.
+    Rows go last, so the soft top-k mass is exactly k; after 50 iterations columns sum to 1 within
+    ~2e-3 on SQuAD-like slates (tau 0.5). No convergence test: reading the error back to the host
+    would synchronise a GPU every iteration.
     """
     eps = 1e-12
     valid = (row_ok[:, :, None] & col_ok[:, None, :]).to(p.dtype)
@@ -116,13 +111,16 @@ def hard_udcg_at_k(scores: torch.Tensor, utilities: torch.Tensor, mask: torch.Te
     return udcg_torch(utilities, top_k_mask_torch(scores, mask, k), gamma=gamma)
 
 
-class DirectUDCGLoss(RankingLoss):
-    """Loss ``-UDCG@k`` (or ``-log UDCG@k``, ``-logit``) of a smooth top-k selection.
+#: Per-query loss of each ``objective`` from the (relaxed) logit ``z`` (module doc).
+OBJECTIVES = {"udcg": lambda z: -torch.sigmoid(z), "log_udcg": lambda z: F.softplus(-z),
+              "logit": lambda z: -z}
 
-    Parameters: ``k`` context size; ``tau`` temperature (score units); ``relaxation``
-    (``"neuralsort"`` or ``"sigmoid"``); ``gamma`` of Eq. 4; ``objective``; ``tau_end`` for
-    annealing; ``alpha``/``beta`` (length ``k``) switch to UDCG_theta (Eq. 3, NeuralSort only);
-    ``sinkhorn_iters`` (0 = plain NeuralSort rows, whose column sums may exceed 1).
+
+class DirectUDCGLoss(RankingLoss):
+    """Loss ``-UDCG@k`` (or ``-log UDCG@k``, ``-logit``) of a smooth top-k selection (module doc).
+
+    ``tau`` is in score units; ``alpha``/``beta`` (length ``k``) switch to UDCG_theta (Eq. 3,
+    NeuralSort only); ``sinkhorn_iters=0`` keeps plain NeuralSort rows, whose column sums may exceed 1.
     """
 
     target = "utility"
@@ -138,7 +136,7 @@ class DirectUDCGLoss(RankingLoss):
             raise ValueError("temperatures must be > 0")
         if relaxation not in ("neuralsort", "sigmoid"):
             raise ValueError(f"unknown relaxation {relaxation!r} (use 'neuralsort' or 'sigmoid')")
-        if objective not in ("udcg", "log_udcg", "logit"):
+        if objective not in OBJECTIVES:
             raise ValueError(f"objective must be 'udcg', 'log_udcg' or 'logit', got {objective!r}")
         if (alpha is None) != (beta is None):
             raise ValueError("give both alpha and beta (UDCG_theta) or neither (UDCG)")
@@ -169,18 +167,10 @@ class DirectUDCGLoss(RankingLoss):
                                   sinkhorn_iters=self.sinkhorn_iters)
             return udcg_logit_torch(targets, w, gamma=self.gamma, validate=False)  # targets checked in build_slates
         p = neuralsort(scores, mask, tau=self.tau, rows=self.k, sinkhorn_iters=self.sinkhorn_iters)  # [Q, r, n]
-        u_pos = torch.clamp(targets, min=0.0)
-        u_neg = torch.clamp(targets, max=0.0)
+        soft = p @ torch.stack([targets.clamp(min=0.0), targets.clamp(max=0.0)], -1)  # [Q, r, 2]: P u+, P u-
         r = p.shape[1]
-        return ((p @ u_pos[:, :, None]).squeeze(-1) * self.alpha[:r]
-                + (p @ u_neg[:, :, None]).squeeze(-1) * self.beta[:r]).sum(-1)
+        return (soft[..., 0] * self.alpha[:r] + soft[..., 1] * self.beta[:r]).sum(-1)
 
     def compute(self, scores, targets, mask):
-        z = self.soft_logit(scores, targets, mask)
-        if self.objective == "udcg":
-            per_query = -torch.sigmoid(z)
-        elif self.objective == "log_udcg":
-            per_query = torch.nn.functional.softplus(-z)
-        else:
-            per_query = -z
+        per_query = OBJECTIVES[self.objective](self.soft_logit(scores, targets, mask))
         return masked_mean_over_queries(per_query, mask.any(-1), scores)

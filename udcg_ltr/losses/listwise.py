@@ -85,22 +85,14 @@ class ListMLELoss(RankingLoss):
         return masked_mean_over_queries(per_query, count >= 2, scores)
 
 
-def udcg_gain(u: torch.Tensor, gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
-    """A passage's contribution to the UDCG logit (Eq. 4), before the 1/k: ``u+ + gamma u-``."""
-    return torch.clamp(u, min=0.0) + gamma * torch.clamp(u, max=0.0)
-
-
 def udcg_swap_deltas(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, k: int,
                      gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
-    """``[Q, n, n]``: ``|UDCG@k(after swapping i and j) - UDCG@k(now)|`` for the ranking by ``scores``.
-
-    Computed without gradient from Eq. 4 on the top-k set (ties broken by column, as
-    :func:`udcg_ltr.metrics.rank_by_scores`). Zero when both or neither of ``i, j`` are in the top k.
-    """
+    """``[Q, n, n]``: ``|UDCG@k(after swapping i and j) - UDCG@k(now)|`` for the ranking by ``scores``
+    (module doc; no gradient; ties broken by column, as :func:`udcg_ltr.metrics.rank_by_scores`)."""
     with torch.no_grad():
         in_top = top_k_mask_torch(scores, mask, k)
         k_eff = in_top.sum(-1).clamp(min=1).to(scores.dtype)
-        g = udcg_gain(targets, gamma)
+        g = torch.clamp(targets, min=0.0) + gamma * torch.clamp(targets, max=0.0)  # g(u), module doc
         z = udcg_logit_torch(targets, in_top, gamma=gamma, validate=False)
         # Delta z of swapping i and j: (in_i - in_j) * (g_j - g_i) / k
         flag = in_top[:, :, None].to(scores.dtype) - in_top[:, None, :].to(scores.dtype)
@@ -110,11 +102,8 @@ def udcg_swap_deltas(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Te
 
 
 class LambdaUDCGLoss(RankingLoss):
-    """LambdaLoss with ``|Delta UDCG@k|`` pair weights (see the module docstring).
-
-    ``min_weight`` floors every target-ordered pair's weight (0 by default: pairs that cannot
-    change the top-k set carry no gradient, exactly as the metric sees it).
-    """
+    """LambdaLoss with ``|Delta UDCG@k|`` pair weights (module doc). ``min_weight`` floors every pair's
+    weight (default 0: pairs that cannot change the top-k set carry no gradient, as the metric sees it)."""
 
     target = "utility"
 

@@ -5,24 +5,13 @@ Each adapter has the shape of sentence-transformers' listwise cross-encoder loss
 ``forward(inputs, labels, prompt=None, task=None)`` with ``inputs = [queries, docs_lists]`` (one list of
 documents per query, lengths may differ) and ``labels`` one list of labels per query, as the
 ``CrossEncoderDataCollator`` builds them from a ``{"query", "docs", "labels"}`` data set. It scores
-every (query, document) pair with the model, pads the logits to ``[Q, n]`` with a mask and calls the
-project's loss (:mod:`udcg_ltr.losses.direct`, :mod:`udcg_ltr.losses.listwise`) on them, so the
-value and gradient are exactly those of the Lightning trainer's loss.
+every (query, document) pair, pads the logits to ``[Q, n]`` with a mask and calls the project's loss
+on them, so the value and gradient are exactly those of the Lightning trainer's loss.
 
-**Labels are signed utilities** (UDCG paper, Eq. 2: ``u = R * (1 - P_LLM(NO-RESPONSE | q, p))`` in
-[-1, 1]; a harmful distractor has ``u < 0``). Nothing is clamped: sentence-transformers' own
-listwise losses read labels as non-negative relevance grades (``LambdaLoss`` clamps them at 0),
-which erases exactly the distractor signal these losses are built on. Labels must be finite and in
-[-1, 1]; they are checked on the host, where the collator leaves them, so no training step waits
-for a GPU.
-
-==========================  ================================================  =====================================
-adapter                     project loss                                      objective
-==========================  ================================================  =====================================
-:class:`DirectUDCGLoss`     :class:`udcg_ltr.losses.direct.DirectUDCGLoss`    ``-UDCG@k`` of a soft top-k (Eq. 4)
-:class:`LambdaUDCGLoss`     :class:`udcg_ltr.losses.listwise.LambdaUDCGLoss`  LambdaLoss, ``|Delta UDCG@k|`` weights
-:class:`SignedListNetLoss`  :class:`udcg_ltr.losses.listwise.ListNetLoss`     ListNet on ``softmax(u / tau)``
-==========================  ================================================  =====================================
+**Labels are signed utilities** (UDCG paper, Eq. 2, in [-1, 1]; a harmful distractor has ``u < 0``).
+Nothing is clamped: sentence-transformers' own listwise losses read labels as non-negative grades
+(``LambdaLoss`` clamps them at 0), which erases exactly the distractor signal these losses are built
+on. Labels are checked on the host, where the collator leaves them, so no training step waits for a GPU.
 
 Example::
 
@@ -36,9 +25,7 @@ Example::
                                "labels": [[0.93, -0.41, -0.05]]})   # signed utilities of one LLM
     CrossEncoderTrainer(model=model, train_dataset=train, loss=DirectUDCGLoss(model, k=2, tau=0.5)).train()
 
-sentence-transformers v6 scores pairs with ``model.preprocess`` and ``model(features)["scores"]``;
-v4 and v5 with ``model.tokenizer`` and ``model(**tokens)[0]``; both are supported. The direct loss's
-temperature annealing (``tau_end``) is driven by training progress: call
+The direct loss's temperature annealing (``tau_end``) is driven by training progress: call
 ``loss.ranking_loss.anneal(state.global_step / state.max_steps)`` from a ``TrainerCallback``.
 """
 
@@ -55,7 +42,6 @@ from torch import Tensor, nn
 
 from udcg_ltr.losses import direct, listwise
 from udcg_ltr.losses.base import RankingLoss
-from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA
 
 UDCG_CITATION = """
 @article{trappolini2025redefining,
@@ -129,10 +115,10 @@ class UtilityListLoss(nn.Module):
         out = []
         for start in range(0, len(pairs), step):
             chunk = pairs[start:start + step]
-            if hasattr(self.model, "preprocess"):  # sentence-transformers >= 6
+            if hasattr(self.model, "preprocess"):  # sentence-transformers >= 6: features -> {"scores"}
                 features = batch_to_device(self.model.preprocess(chunk, prompt=prompt, task=task), self.model.device)
                 logits = self.model(features)["scores"]
-            else:  # sentence-transformers 4 and 5
+            else:  # sentence-transformers 4 and 5: tokenizer, model(**tokens)[0]
                 tokens = self.model.tokenizer(chunk, padding=True, truncation=True, return_tensors="pt")
                 logits = self.model(**batch_to_device(tokens, self.model.device))[0]
             out.append(logits.view(-1))
@@ -157,9 +143,8 @@ class UtilityListLoss(nn.Module):
 
     def get_config_dict(self) -> dict[str, Any]:
         """The loss's parameters (sentence-transformers writes them into the model card)."""
-        params = {k: v for k, v in vars(self.ranking_loss).items()
-                  if not k.startswith("_") and k != "training" and isinstance(v, (int, float, str, bool, type(None)))}
-        return {**params, "activation_fn": fullname(self.activation_fn), "mini_batch_size": self.mini_batch_size}
+        return {**self.ranking_loss.plain_fields(), "activation_fn": fullname(self.activation_fn),
+                "mini_batch_size": self.mini_batch_size}
 
     @property
     def citation(self) -> str:
@@ -167,19 +152,12 @@ class UtilityListLoss(nn.Module):
 
 
 class DirectUDCGLoss(UtilityListLoss):
-    """Direct UDCG@k (Eq. 4, or UDCG_theta, Eq. 3, with ``alpha``/``beta``): loss ``-UDCG@k`` of a smooth
-    top-k selection of each query's documents (:class:`udcg_ltr.losses.direct.DirectUDCGLoss`, whose
-    docstring gives the relaxations). Labels: signed utilities in [-1, 1]."""
+    """Loss ``-UDCG@k`` (Eq. 4; UDCG_theta, Eq. 3, with ``alpha``/``beta``) of a smooth top-k selection of
+    each query's documents: keyword arguments go to :class:`udcg_ltr.losses.direct.DirectUDCGLoss`."""
 
-    def __init__(self, model: CrossEncoder, k: int = 5, tau: float = 1.0, relaxation: str = "neuralsort",
-                 gamma: float = DEFAULT_GAMMA, objective: str = "udcg", tau_end: float | None = None,
-                 alpha: Sequence[float] | None = None, beta: Sequence[float] | None = None,
-                 sinkhorn_iters: int = 50, activation_fn: nn.Module | None = None,
-                 mini_batch_size: int | None = None) -> None:
-        super().__init__(model, direct.DirectUDCGLoss(k=k, tau=tau, relaxation=relaxation, gamma=gamma,
-                                                      objective=objective, tau_end=tau_end, alpha=alpha, beta=beta,
-                                                      sinkhorn_iters=sinkhorn_iters),
-                         activation_fn=activation_fn, mini_batch_size=mini_batch_size)
+    def __init__(self, model: CrossEncoder, *, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None, **loss_kwargs: Any) -> None:
+        super().__init__(model, direct.DirectUDCGLoss(**loss_kwargs), activation_fn, mini_batch_size)
 
     def get_config_dict(self) -> dict[str, Any]:
         config = super().get_config_dict()
@@ -190,15 +168,12 @@ class DirectUDCGLoss(UtilityListLoss):
 
 
 class LambdaUDCGLoss(UtilityListLoss):
-    """LambdaLoss with UDCG deltas: ``sum_{u_i > u_j} |Delta UDCG@k_ij| log(1 + exp(-sigma (s_i - s_j)))``
-    (Wang et al. 2018 with Eq. 4's swap deltas; :class:`udcg_ltr.losses.listwise.LambdaUDCGLoss`)."""
+    """LambdaLoss with ``|Delta UDCG@k|`` pair weights (Wang et al. 2018, Eq. 4's swap deltas): keyword
+    arguments go to :class:`udcg_ltr.losses.listwise.LambdaUDCGLoss`."""
 
-    def __init__(self, model: CrossEncoder, k: int = 5, gamma: float = DEFAULT_GAMMA, sigma: float = 1.0,
-                 min_weight: float = 0.0, normalize: bool = False, activation_fn: nn.Module | None = None,
-                 mini_batch_size: int | None = None) -> None:
-        super().__init__(model, listwise.LambdaUDCGLoss(k=k, gamma=gamma, sigma=sigma, min_weight=min_weight,
-                                                        normalize=normalize),
-                         activation_fn=activation_fn, mini_batch_size=mini_batch_size)
+    def __init__(self, model: CrossEncoder, *, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None, **loss_kwargs: Any) -> None:
+        super().__init__(model, listwise.LambdaUDCGLoss(**loss_kwargs), activation_fn, mini_batch_size)
 
     @property
     def citation(self) -> str:
@@ -214,16 +189,14 @@ class LambdaUDCGLoss(UtilityListLoss):
 
 
 class SignedListNetLoss(UtilityListLoss):
-    """ListNet on signed utilities: cross-entropy between ``softmax(u / tau)`` and ``softmax(s)`` over each
-    query's documents (Cao et al. 2007; :class:`udcg_ltr.losses.listwise.ListNetLoss`). A harmful document
-    (``u < 0``) gets less target mass than a neutral one instead of being clamped to it."""
+    """ListNet on signed utilities, ``softmax(u / tau)`` against ``softmax(s)`` (Cao et al. 2007,
+    :class:`udcg_ltr.losses.listwise.ListNetLoss`): a harmful document gets less mass than a neutral one."""
 
     def __init__(self, model: CrossEncoder, tau: float = 0.1, activation_fn: nn.Module | None = None,
                  mini_batch_size: int | None = None) -> None:
         if not (isinstance(tau, (int, float)) and math.isfinite(tau)):
             raise ValueError(f"tau must be a finite number, got {tau!r}")
-        super().__init__(model, listwise.ListNetLoss(tau=tau), activation_fn=activation_fn,
-                         mini_batch_size=mini_batch_size)
+        super().__init__(model, listwise.ListNetLoss(tau=tau), activation_fn, mini_batch_size)
 
     @property
     def citation(self) -> str:
@@ -236,7 +209,3 @@ class SignedListNetLoss(UtilityListLoss):
     year={2007}
 }
 """
-
-
-__all__ = ["DirectUDCGLoss", "LambdaUDCGLoss", "SignedListNetLoss", "UDCG_CITATION", "UtilityListLoss",
-           "padded_targets"]

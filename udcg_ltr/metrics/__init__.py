@@ -1,32 +1,21 @@
 """The metric library: pure, vectorised functions over padded ``[n_queries, k]`` arrays with masks.
 
-See :mod:`udcg_ltr.metrics._common` for the conventions (ranked order, masks, cutoffs, NA, ties).
-Modules: :mod:`~udcg_ltr.metrics.udcg` (UDCG, UDCG_theta), :mod:`~udcg_ltr.metrics.classic`
-(DCG, nDCG, MRR, MAP, P, R, HITS), :mod:`~udcg_ltr.metrics.setbased` (RA-nWG, PROC, %PROC,
-N-Recall, Precision4+, Harm), :mod:`~udcg_ltr.metrics.distractor` (distractor-aware DCG, dynamic
-k), :mod:`~udcg_ltr.metrics.erag` (eRAG), :mod:`~udcg_ltr.metrics.table` (the metric table and the
-one key per metric, :data:`~udcg_ltr.metrics.table.METRIC_NAMES`) and
-:mod:`~udcg_ltr.metrics.torch_ops` (differentiable versions, imported on demand: it needs torch);
-:mod:`~udcg_ltr.metrics.reference` runs trec_eval (pytrec_eval) and ranx as references for the TREC
-table (imported on demand).
+Conventions (ranked order, masks, cutoffs, NA, ties): :mod:`udcg_ltr.metrics._common`. One module per
+family (udcg, classic, setbased, distractor, erag), the metric table (:mod:`~udcg_ltr.metrics.table`),
+torch twins for the losses (:mod:`~udcg_ltr.metrics.torch_ops`) and trec_eval / ranx references for the
+TREC table (:mod:`~udcg_ltr.metrics.reference`); the last two are imported on demand.
 """
 
 from udcg_ltr.metrics._common import (
-    TIES,
-    MeanResult,
     as_padded,
-    check_not_nan,
     cutoff_mask,
     mean,
-    positions,
-    prepare,
     rank_by_scores,
     take_ranked,
 )
 from udcg_ltr.metrics.classic import (
     average_precision,
     dcg,
-    dcg_bounds,
     hits,
     ideal_dcg,
     mrr,
@@ -37,8 +26,6 @@ from udcg_ltr.metrics.classic import (
 )
 from udcg_ltr.metrics.distractor import (
     AssessmentThresholds,
-    DistractorAnalysis,
-    DistractorReport,
     HeuristicConfig,
     assess,
     best_k,
@@ -69,22 +56,19 @@ from udcg_ltr.metrics.table import (
     metric_key,
     metric_table,
     summarize,
-    trec_measure,
     trec_table,
 )
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_equivalent_weights, udcg_logit, udcg_theta
 from udcg_ltr.metrics.utility import negative_part, passage_utility, positive_part
 
 __all__ = [
-    "DEFAULT_GAMMA", "METRIC_NAMES", "TIES", "AssessmentThresholds", "DistractorAnalysis", "DistractorReport", "HeuristicConfig",
-    "MeanResult", "as_padded", "assess", "average_precision", "best_k", "check_not_nan", "cutoff_mask", "dcg",
-    "dcg_bounds",
-    "dcg_without_distractors", "display_name", "distractor_analysis", "distractor_aware_dcg", "distractor_harm",
-    "distractor_rate", "dynamic_k_curve", "erag", "erag_labels", "erag_mask", "erag_score", "format_markdown",
-    "graded_precision", "harm_at_k", "harm_share", "heuristic_utilities", "hits", "ideal_dcg", "max_label",
-    "mean", "metric_key", "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
-    "pct_proc", "positions", "positive_part", "precision", "precision_4plus", "prepare", "proc", "ra_nwg",
-    "rank_by_scores", "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "trec_measure",
-    "trec_table", "udcg",
+    "DEFAULT_GAMMA", "METRIC_NAMES", "AssessmentThresholds", "HeuristicConfig", "as_padded", "assess",
+    "average_precision", "best_k", "cutoff_mask", "dcg", "dcg_without_distractors", "display_name",
+    "distractor_analysis", "distractor_aware_dcg", "distractor_harm", "distractor_rate", "dynamic_k_curve",
+    "erag", "erag_labels", "erag_mask", "erag_score", "format_markdown", "graded_precision", "harm_at_k",
+    "harm_share", "heuristic_utilities", "hits", "ideal_dcg", "max_label", "mean", "metric_key",
+    "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
+    "pct_proc", "positive_part", "precision", "precision_4plus", "proc", "ra_nwg", "rank_by_scores",
+    "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "trec_table", "udcg",
     "udcg_equivalent_weights", "udcg_logit", "udcg_theta",
 ]

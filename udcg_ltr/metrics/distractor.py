@@ -3,11 +3,10 @@ and the dynamic-k analysis with a SAFE / RISKY / DANGEROUS assessment.
 
 Source: the practitioner post "Why Your RAG Metrics Are Lying to You" (S. Roopa, 2026), which
 extends DCG to negative utilities so that distractors (related but wrong passages) cost instead of
-counting as 0, with the worked example ``u = (+1, +0.5, -0.5, +1, 0)``: DCG = 1.497 with the
-log2 discount, 1.747 once the distractor is removed (the post rounds each term to 3 decimals; the
-exact values are 1.49614 and 1.74614). Only that part is taken from the post: the utility
-heuristic below follows the rules of the project brief, and the rate, harm, dynamic-k and
-assessment definitions are **ours**, stated here in full.
+counting as 0; its worked example ``u = (+1, +0.5, -0.5, +1, 0)`` has DCG 1.49614 (log2 discount),
+1.74614 once the distractor is removed (the post rounds each term: 1.497, 1.747). Only that part is
+taken from the post: the utility heuristic follows the project brief, and the rate, harm, dynamic-k
+and assessment definitions are **ours**, stated here in full.
 
 Heuristic utilities (:func:`heuristic_utilities`), first matching rule wins, per real passage:
 
@@ -19,39 +18,27 @@ Heuristic utilities (:func:`heuristic_utilities`), first matching rule wins, per
 4. non-relevant in the top ``top_n = 3`` positions: ``-0.5``;
 5. anything else: ``0``.
 
-Every threshold is relative to the row's own scores, never an absolute score value.
-
 Measures at cutoff ``k`` (discount ``d_i = 1/log2(i+1)``, or 1 with ``discount=None``):
 
-* distractor-aware DCG@k = ``sum_{i<=k} u_i d_i`` (:func:`distractor_aware_dcg`; signed, never clamped);
-* DCG without distractors = the same with every negative utility set to 0;
+* distractor-aware DCG@k = ``sum_{i<=k} u_i d_i`` (signed, never clamped); DCG without distractors
+  = the same with every negative utility set to 0;
 * distractor harm@k = ``sum_{i<=k} |u_i-| d_i`` = DCG without distractors - DCG;
 * distractor rate@k = ``#{i <= k: u_i < 0} / #{i <= k}`` (NA for an empty context);
-* harm share@k = ``harm / (harm + sum_{i<=k} u_i+ d_i)``, the harmful part of the context's
-  utility mass (0 for an all-zero context);
+* harm share@k = ``harm / (harm + sum_{i<=k} u_i+ d_i)`` (0 for an all-zero context);
 * dynamic k: ``score(j) = sum_{i<=j} u_i+ d_i - harm_weight * sum_{i<=j} |u_i-| d_i`` for
   ``j = min_k..n`` (``j = 0`` scores 0); best k = the smallest ``j`` that maximises it
   (fewer passages cost less). Default ``discount=None`` there: the LLM reads the whole context;
-* assessment of the context at cutoff ``k``: ``DANGEROUS`` when harm share >= ``dangerous_share``
-  (0.5: the harm at least cancels the utility), ``RISKY`` when >= ``risky_share`` (0.2),
-  ``SAFE`` otherwise.
+* assessment at cutoff ``k``: ``DANGEROUS`` when harm share >= ``dangerous_share`` (0.5: the harm
+  at least cancels the utility), ``RISKY`` when >= ``risky_share`` (0.2), ``SAFE`` otherwise.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from udcg_ltr.metrics._common import (
-    _as_2d,
-    _as_mask,
-    column_positions,
-    log2_discounts,
-    masked,
-    n_real,
-    prepare,
-)
+from udcg_ltr.metrics._common import _as_2d, _as_mask, discounted, masked, n_real, prepare, ratio
 from udcg_ltr.metrics.classic import dcg
 
 SAFE, RISKY, DANGEROUS = "SAFE", "RISKY", "DANGEROUS"
@@ -83,8 +70,7 @@ def heuristic_utilities(labels, scores=None, mask=None, *, is_distractor=None, r
                         config: HeuristicConfig = HeuristicConfig()) -> np.ndarray:
     """Signed utilities ``[n_queries, k]`` from relevance labels and retriever scores (rules in the module doc).
 
-    Rows are in ranked order. ``scores`` may be None (or non-finite for a row), which skips rule 3.
-    Padding gets 0.
+    ``scores`` may be None (or non-finite for a row), which skips rule 3. Padding gets 0.
     """
     y = _as_2d(labels)
     m = np.ones(y.shape, dtype=bool) if mask is None else _as_mask(mask, y.shape)
@@ -92,10 +78,8 @@ def heuristic_utilities(labels, scores=None, mask=None, *, is_distractor=None, r
     distractor = np.zeros(y.shape, bool) if is_distractor is None else _as_2d(is_distractor).astype(bool)
     if distractor.shape != y.shape:
         raise ValueError(f"is_distractor shape {distractor.shape} differs from labels shape {y.shape}")
-    high = np.zeros(y.shape, dtype=bool)
-    if scores is not None:
-        high = _high_score(_as_2d(scores, np.float64), m, config)
-    in_top = m & (column_positions(y, m) < config.top_n)
+    high = np.zeros(y.shape, bool) if scores is None else _high_score(_as_2d(scores, np.float64), m, config)
+    in_top = m & (np.cumsum(m, axis=1) <= config.top_n)  # the first top_n real passages
     u = np.select(
         [rel, distractor, high, in_top],
         [config.relevant_utility, config.distractor_utility, config.high_score_utility, config.top_n_utility],
@@ -104,16 +88,29 @@ def heuristic_utilities(labels, scores=None, mask=None, *, is_distractor=None, r
     return np.where(m, u, 0.0)
 
 
+def _row_top(s: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Each row's top real, finite score (``[Q, 1]``; -inf where there is none)."""
+    return np.where(m & np.isfinite(s), s, -np.inf).max(axis=1, initial=-np.inf)[:, None]
+
+
+def default_heuristic(scores, mask) -> HeuristicConfig:
+    """Default config for ``scores``: rule ``"ratio"``, or ``"range"`` if some top score is not positive."""
+    if scores is not None:
+        top = _row_top(_as_2d(scores, np.float64), mask)
+        if (top[np.isfinite(top)] <= 0).any():
+            return HeuristicConfig(score_rule="range")
+    return HeuristicConfig()
+
+
 def _high_score(s: np.ndarray, m: np.ndarray, config: HeuristicConfig) -> np.ndarray:
     if s.shape != m.shape:
         raise ValueError(f"scores shape {s.shape} differs from labels shape {m.shape}")
     ok = m & np.isfinite(s)
-    top = np.where(ok, s, -np.inf).max(axis=1, initial=-np.inf)[:, None]
+    top = _row_top(s, m)
     f = config.score_fraction
     with np.errstate(invalid="ignore", divide="ignore"):
         if config.score_rule == "ratio":
-            rows_ok = np.isfinite(top[:, 0])
-            if (top[rows_ok, 0] <= 0).any():
+            if (top[np.isfinite(top)] <= 0).any():
                 raise ValueError("score_rule='ratio' needs a positive top score in every row; use 'range'")
             high = s > f * top
         elif config.score_rule == "range":
@@ -123,15 +120,6 @@ def _high_score(s: np.ndarray, m: np.ndarray, config: HeuristicConfig) -> np.nda
         else:
             raise ValueError(f"score_rule must be 'ratio' or 'range', got {config.score_rule!r}")
     return ok & high
-
-
-def _discounted(u: np.ndarray, m: np.ndarray | None, discount: str | None) -> np.ndarray:
-    u = masked(u, m)
-    if discount is None:
-        return u
-    if discount != "log2":
-        raise ValueError(f"unknown discount {discount!r} (use 'log2' or None)")
-    return u * log2_discounts(u.shape[1])[np.clip(column_positions(u, m), 0, None)]
 
 
 def distractor_aware_dcg(utilities, mask=None, *, k: int | None = None, discount: str | None = "log2") -> np.ndarray:
@@ -145,33 +133,28 @@ def dcg_without_distractors(utilities, mask=None, *, k: int | None = None, disco
     return dcg(np.where(u > 0, u, 0.0), mask, k=k, discount=discount)
 
 
+def _harm_and_gain(utilities, mask, k, discount) -> tuple[np.ndarray, np.ndarray]:
+    """``(sum |u_i-| d_i, sum u_i+ d_i)`` over the top k, per query."""
+    u, m = prepare(utilities, mask, k, dtype=np.float64)
+    d = discounted(u, m, discount)
+    return np.where(d < 0, -d, 0.0).sum(axis=1), np.where(d > 0, d, 0.0).sum(axis=1)
+
+
 def distractor_harm(utilities, mask=None, *, k: int | None = None, discount: str | None = "log2") -> np.ndarray:
     """Harm@k in DCG units: ``sum_{i<=k} |u_i-| d_i`` (= DCG without distractors - DCG), >= 0."""
-    u, m = prepare(utilities, mask, k, dtype=np.float64)
-    d = _discounted(u, m, discount)
-    return np.where(d < 0, -d, 0.0).sum(axis=1)
+    return _harm_and_gain(utilities, mask, k, discount)[0]
 
 
 def distractor_rate(utilities, mask=None, *, k: int | None = None) -> np.ndarray:
     """Share of the top-k real passages with negative utility; NA (NaN) for an empty context."""
     u, m = prepare(utilities, mask, k, dtype=np.float64)
-    neg = masked(u, m) < 0
-    if m is not None:
-        neg &= m
-    n = n_real(u, m)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, neg.sum(axis=1) / n, np.nan)
+    return ratio((masked(u, m) < 0).sum(axis=1), n_real(u, m), np.nan)
 
 
 def harm_share(utilities, mask=None, *, k: int | None = None, discount: str | None = "log2") -> np.ndarray:
     """``harm / (harm + gain)`` at cutoff k, in [0, 1]; 0 for a context whose utilities are all 0."""
-    u, m = prepare(utilities, mask, k, dtype=np.float64)
-    d = _discounted(u, m, discount)
-    harm = np.where(d < 0, -d, 0.0).sum(axis=1)
-    gain = np.where(d > 0, d, 0.0).sum(axis=1)
-    total = harm + gain
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, harm / total, 0.0)
+    harm, gain = _harm_and_gain(utilities, mask, k, discount)
+    return ratio(harm, harm + gain)
 
 
 def dynamic_k_curve(utilities, mask=None, *, discount: str | None = None, harm_weight: float = 1.0) -> np.ndarray:
@@ -180,12 +163,10 @@ def dynamic_k_curve(utilities, mask=None, *, discount: str | None = None, harm_w
     ``score(0) = 0``; entries past a row's real count repeat its last value (padding adds nothing).
     """
     u, m = prepare(utilities, mask, None, dtype=np.float64)
-    d = _discounted(u, m, discount)
-    step = np.where(d > 0, d, 0.0) - harm_weight * np.where(d < 0, -d, 0.0)
-    if m is not None:
-        # compact real entries to the front so that column j of the curve is "the first j real passages"
-        order = np.argsort(~m, axis=1, kind="stable")
-        step = np.take_along_axis(np.where(m, step, 0.0), order, axis=1)
+    d = discounted(u, m, discount)
+    step = np.where(d > 0, d, harm_weight * d)  # padding is 0
+    if m is not None:  # real entries to the front: column j of the curve is "the first j real passages"
+        step = np.take_along_axis(step, np.argsort(~m, axis=1, kind="stable"), axis=1)
     return np.concatenate([np.zeros((u.shape[0], 1)), np.cumsum(step, axis=1)], axis=1)
 
 
@@ -197,13 +178,11 @@ def best_k(utilities, mask=None, *, discount: str | None = None, harm_weight: fl
     ``min_k`` real passages gets its real count.
     """
     curve = dynamic_k_curve(utilities, mask, discount=discount, harm_weight=harm_weight)
-    u = _as_2d(utilities)
-    n = n_real(u, None if mask is None else _as_mask(mask, u.shape))
+    n = n_real(*prepare(utilities, mask))
     hi = n if max_k is None else np.minimum(n, max_k)
     lo = np.minimum(min_k, hi)
     j = np.arange(curve.shape[1])[None, :]
-    allowed = (j >= lo[:, None]) & (j <= hi[:, None])
-    scored = np.where(allowed, curve, -np.inf)
+    scored = np.where((j >= lo[:, None]) & (j <= hi[:, None]), curve, -np.inf)
     k_best = scored.argmax(axis=1)  # argmax returns the first (smallest) maximiser
     return k_best.astype(np.int64), np.take_along_axis(curve, k_best[:, None], axis=1)[:, 0]
 
@@ -234,7 +213,7 @@ class DistractorReport:
 
 @dataclass(frozen=True)
 class DistractorAnalysis:
-    """Vectorised results of :func:`distractor_analysis`, one entry per query."""
+    """Vectorised :func:`distractor_analysis`: the fields of :class:`DistractorReport`, one per query."""
 
     dcg: np.ndarray
     dcg_without_distractors: np.ndarray
@@ -249,15 +228,10 @@ class DistractorAnalysis:
         """One :class:`DistractorReport` per query (``utilities`` are listed in ranked order, padding dropped)."""
         u = _as_2d(utilities, np.float64)
         m = np.ones(u.shape, dtype=bool) if mask is None else _as_mask(mask, u.shape)
-        out = []
-        for i in range(u.shape[0]):
-            out.append(DistractorReport(
-                qid=None if qids is None else qids[i], utilities=tuple(float(x) for x in u[i][m[i]]),
-                dcg=float(self.dcg[i]), dcg_without_distractors=float(self.dcg_without_distractors[i]),
-                distractor_harm=float(self.distractor_harm[i]), distractor_rate=float(self.distractor_rate[i]),
-                harm_share=float(self.harm_share[i]), best_k=int(self.best_k[i]),
-                best_k_score=float(self.best_k_score[i]), assessment=str(self.assessment[i])))
-        return out
+        columns = {f.name: np.asarray(getattr(self, f.name)).tolist() for f in fields(self)}  # Python scalars
+        return [DistractorReport(qid=None if qids is None else qids[i], utilities=tuple(u[i][m[i]].tolist()),
+                                 **{name: values[i] for name, values in columns.items()})
+                for i in range(u.shape[0])]
 
 
 def distractor_analysis(utilities, mask=None, *, k: int | None = None, discount: str | None = "log2",
@@ -274,10 +248,3 @@ def distractor_analysis(utilities, mask=None, *, k: int | None = None, discount:
         best_k=bk, best_k_score=bs,
         assessment=assess(utilities, mask, k=k, discount=discount, thresholds=thresholds),
     )
-
-
-__all__ = [
-    "AssessmentThresholds", "DANGEROUS", "DistractorAnalysis", "DistractorReport", "HeuristicConfig", "RISKY", "SAFE",
-    "assess", "best_k", "dcg_without_distractors", "distractor_analysis", "distractor_aware_dcg", "distractor_harm",
-    "distractor_rate", "dynamic_k_curve", "harm_share", "heuristic_utilities",
-]

@@ -4,19 +4,16 @@ produces is scored against the gold answers with the downstream metric, and that
 document's relevance label ``G_q[d] = E_M(M(q, {d}), y)``. Any set or rank metric over those labels
 is the eRAG score of the ranked list.
 
-* :func:`erag_labels` turns the single-passage answers into padded labels with one of the scorers
-  of :mod:`udcg_ltr.text` (``"em"`` exact match, ``"f1"`` token F1, ``"rouge_l"`` ROUGE-L F1,
-  ``"contains"`` gold-answer containment), all in [0, 1];
+* :func:`erag_labels` turns the single-passage answers into padded labels in [0, 1] with a scorer of
+  :mod:`udcg_ltr.text` (``"em"``, ``"f1"`` token F1, ``"rouge_l"`` ROUGE-L F1, ``"contains"``);
 * :func:`erag` applies any metric of this library to such labels (the composition);
-* with continuous labels (F1, ROUGE-L) the authors' released code only admits the two metrics that
-  stay meaningful for graded labels: ``P`` (the mean label over the top k, divided by k as
-  trec_eval does) and ``success`` (the best label in the top k). They are
+* with continuous labels (F1, ROUGE-L) the authors' released code only admits ``P`` (the label sum
+  over the top k divided by k, as trec_eval) and ``success`` (the best label in the top k):
   :func:`graded_precision` and :func:`max_label`; binary labels (EM, contains) work with every
   metric, the binary ones reading ``label > 0`` as relevant;
-* :func:`erag_score` is the convenience entry point. Its default is **our choice**, since the
-  paper reports many combinations without naming one default: exact-match labels (the paper's
-  downstream metric for its open-domain QA sets NQ, TriviaQA and HotpotQA, as in KILT) aggregated
-  with Precision@k (the metric the released code supports for every kind of label).
+* :func:`erag_score` is the convenience entry point. Its default is **our choice** (the paper names
+  none): exact-match labels (its downstream metric for NQ, TriviaQA and HotpotQA, as in KILT) with
+  Precision@k (the metric the released code supports for every kind of label).
 
 As in the released code, the judged pool of a query is its retrieved list: recall- or
 ideal-normalised metrics (Recall, MAP, nDCG) normalise by the labels of the list itself.
@@ -30,13 +27,10 @@ import numpy as np
 
 from udcg_ltr import text
 from udcg_ltr.metrics import classic
-from udcg_ltr.metrics._common import _as_2d, _as_mask, masked, prepare
+from udcg_ltr.metrics._common import _as_2d, _as_mask, masked, over_cutoff, prepare
 
 SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
-    "em": text.exact_match,
-    "f1": text.token_f1,
-    "rouge_l": text.rouge_l,
-    "contains": text.contains_answer,
+    "em": text.exact_match, "f1": text.token_f1, "rouge_l": text.rouge_l, "contains": text.contains_answer,
 }
 
 
@@ -88,11 +82,7 @@ def erag(metric_fn: Callable[..., np.ndarray], downstream_scores, mask=None, **k
 def graded_precision(labels, mask=None, *, k: int | None = None) -> np.ndarray:
     """eRAG's ``P@k`` for graded labels: ``sum_{i<=k} G_q[d_i] / k`` (``k=None``: over the real entries)."""
     g, m = prepare(labels, mask, k, dtype=np.float64)
-    total = masked(g, m).sum(axis=1)
-    denom = np.full(total.shape, float(k)) if k is not None else (
-        np.full(total.shape, float(g.shape[1])) if m is None else m.sum(axis=1).astype(np.float64))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denom > 0, total / denom, 0.0)
+    return over_cutoff(masked(g, m).sum(axis=1), k, g, m)
 
 
 def max_label(labels, mask=None, *, k: int | None = None) -> np.ndarray:
@@ -105,13 +95,8 @@ def max_label(labels, mask=None, *, k: int | None = None) -> np.ndarray:
 
 #: Metric names accepted by :func:`erag_score`.
 METRICS: dict[str, Callable[..., np.ndarray]] = {
-    "precision": graded_precision,
-    "success": max_label,
-    "mrr": classic.reciprocal_rank,
-    "map": classic.average_precision,
-    "ndcg": classic.ndcg,
-    "recall": classic.recall,
-    "hits": classic.hits,
+    "precision": graded_precision, "success": max_label, "mrr": classic.reciprocal_rank,
+    "map": classic.average_precision, "ndcg": classic.ndcg, "recall": classic.recall, "hits": classic.hits,
 }
 _GRADED_OK = {"precision", "success", "ndcg"}
 
@@ -136,6 +121,3 @@ def erag_score(answers_alone=None, gold=None, *, labels=None, mask=None, k: int 
         if ((real != 0) & (real != 1)).any():
             raise ValueError(f"metric {metric!r} needs binary labels (use 'precision', 'success' or 'ndcg')")
     return erag(METRICS[metric], lab, mask, k=k)
-
-
-__all__ = ["METRICS", "SCORERS", "erag", "erag_labels", "erag_mask", "erag_score", "graded_precision", "max_label"]

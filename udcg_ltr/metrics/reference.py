@@ -92,6 +92,3 @@ def max_abs_diff(ours: Mapping[str, np.ndarray], qids: Sequence[str], reference:
                 worst = max(worst, abs(float(v) - reference[q][name])) if np.isfinite(v) else np.inf
         out[name] = worst
     return out
-
-
-__all__ = ["max_abs_diff", "pytrec_eval_table", "ranx_table", "trec_order"]

@@ -2,19 +2,16 @@
 Precision4+@K and Harm@K (Dallaire 2025, "Practical RAG Evaluation: A Rarity-Aware Set-Based Metric
 and Cost-Latency-Quality Trade-offs", arXiv:2511.09545, Sec. 2.4 "Formal definitions").
 
-Labels are utility grades ``g`` in ``0..5`` (the paper's 1..5 rubric: 5 = answers clearly,
-4 = highly relevant, 3 = partially relevant, 2 = tangential, 1 = not relevant; our 0 is an
-unlabelled / not relevant passage and is treated like grades 1 and 2: no gain, counted as harm).
-Every metric is order-free: only the *set* of the first ``K`` real entries of a row counts.
+Labels are utility grades ``g`` in ``0..5`` (the paper's 1..5 rubric, 5 = answers clearly, 4 =
+highly relevant, 3 = partially relevant, 2 = tangential, 1 = not relevant; our 0, unlabelled / not
+relevant, is treated like 1 and 2: no gain, counted as harm). Every metric is order-free: only the
+*set* of the first ``K`` real entries of a row counts. Two pools, both padded arrays:
 
-Two pools are involved, both as padded arrays:
-
-* the row (``grades``/``mask``) is the ranked candidate list; its first ``K`` real entries are
-  the prompt set ``TopK(q)``, and all its real entries are the *retrieval pool* that a reranker
-  could reorder (the pool of PROC);
-* ``pool_grades``/``pool_mask`` is the query's whole *judged pool* (every graded passage, retrieved
-  or not): it sets the rarity weights, the ideal ``G_ideal(K)`` and the ``R`` of N-Recall. Default:
-  the row itself. The row is assumed to be a subset of the judged pool.
+* the row (``grades``/``mask``): its first ``K`` real entries are the prompt set ``TopK(q)``, all its
+  real entries the *retrieval pool* that a reranker could reorder (the pool of PROC);
+* ``pool_grades``/``pool_mask``: the query's whole *judged pool* (every graded passage, retrieved or
+  not; default the row, of which it must be a superset). It sets the rarity weights, ``G_ideal(K)``
+  and the ``R`` of N-Recall.
 
 Definitions (paper Sec. 2.4; ``n_g`` = number of passages of grade ``g`` in the judged pool):
 
@@ -25,25 +22,24 @@ Definitions (paper Sec. 2.4; ``n_g`` = number of passages of grade ``g`` in the 
   ``N`` cancels in the ratios: ``r4 / r5 = (b4 / b5) * (n5 / n4)**alpha``;
 * no-grade-5 fallback (``n5 = 0``): ``w5 = 1, w4 = 1, w3 = 0.2``;
 * ``G_obs(K) = sum_{d in TopK(q)} w_g(d)``; ``G_ideal(K)`` = sum of the ``K`` largest weights of
-  the judged pool;
-* ``RA-nWG@K = G_obs(K) / G_ideal(K)``, NA when ``G_ideal(K) = 0``;
+  the judged pool; ``RA-nWG@K = G_obs(K) / G_ideal(K)``, NA when ``G_ideal(K) = 0``;
 * ``N-Recall4+@K = #{d in TopK: g >= 4} / min(K, R4+)`` with ``R4+ = n4 + n5`` (NA when ``R4+ = 0``);
   ``N-Recall5@K`` likewise with grade 5 only;
 * ``Precision4+@K = #{d in TopK: g >= 4} / K``; ``Harm@K = #{d in TopK: g <= 2} / K``;
 * ``PROC@K`` (pool-restricted oracle ceiling, paper Sec. 5.1-5.2): the score of the oracle that
-  picks the best ``K``-subset of the retrieval pool (perfect reordering of the row), i.e. for
-  RA-nWG ``G_ideal_row(K) / G_ideal(K)``; ``%PROC@K = actual / PROC@K`` (the paper prints it as a
-  percentage; here it is a fraction in [0, 1]), NA when PROC is NA or 0.
+  picks the best ``K``-subset of the retrieval pool, for RA-nWG ``G_ideal_row(K) / G_ideal(K)``;
+  ``%PROC@K = actual / PROC@K`` (a fraction in [0, 1]; the paper prints a percentage), NA when PROC
+  is NA or 0.
 
-``K`` is the cutoff ``k``; with ``k=None`` it is each row's number of real entries. As in the paper
-(and trec_eval's P@k), Precision4+ and Harm divide by ``K`` even when a row has fewer entries.
+``K`` is the cutoff ``k`` (``k=None``: each row's number of real entries). As in the paper (and
+trec_eval's P@k), Precision4+ and Harm divide by ``K`` even when a row has fewer entries.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import _as_2d, _as_mask, n_real, prepare
+from udcg_ltr.metrics._common import _as_2d, _as_mask, over_cutoff, prepare, ratio
 
 #: Base (stationary) utilities ``b_g`` for grades 0..5 (paper Sec. 2.4).
 BASE_UTILITIES = (0.0, 0.0, 0.0, 0.1, 0.5, 1.0)
@@ -63,42 +59,29 @@ def _grades(values, mask) -> tuple[np.ndarray, np.ndarray]:
     return np.where(m, g, -1).astype(np.int64), m
 
 
-def _counts(grades: np.ndarray) -> np.ndarray:
-    """``n_g`` per query for g = 0..5 (``[Q, 6]``); padding (-1) is not counted."""
-    return np.stack([(grades == g).sum(axis=1) for g in range(MAX_GRADE + 1)], axis=1)
-
-
 def rarity_weights(pool_grades, pool_mask=None, *, alpha: float = 1.0, cap4: float = 1.0, cap3: float = 0.25,
                    base=BASE_UTILITIES, fallback=NO_GRADE5_FALLBACK) -> np.ndarray:
     """Per-query grade weights ``w_g`` (``[n_queries, 6]``, column g = grade g), paper Sec. 2.4.
 
-    ``w5 = 1``; ``w4 = min((b4/p4^alpha) / (b5/p5^alpha), cap4)``; ``w3 = min((b3/p3^alpha) / (b5/p5^alpha), cap3)``;
-    ``w_g = 0`` for ``g <= 2``; the fallback ``(w4, w3)`` replaces both when the pool has no grade 5.
     ``alpha = 0`` removes the rarity correction (``w4 = b4/b5``, ``w3 = b3/b5`` under the caps).
     """
     grades, _ = _grades(pool_grades, pool_mask)
-    n = _counts(grades).astype(np.float64)
+    n = np.stack([(grades == g).sum(axis=1) for g in range(MAX_GRADE + 1)], axis=1).astype(np.float64)  # n_g
     b = np.asarray(base, dtype=np.float64)
     if b.shape != (MAX_GRADE + 1,):
         raise ValueError(f"base must give one utility per grade 0..{MAX_GRADE}")
     has5 = n[:, 5] > 0
     with np.errstate(invalid="ignore", divide="ignore"):
         # r_g / r_5 = (b_g / b_5) * (n_5 / n_g)^alpha; N cancels. r_g = 0 when n_g = 0.
-        def ratio(g):
+        def relative_rarity(g):
             return np.where(n[:, g] > 0, (b[g] / b[5]) * (n[:, 5] / n[:, g]) ** alpha, 0.0)
-        w4 = np.minimum(ratio(4), cap4)
-        w3 = np.minimum(ratio(3), cap3)
+        w4 = np.minimum(relative_rarity(4), cap4)
+        w3 = np.minimum(relative_rarity(3), cap3)
     w = np.zeros((grades.shape[0], MAX_GRADE + 1))
     w[:, 5] = 1.0
     w[:, 4] = np.where(has5, w4, fallback[0])
     w[:, 3] = np.where(has5, w3, fallback[1])
     return w
-
-
-def _pool(grades, mask, pool_grades, pool_mask):
-    if pool_grades is None:
-        return grades, mask
-    return pool_grades, pool_mask
 
 
 def _top_k_sum(values: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -108,27 +91,12 @@ def _top_k_sum(values: np.ndarray, k: np.ndarray) -> np.ndarray:
     return np.take_along_axis(csum, np.minimum(k, values.shape[1])[:, None], axis=1)[:, 0]
 
 
-def _cut(grades_in, mask, k):
-    """Grades of the top-K set (padding -1), the K per query, and the row's grades/mask in full."""
-    g_full, m_full = _grades(grades_in, mask)
+def _cut(grades, mask, k) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Grades of the top-K set (padding -1), the K per query and the top-K mask (None: every entry real)."""
+    g_full, m_full = _grades(grades, mask)
     g_top, m_top = prepare(g_full, None if mask is None else m_full, k)
-    if m_top is not None:
-        g_top = np.where(m_top, g_top, -1)
-    kk = np.full(g_full.shape[0], k, dtype=np.int64) if k is not None else n_real(g_full, m_full)
-    return g_top, kk, g_full, m_full
-
-
-def ra_nwg(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask=None, alpha: float = 1.0,
-           cap4: float = 1.0, cap3: float = 0.25, base=BASE_UTILITIES, fallback=NO_GRADE5_FALLBACK) -> np.ndarray:
-    """RA-nWG@K = G_obs(K) / G_ideal(K) per query (paper Sec. 2.4), NA (NaN) when G_ideal(K) = 0."""
-    g_top, kk, _, _ = _cut(grades, mask, k)
-    pg, pm = _pool(grades, mask, pool_grades, pool_mask)
-    w = rarity_weights(pg, pm, alpha=alpha, cap4=cap4, cap3=cap3, base=base, fallback=fallback)
-    obs = _weighted(g_top, w).sum(axis=1)
-    pool_g, _ = _grades(pg, pm)
-    ideal = _top_k_sum(_weighted(pool_g, w), kk)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ideal > 0, obs / ideal, np.nan)
+    kk = np.full(g_full.shape[0], k, dtype=np.int64) if k is not None else m_full.sum(axis=1)
+    return (g_top if m_top is None else np.where(m_top, g_top, -1)), kk, m_top
 
 
 def _weighted(grades: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -136,15 +104,23 @@ def _weighted(grades: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(grades >= 0, np.take_along_axis(w, np.clip(grades, 0, None), axis=1), 0.0)
 
 
+def ra_nwg(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask=None, alpha: float = 1.0,
+           cap4: float = 1.0, cap3: float = 0.25, base=BASE_UTILITIES, fallback=NO_GRADE5_FALLBACK) -> np.ndarray:
+    """RA-nWG@K = G_obs(K) / G_ideal(K) per query (paper Sec. 2.4), NA (NaN) when G_ideal(K) = 0."""
+    g_top, kk, _ = _cut(grades, mask, k)
+    pg, pm = (grades, mask) if pool_grades is None else (pool_grades, pool_mask)
+    w = rarity_weights(pg, pm, alpha=alpha, cap4=cap4, cap3=cap3, base=base, fallback=fallback)
+    obs = _weighted(g_top, w).sum(axis=1)
+    ideal = _top_k_sum(_weighted(_grades(pg, pm)[0], w), kk)
+    return ratio(obs, ideal, np.nan)
+
+
 def _n_recall(grades, mask, k, pool_grades, pool_mask, min_grade: int) -> np.ndarray:
-    g_top, kk, _, _ = _cut(grades, mask, k)
-    pg, pm = _pool(grades, mask, pool_grades, pool_mask)
-    pool_g, _ = _grades(pg, pm)
+    g_top, kk, _ = _cut(grades, mask, k)
+    pg, pm = (grades, mask) if pool_grades is None else (pool_grades, pool_mask)
     got = (g_top >= min_grade).sum(axis=1)
-    r = (pool_g >= min_grade).sum(axis=1)
-    denom = np.minimum(kk, r).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(r > 0, np.where(denom > 0, got / denom, 0.0), np.nan)
+    r = (_grades(pg, pm)[0] >= min_grade).sum(axis=1)
+    return np.where(r > 0, ratio(got, np.minimum(kk, r).astype(np.float64)), np.nan)
 
 
 def n_recall_4plus(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask=None) -> np.ndarray:
@@ -158,10 +134,8 @@ def n_recall_5(grades, mask=None, *, k: int | None = None, pool_grades=None, poo
 
 
 def _share(grades, mask, k, select) -> np.ndarray:
-    g_top, kk, _, _ = _cut(grades, mask, k)
-    count = (select(g_top) & (g_top >= 0)).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(kk > 0, count / kk, np.nan)
+    g_top, _, m_top = _cut(grades, mask, k)
+    return over_cutoff((select(g_top) & (g_top >= 0)).sum(axis=1), k, g_top, m_top, empty=np.nan)
 
 
 def precision_4plus(grades, mask=None, *, k: int | None = None) -> np.ndarray:
@@ -180,9 +154,8 @@ def proc(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask
 
     The oracle reorders the row's real entries by descending weight (by descending grade for the
     N-Recalls) and is scored like any ranking against the same judged pool, so for RA-nWG this is
-    ``G_ideal_row(K) / G_ideal(K)``. ``metric``
-    may also be ``"n_recall_4plus"`` or ``"n_recall_5"`` (paper Table 3 reports PROC for both).
-    NA where the metric is NA.
+    ``G_ideal_row(K) / G_ideal(K)``. ``metric`` may also be ``"n_recall_4plus"`` or ``"n_recall_5"``
+    (paper Table 3 reports PROC for both). NA where the metric is NA.
     """
     fn = _metric_fn(metric)
     g_row, m_row = _grades(grades, mask)
@@ -216,11 +189,4 @@ def pct_proc(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_
     fn = _metric_fn(metric)
     actual = fn(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, **weights)
     ceiling = proc(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, metric=metric, **weights)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(ceiling > 0, actual / ceiling, np.nan)
-
-
-__all__ = [
-    "BASE_UTILITIES", "NO_GRADE5_FALLBACK", "harm_at_k", "n_recall_4plus", "n_recall_5", "pct_proc",
-    "precision_4plus", "proc", "ra_nwg", "rarity_weights",
-]
+    return ratio(actual, ceiling, np.nan)

@@ -19,15 +19,11 @@ fields. Its columns are keys of :data:`METRIC_NAMES` with the cutoff (``ndcg@10`
 ======================  =====================================================================
 
 A query whose qrels judge nothing (``judged`` False, see :func:`udcg_ltr.data.padded.judged_pools`)
-is NA in every column that reads relevance (all but ``erag@k``): trec_eval drops such queries, so
-they are left out of the means and counted as NA.
+is NA in every column that reads relevance (all but ``erag@k``), as trec_eval drops such queries.
 
-:func:`trec_table` is trec_eval on full rankings: ``ndcg_cut``, ``map_cut``, ``P``, ``recall`` and
-``recip_rank`` at each cutoff plus the uncut ``ndcg``, ``map``, ``recip_rank`` and ``set_recall``, under
-the same keys (:func:`trec_measure` maps them to trec_eval's names).
-
-:func:`summarize` averages each column with NA left out and counted; :func:`format_markdown`
-prints the summary as the Markdown table that ``train.py`` / ``evaluate.py`` show.
+:func:`trec_table` is trec_eval on full rankings under the same keys (:func:`trec_measure` gives
+trec_eval's names). :func:`summarize` averages each column with NA left out and counted;
+:func:`format_markdown` prints that as the Markdown table ``train.py`` / ``evaluate.py`` show.
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from udcg_ltr.metrics import classic, distractor, setbased
-from udcg_ltr.metrics._common import MeanResult, _as_2d, _as_mask, check_not_nan, mean, prepare
+from udcg_ltr.metrics._common import MeanResult, as_padded, mean
 from udcg_ltr.metrics.erag import erag, graded_precision
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_theta
 
@@ -64,8 +60,9 @@ def display_name(key: str) -> str:
     return METRIC_NAMES.get(name, name) + at + cut
 
 
-def _field(slates, name):
-    return None if slates is None else getattr(slates, name, None)
+def _pick(value, slates, name: str):
+    """An explicit argument, else the field ``name`` of ``slates`` (None when neither is there)."""
+    return value if value is not None else getattr(slates, name, None)
 
 
 def _binary_ideal(n_relevant: np.ndarray, k: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +80,7 @@ def _ideal(gains, rel, m, ideal_gains, ideal_mask, slates, n_relevant, k):
     binary labels themselves (R then describes the same pool), else the row itself."""
     if ideal_gains is not None:
         return ideal_gains, ideal_mask
-    if _field(slates, "ideal_gains") is not None:
+    if getattr(slates, "ideal_gains", None) is not None:
         return slates.ideal_gains, slates.ideal_mask
     if n_relevant is not None and np.array_equal(gains[m], rel[m].astype(np.float64)):
         return _binary_ideal(n_relevant, k)
@@ -98,35 +95,25 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     """Per-query metrics (``dict[name, float64 [n_queries]]``) for rows in ranked order.
 
     Explicit arrays override the fields of ``slates``: ``mask``, ``relevant`` (binary labels),
-    ``n_relevant`` (R: relevant passages in the whole judged pool; default ``slates.n_relevant``,
-    else the count in the row), ``gains`` (nDCG's graded gains; default ``slates.relevance``, else
-    ``relevant``), ``ideal_gains``/``ideal_mask`` (the judged pool's gains for nDCG's ideal;
-    default ``slates.ideal_gains``, else the row), ``judged`` (bool per query; default
-    ``slates.judged``: False rows are NA, module doc),
-    ``utilities`` (Eq. 2; default ``slates.utility`` when ``slates.p_no_response`` is annotated),
-    ``scores`` (retriever scores, default ``slates.retrieval_score``), ``is_distractor``.
-    ``graded`` (labels 0..5; ``True`` takes ``slates.relevance``) switches on the set-based
-    family, with ``pool_graded`` as the judged pool (default the row). ``erag_labels`` (per-passage
-    downstream scores in [0, 1], NaN = absent) adds ``erag@k``. ``alpha``/``beta`` add ``udcg_theta@k``.
-    ``heuristic`` configures the distractor-aware utilities; by default the score rule is
-    ``"ratio"``, or ``"range"`` when some row's top score is not positive.
+    ``n_relevant`` (R of the whole judged pool; default ``slates.n_relevant``, else the count in the
+    row), ``gains`` (nDCG's graded gains; default ``slates.relevance``, else ``relevant``),
+    ``ideal_gains``/``ideal_mask`` (the judged pool's gains; default ``slates.ideal_gains``, else the
+    row), ``judged`` (per query; False rows are NA), ``utilities`` (Eq. 2; default ``slates.utility``
+    when ``slates.p_no_response`` is annotated), ``scores`` (``slates.retrieval_score``),
+    ``is_distractor``. ``graded`` (labels 0..5; ``True`` takes ``slates.relevance``) adds the
+    set-based family, with ``pool_graded`` as the judged pool. ``erag_labels`` (per-passage
+    downstream scores in [0, 1], NaN = absent) adds ``erag@k``; ``alpha``/``beta`` add
+    ``udcg_theta@k``; ``heuristic`` defaults to :func:`~udcg_ltr.metrics.distractor.default_heuristic`.
     """
-    m = mask if mask is not None else _field(slates, "mask")
-    rel = relevant if relevant is not None else _field(slates, "relevant")
+    rel = _pick(relevant, slates, "relevant")
     if rel is None:
         raise ValueError("metric_table needs binary relevance: pass slates or relevant=")
-    rel = _as_2d(rel)
-    m = np.ones(rel.shape, dtype=bool) if m is None else _as_mask(m, rel.shape)
-    check_not_nan(rel, m, "relevant")
+    rel, m = as_padded(rel, _pick(mask, slates, "mask"), dtype=None, what="relevant")
     rel = rel.astype(bool) & m
-    explicit_n_rel = n_relevant if n_relevant is not None else _field(slates, "n_relevant")
-    n_rel = rel.sum(axis=1).astype(np.float64) if explicit_n_rel is None else \
-        np.asarray(explicit_n_rel, dtype=np.float64).reshape(-1)
-    g = gains if gains is not None else _field(slates, "relevance")
-    g = rel.astype(np.float64) if g is None else _as_2d(g, np.float64)
-    check_not_nan(g, m, "gains")
-    g = np.where(m, g, 0.0)
-    ok = judged if judged is not None else _field(slates, "judged")
+    n_rel = _pick(n_relevant, slates, "n_relevant")  # None: classic counts R in the row
+    g = _pick(gains, slates, "relevance")
+    g = rel.astype(np.float64) if g is None else as_padded(g, m, what="gains")[0]
+    ok = _pick(judged, slates, "judged")
     ok = np.ones(rel.shape[0], dtype=bool) if ok is None else np.asarray(ok, dtype=bool).reshape(-1)
     out: dict[str, np.ndarray] = {}
 
@@ -135,7 +122,7 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
 
     u = utilities
     if u is None and slates is not None:
-        pnr = _field(slates, "p_no_response")
+        pnr = getattr(slates, "p_no_response", None)
         if pnr is not None and np.isfinite(np.where(m, pnr, 0.0)).all() and m.any():
             u = slates.utility
     if u is not None:
@@ -143,7 +130,7 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
         if alpha is not None and beta is not None:
             out[key("udcg_theta")] = udcg_theta(u, alpha, beta, m, k=k)
 
-    pool, pool_mask = _ideal(g, rel, m, ideal_gains, ideal_mask, slates, explicit_n_rel, k)
+    pool, pool_mask = _ideal(g, rel, m, ideal_gains, ideal_mask, slates, n_rel, k)
     out[key("ndcg")] = classic.ndcg(g, m, k=k, ideal_gains=pool, ideal_mask=pool_mask)
     out[key("mrr")] = classic.reciprocal_rank(rel, m, k=k)
     out[key("map")] = classic.average_precision(rel, m, k=k, n_relevant=n_rel)
@@ -152,20 +139,17 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     out[key("hits")] = classic.hits(rel, m, k=k)
 
     if graded is not None and graded is not False:
-        gr = _field(slates, "relevance") if graded is True else graded
+        gr = getattr(slates, "relevance", None) if graded is True else graded
         gm = graded_mask if graded_mask is not None else m
         pool_kw = dict(pool_grades=pool_graded, pool_mask=pool_graded_mask)
-        out[key("ra_nwg")] = setbased.ra_nwg(gr, gm, k=k, **pool_kw)
-        out[key("proc")] = setbased.proc(gr, gm, k=k, **pool_kw)
-        out[key("pct_proc")] = setbased.pct_proc(gr, gm, k=k, **pool_kw)
-        out[key("n_recall_4plus")] = setbased.n_recall_4plus(gr, gm, k=k, **pool_kw)
-        out[key("n_recall_5")] = setbased.n_recall_5(gr, gm, k=k, **pool_kw)
+        for name in ("ra_nwg", "proc", "pct_proc", "n_recall_4plus", "n_recall_5"):
+            out[key(name)] = getattr(setbased, name)(gr, gm, k=k, **pool_kw)
         out[key("precision_4plus")] = setbased.precision_4plus(gr, gm, k=k)
         out[key("harm")] = setbased.harm_at_k(gr, gm, k=k)
 
-    s = scores if scores is not None else _field(slates, "retrieval_score")
-    dis = is_distractor if is_distractor is not None else _field(slates, "is_distractor")
-    config = heuristic if heuristic is not None else _default_heuristic(s, m)
+    s = _pick(scores, slates, "retrieval_score")
+    dis = _pick(is_distractor, slates, "is_distractor")
+    config = heuristic if heuristic is not None else distractor.default_heuristic(s, m)
     h = distractor.heuristic_utilities(rel, s, m, is_distractor=dis, config=config)
     out[key("da_dcg")] = distractor.distractor_aware_dcg(h, m, k=k)
     out[key("da_harm")] = distractor.distractor_harm(h, m, k=k)
@@ -196,50 +180,33 @@ def trec_table(gains, mask=None, *, ideal_gains=None, ideal_mask=None, n_relevan
                threshold: float = 1, cutoffs=(5, 10)) -> dict[str, np.ndarray]:
     """trec_eval's measures per query for full rankings in ranked order (``[Q, W]`` grades, column 0 = rank 1).
 
-    trec_eval's definitions (``-l threshold`` for the binary ones): gains are the grades, those
-    <= 0 carry none (``ndcg``); ``R`` (``n_relevant``) and the ideal (``ideal_gains``) come from the
-    qrels, retrieved or not (default: the row itself); ``precision@c`` divides by c; ``mrr@c`` is
-    ``recip_rank`` on the top c. Columns for every cutoff ``c``: ``ndcg@c`` ``map@c`` ``precision@c``
-    ``recall@c`` ``mrr@c``; uncut: ``ndcg`` ``map`` ``recall`` (``set_recall``) ``mrr``. Queries with
-    ``judged`` False are NA (trec_eval leaves queries without qrels out of its averages).
+    trec_eval's definitions (``-l threshold`` for the binary ones): grades <= 0 carry no gain; ``R``
+    (``n_relevant``) and the ideal (``ideal_gains``) come from the qrels, retrieved or not (default:
+    the row). Columns for every cutoff ``c``: ``ndcg@c`` ``map@c`` ``precision@c`` ``recall@c``
+    ``mrr@c`` (``recip_rank`` on the top c); uncut: ``ndcg`` ``map`` ``recall`` (``set_recall``)
+    ``mrr``. Queries with ``judged`` False are NA (trec_eval leaves them out of its averages).
     """
-    g, m = prepare(gains, mask, None, dtype=np.float64)
-    m = np.ones(g.shape, dtype=bool) if m is None else m
-    g = np.where(m & (g > 0), g, 0.0)  # trec_eval: only positive grades are gains
+    g, m = as_padded(gains, mask)
+    g = np.where(g > 0, g, 0.0)  # trec_eval: only positive grades are gains
     rel = m & (g >= threshold)
     if ideal_gains is None:
         ideal_gains, ideal_mask = g, m
     else:
-        ideal_gains = _as_2d(ideal_gains, np.float64)
-        ideal_mask = np.ones(ideal_gains.shape, bool) if ideal_mask is None else _as_mask(ideal_mask, ideal_gains.shape)
-        check_not_nan(ideal_gains, ideal_mask, "ideal_gains")
+        ideal_gains, ideal_mask = as_padded(ideal_gains, ideal_mask, what="ideal_gains")
         ideal_mask = ideal_mask & (ideal_gains > 0)
         ideal_gains = np.where(ideal_mask, ideal_gains, 0.0)
-    n_rel = rel.sum(axis=1).astype(np.float64) if n_relevant is None else \
-        np.asarray(n_relevant, dtype=np.float64).reshape(-1)
     out: dict[str, np.ndarray] = {}
     for c in (*sorted(set(int(c) for c in cutoffs)), None):
         out[metric_key("ndcg", c)] = classic.ndcg(g, m, k=c, ideal_gains=ideal_gains, ideal_mask=ideal_mask)
-        out[metric_key("map", c)] = classic.average_precision(rel, m, k=c, n_relevant=n_rel)
+        out[metric_key("map", c)] = classic.average_precision(rel, m, k=c, n_relevant=n_relevant)
         if c is not None:
             out[metric_key("precision", c)] = classic.precision(rel, m, k=c)
-        out[metric_key("recall", c)] = classic.recall(rel, m, k=c, n_relevant=n_rel)
+        out[metric_key("recall", c)] = classic.recall(rel, m, k=c, n_relevant=n_relevant)
         out[metric_key("mrr", c)] = classic.reciprocal_rank(rel, m, k=c)
     if judged is not None:
         ok = np.asarray(judged, dtype=bool).reshape(-1)
         out = {name: np.where(ok, v, np.nan) for name, v in out.items()}
     return out
-
-
-def _default_heuristic(scores, mask) -> distractor.HeuristicConfig:
-    if scores is None:
-        return distractor.HeuristicConfig()
-    s = _as_2d(scores, np.float64)
-    ok = mask & np.isfinite(s)
-    top = np.where(ok, s, -np.inf).max(axis=1, initial=-np.inf)
-    if (top[np.isfinite(top)] <= 0).any():
-        return distractor.HeuristicConfig(score_rule="range")
-    return distractor.HeuristicConfig()
 
 
 def summarize(table: dict[str, np.ndarray]) -> dict[str, MeanResult]:
@@ -254,7 +221,3 @@ def format_markdown(summary: dict[str, MeanResult], *, digits: int = 4) -> str:
         value = "NA" if np.isnan(res.value) else f"{res.value:.{digits}f}"
         lines.append(f"| {name} | {value} | {res.n} | {res.n_na} |")
     return "\n".join(lines)
-
-
-__all__ = ["METRIC_NAMES", "display_name", "format_markdown", "metric_key", "metric_table", "summarize", "trec_measure",
-           "trec_table"]

@@ -1,18 +1,14 @@
 """Differentiable torch versions of the metrics the losses optimise: UDCG (Eq. 4), UDCG_theta (Eq. 3), DCG.
 
-They mirror :mod:`udcg_ltr.metrics.udcg` and :mod:`udcg_ltr.metrics.classic` on ``[n_queries, k]``
-tensors and agree with them to float precision on hard masks. ``mask`` may also be *soft* (a
-float inclusion weight in [0, 1] per passage, e.g. a relaxed top-k selection): the sums become
-weighted sums and the context size ``k`` becomes ``sum(mask)``, which is what a smooth UDCG@k
-objective differentiates through.
+They mirror :mod:`udcg_ltr.metrics.udcg` and :mod:`udcg_ltr.metrics.classic` and agree with them to
+float precision on hard masks. ``mask`` may also be *soft* (an inclusion weight in [0, 1] per
+passage, e.g. a relaxed top-k selection): sums become weighted sums and the context size ``k``
+becomes ``sum(mask)``, which is what a smooth UDCG@k objective differentiates through.
 
-NaN follows the numpy rule (:mod:`udcg_ltr.metrics._common`): a NaN value at a real entry (mask
-True, or a soft weight > 0; every entry without a mask) raises ``ValueError``; a NaN under a
-``False`` mask or a zero weight is padding and is replaced by 0 before any product, so it reaches
-neither the value nor the gradient (``0 * NaN`` would be NaN). The check reads one boolean back
-from the device per call; the losses pass ``validate=False`` (a training step must never wait for
-the GPU), because their targets were checked on the host when the slates were built
-(:func:`udcg_ltr.models.datamodule.build_slates`). Padding is zeroed either way.
+NaN follows the numpy rule (:mod:`udcg_ltr.metrics._common`; a soft weight > 0 is real). Padding is
+zeroed before any product, so NaN there reaches neither value nor gradient. The check reads one
+boolean back from the device: the losses pass ``validate=False`` (a training step must never wait
+for the GPU) because :func:`udcg_ltr.models.datamodule.build_slates` checked their targets on the host.
 """
 
 from __future__ import annotations
@@ -22,16 +18,10 @@ import torch
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
-def _mask(u: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    if mask is None:
-        return torch.ones_like(u)
-    return mask.to(u.dtype)
-
-
 def _checked(values: torch.Tensor, mask: torch.Tensor | None, what: str = "values",
              validate: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """``(values with padding set to 0, inclusion weights)``; ``ValueError`` on NaN at a real entry (if ``validate``)."""
-    w = _mask(values, mask)
+    w = torch.ones_like(values) if mask is None else mask.to(values.dtype)
     real = None if mask is None else (mask if mask.dtype == torch.bool else w > 0)
     if validate:
         if mask is not None and mask.dtype != torch.bool and bool(torch.isnan(w).any()):
@@ -75,18 +65,16 @@ def top_k_mask_torch(scores: torch.Tensor, mask: torch.Tensor | None, k: int) ->
     return (pos < k) & mask
 
 
-def _hard_positions(mask: torch.Tensor | None, shape, device) -> torch.Tensor | None:
-    """0-based rank of each real entry for a boolean mask (None for soft or absent masks)."""
+def _positions(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """0-based rank of each entry: among the real entries for a boolean mask, else the column index."""
     if mask is None or mask.dtype != torch.bool:
-        return None
+        return torch.arange(values.shape[-1], device=values.device).expand(values.shape)
     return torch.clamp(torch.cumsum(mask.to(torch.long), dim=-1) - 1, min=0)
 
 
-def _positional(weights: torch.Tensor, pos: torch.Tensor | None, k: int) -> torch.Tensor:
-    if pos is None:
-        return weights[..., :k]
-    full = weights.expand(pos.shape[0], weights.shape[-1]) if weights.dim() == 1 else weights
-    return torch.gather(full, -1, pos)
+def _positional(weights: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """Positional weights (``[k]`` or ``[Q, k]``) picked at each entry's rank."""
+    return torch.gather(weights.expand(*pos.shape[:-1], weights.shape[-1]), -1, pos)
 
 
 def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor,
@@ -101,18 +89,12 @@ def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.T
     for name, weights in (("alpha", alpha), ("beta", beta)):
         if bool(torch.isnan(weights).any()):
             raise ValueError(f"{name}: NaN positional weight")
-    k = utilities.shape[-1]
-    pos = _hard_positions(mask, utilities.shape, utilities.device)
-    a = _positional(alpha.to(utilities.dtype), pos, k)
-    b = _positional(beta.to(utilities.dtype), pos, k)
+    pos = _positions(utilities, mask)
+    a = _positional(alpha.to(utilities.dtype), pos)
+    b = _positional(beta.to(utilities.dtype), pos)
     u = u * w
     z = (a * torch.clamp(u, min=0.0) + b * torch.clamp(u, max=0.0)).sum(-1)
     return torch.sigmoid(z)
-
-
-def log2_discounts_torch(n: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
-    """``1 / log2(i + 1)`` for ranks ``i = 1..n`` (the DCG discount), as a tensor."""
-    return 1.0 / torch.log2(torch.arange(2, n + 2, dtype=dtype, device=device))
 
 
 def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int | None = None) -> torch.Tensor:
@@ -123,10 +105,8 @@ def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int |
     """
     g, w = _checked(gains, mask, "gains")
     n = gains.shape[-1]
-    disc = log2_discounts_torch(n, dtype=gains.dtype, device=gains.device)
-    pos = _hard_positions(mask, gains.shape, gains.device)
-    if pos is None:
-        pos = torch.arange(n, device=gains.device).expand(gains.shape)
+    disc = 1.0 / torch.log2(torch.arange(2, n + 2, dtype=gains.dtype, device=gains.device))  # 1/log2(i + 1)
+    pos = _positions(gains, mask)
     d = disc[pos]
     if k is not None:
         d = torch.where(pos < k, d, torch.zeros_like(d))

@@ -1,27 +1,20 @@
 """UDCG and UDCG_theta (UDCG paper, Eqs. 3 and 4), vectorised over padded ``[n_queries, k]`` contexts.
 
-UDCG is a set function of a context ``C`` of ``k`` passages:
-
 * Eq. 4, training-free: ``UDCG(q, C) = sigmoid((1/k) * sum_i u_i+  +  (gamma/k) * sum_i u_i-)``
   with ``gamma = 1/3`` by default. It does not depend on passage order.
 * Eq. 3, learned: ``UDCG_theta(q, C) = sigmoid(sum_i alpha_i u_i+  +  sum_i beta_i u_i-)`` with
-  ``2k`` positional weights (``alpha`` for useful passages, ``beta`` for harmful ones) fitted per
-  context size ``k`` (see :mod:`udcg_ltr.fit`).
+  ``2k`` positional weights fitted per context size ``k`` (see :mod:`udcg_ltr.fit`).
 
 ``k`` is the number of real passages in the context (after an optional cutoff). An empty context
-scores ``sigmoid(0) = 0.5``: no evidence either way, which sits between helpful (> 0.5) and
-harmful (< 0.5) contexts, as an abstention sits between a correct and a wrong answer.
-
-A NaN utility at a real entry (or a NaN positional weight) raises ``ValueError``; NaN under a
-``False`` mask is padding and ignored (:mod:`udcg_ltr.metrics._common`), as in
-:mod:`udcg_ltr.metrics.torch_ops`.
+scores ``sigmoid(0) = 0.5``: no evidence either way, as an abstention sits between a correct and a
+wrong answer. NaN follows :mod:`udcg_ltr.metrics._common` (a NaN positional weight raises too).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import check_not_nan, column_positions, masked, n_real, prepare
+from udcg_ltr.metrics._common import check_not_nan, column_positions, masked, n_real, prepare, ratio
 
 DEFAULT_GAMMA = 1.0 / 3.0
 
@@ -38,9 +31,7 @@ def udcg_logit(utilities, mask=None, *, k: int | None = None, gamma: float = DEF
     n = n_real(u, m)
     pos = np.where(u > 0, u, 0.0).sum(axis=1)
     neg = np.where(u < 0, u, 0.0).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        z = (pos + gamma * neg) / n
-    return np.where(n > 0, z, 0.0)
+    return ratio(pos + gamma * neg, n)
 
 
 def udcg(utilities, mask=None, *, k: int | None = None, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
@@ -51,30 +42,27 @@ def udcg(utilities, mask=None, *, k: int | None = None, gamma: float = DEFAULT_G
 def udcg_theta(utilities, alpha, beta, mask=None, *, k: int | None = None) -> np.ndarray:
     """UDCG_theta, Eq. 3: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` per query.
 
-    ``alpha`` and ``beta`` are positional weights: ``[k]`` vectors shared by every query, or
-    per-query ``[n_queries, k]`` arrays; weight ``i`` applies to the ``i``-th real passage of the
-    row (its position, whatever its column), so padding in the middle of a row changes nothing.
+    ``alpha``/``beta``: ``[k]`` weights shared by every query, or ``[n_queries, k]``; weight ``i``
+    applies to the ``i``-th real passage of the row, so padding in the middle of a row changes nothing.
     """
     u, m = prepare(utilities, mask, k, dtype=np.float64)
     u = masked(u, m)
-    pos_idx = column_positions(u, m)
     n_max = int(n_real(u, m).max(initial=0))
-    alpha = np.asarray(alpha, dtype=np.float64)
-    beta = np.asarray(beta, dtype=np.float64)
+    alpha, beta = np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64)
     check_not_nan(alpha, None, "alpha")
     check_not_nan(beta, None, "beta")
     if alpha.shape[-1] < n_max or beta.shape[-1] < n_max:
         raise ValueError(f"need >= {n_max} positional weights, got alpha {alpha.shape}, beta {beta.shape}")
-    safe = np.clip(pos_idx, 0, None)
-    if alpha.ndim == 1:
-        a, b = alpha[safe], beta[safe]
-    else:
-        if alpha.shape[0] != u.shape[0] or beta.shape[0] != u.shape[0]:
-            raise ValueError(f"per-query weights need {u.shape[0]} rows, got alpha {alpha.shape}, beta {beta.shape}")
-        a = np.take_along_axis(alpha, np.minimum(safe, alpha.shape[1] - 1), axis=1)
-        b = np.take_along_axis(beta, np.minimum(safe, beta.shape[1] - 1), axis=1)
-    z = (a * np.where(u > 0, u, 0.0) + b * np.where(u < 0, u, 0.0)).sum(axis=1)
-    return sigmoid(z)
+    if alpha.ndim > 1 and (alpha.shape[0] != u.shape[0] or beta.shape[0] != u.shape[0]):
+        raise ValueError(f"per-query weights need {u.shape[0]} rows, got alpha {alpha.shape}, "
+                         f"beta {beta.shape}")
+    rank = np.clip(column_positions(u, m), 0, None)  # padding: any weight, its utility is 0
+
+    def at_rank(w: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(np.broadcast_to(w, (u.shape[0], w.shape[-1])), rank, axis=1)
+
+    z = at_rank(alpha) * np.where(u > 0, u, 0.0) + at_rank(beta) * np.where(u < 0, u, 0.0)
+    return sigmoid(z.sum(axis=1))
 
 
 def udcg_equivalent_weights(k: int, gamma: float = DEFAULT_GAMMA) -> tuple[np.ndarray, np.ndarray]:

@@ -1,9 +1,7 @@
-"""Passage utility, UDCG paper Eq. 2.
+"""Passage utility, UDCG paper Eq. 2: ``u(q, p) = R(q, p) * (1 - P_LLM(NO-RESPONSE | q, p))``, ``R = +-1``.
 
-``u(q, p) = R(q, p) * (1 - P_LLM(NO-RESPONSE | q, p))`` with ``R = +1`` for a relevant passage and
-``R = -1`` otherwise. A relevant passage the LLM would answer from has ``u`` near +1; an
-irrelevant passage the LLM would still answer from (a distractor) has ``u`` near -1; a passage
-that makes the LLM abstain has ``u`` near 0 whatever its relevance.
+A relevant passage the LLM would answer from has ``u`` near +1; an irrelevant one it would still
+answer from (a distractor) near -1; a passage that makes the LLM abstain near 0 whatever its relevance.
 """
 
 from __future__ import annotations
@@ -14,10 +12,9 @@ from udcg_ltr.metrics._common import as_padded, check_not_nan
 
 
 def passage_utility(relevant, p_no_response, mask=None) -> np.ndarray:
-    """Eq. 2, elementwise over ``[n_queries, k]``: ``u = (+1 if relevant else -1) * (1 - p_no_response)``.
+    """Eq. 2, elementwise over ``[n_queries, k]``: ``u = (+1 if relevant > 0 else -1) * (1 - p_no_response)``.
 
-    ``relevant`` is boolean (or anything where ``> 0`` means relevant). Padding gets utility 0.
-    NaN in ``p_no_response`` or ``relevant`` at a real entry raises ``ValueError``.
+    Padding gets utility 0; NaN in ``p_no_response`` or ``relevant`` at a real entry raises ``ValueError``.
     """
     p, mask = as_padded(p_no_response, mask)
     if np.any((p < 0) | (p > 1)):

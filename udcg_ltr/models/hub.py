@@ -1,16 +1,9 @@
 """Sharing a trained reranker: a generated model card (``README.md``) and ``push_to_hub``.
 
-:func:`write_model_card` writes the folder's ``README.md`` from the facts of its training (base model,
-data set, loss, ``k``, ``gamma``, the LLM whose utilities were the targets, metrics). Facts not passed
-are read from the folder's side file (:data:`~udcg_ltr.models.reranker.RERANKER_CONFIG`, written by
-``fit_reranker``), so a card can be regenerated from the folder alone. The card carries Hugging Face
-metadata (``library_name: sentence-transformers``, ``pipeline_tag: text-ranking``) and the two ways to
-load the model with identical scores (:class:`~udcg_ltr.models.reranker.Reranker`, or
-sentence-transformers' ``CrossEncoder`` with :func:`~udcg_ltr.models.reranker.format_passage`).
-
-:func:`push_to_hub` creates the repository (``HfApi.create_repo(..., exist_ok=True)``) and uploads the
-folder (``HfApi.upload_folder``), writing a card first when the folder has none. It needs the network
-and a token with write access (``token=`` or ``hf auth login``); nothing else in the toolkit does.
+:func:`write_model_card` writes the folder's ``README.md`` (Hugging Face metadata, the facts of its training,
+metrics, and the two ways to load it with identical scores); facts not passed come from the folder's side
+files, so a card can be regenerated from the folder alone. :func:`push_to_hub` needs the network and a token
+with write access (``token=`` or ``hf auth login``); nothing else in the toolkit does.
 """
 
 from __future__ import annotations
@@ -61,48 +54,38 @@ def base_model_name(model_name_or_path: str | os.PathLike) -> str:
     return path.resolve().name
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NA"
-        return f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, sort_keys=True, default=str)
-    return str(value)
-
-
 def _cell(value: Any) -> str:
-    """A markdown table cell: pipes and newlines escaped."""
-    return _fmt(value).replace("|", "\\|").replace("\n", " ")
+    """A markdown table cell: floats to 4 places (NaN: NA), containers as JSON, pipes and newlines escaped."""
+    if isinstance(value, float):
+        text = "NA" if math.isnan(value) else f"{value:.4f}" if abs(value) < 1e4 else f"{value:.4g}"
+    elif isinstance(value, (dict, list, tuple)):
+        text = json.dumps(value, sort_keys=True, default=str)
+    else:
+        text = str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def model_card_text(facts: Mapping[str, Any]) -> str:
     """The model card (markdown with YAML front matter) for ``facts`` (see :func:`write_model_card`)."""
-    base = facts.get("base_model")
-    llm = facts.get("llm")
-    k = facts.get("k")
-    gamma = facts.get("gamma", DEFAULT_GAMMA)
-    name = facts.get("model_name") or "udcg-ltr reranker"
+    base, llm, k = facts.get("base_model"), facts.get("llm"), facts.get("k")
     front = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
              "tags:", "- cross-encoder", "- reranker", "- udcg-ltr", "- retrieval-augmented-generation"]
     if base and _REPO_ID.match(str(base)):
         front.append(f"base_model: {json.dumps(str(base))}")  # a JSON string is a YAML string
     front.append("---")
 
-    lines = [*front, "", f"# {name}", "",
+    lines = [*front, "", f"# {facts.get('model_name') or 'udcg-ltr reranker'}", "",
              "A cross-encoder reranker (one logit per (question, passage) pair) trained with udcg-ltr to put "
-             "first the passages that help a specific LLM answer: its "
-             "targets are passage utilities `u = R * (1 - P_LLM(NO-RESPONSE | q, p))` (UDCG paper, Eq. 2) and "
-             "its objective and metrics follow UDCG@k "
-             "`sigmoid((1/k) sum u+ + (gamma/k) sum u-)` (Eq. 4).", "",
+             "first the passages that help a specific LLM answer: its targets are passage utilities "
+             "`u = R * (1 - P_LLM(NO-RESPONSE | q, p))` (UDCG paper, Eq. 2) and its objective and metrics "
+             "follow UDCG@k `sigmoid((1/k) sum u+ + (gamma/k) sum u-)` (Eq. 4).", "",
              "## Training", "", "| fact | value |", "|---|---|"]
     rows = [("base model", base if base else "unknown"), ("data set", facts.get("dataset", "unknown")),
             ("loss", facts.get("loss", "unknown"))]
     if facts.get("loss_kwargs"):
         rows.append(("loss arguments", facts["loss_kwargs"]))
-    rows += [("k (context size)", k if k is not None else "unknown"), ("gamma", gamma),
+    rows += [("k (context size)", k if k is not None else "unknown"),
+             ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
              ("LLM whose utilities were the targets", llm if llm else "none (relevance targets)"),
              ("passage template", facts.get("template", DEFAULT_TEMPLATE))]
     for key in ("max_length", "relevance_threshold", "seed"):
@@ -149,13 +132,10 @@ def model_card_text(facts: Mapping[str, Any]) -> str:
 def write_model_card(folder: str | os.PathLike, **facts: Any) -> Path:
     """Write ``folder/README.md`` (atomically) describing the reranker saved in ``folder``; returns its path.
 
-    ``facts``: ``base_model``, ``dataset``, ``loss``, ``loss_kwargs``, ``k``, ``gamma``, ``llm`` (whose
-    utilities were the targets), ``metrics`` (a mapping), ``template``, ``max_length``, ``relevance_threshold``,
-    ``seed``, ``model_name`` (the card's title); any other keyword is listed under "other settings". Facts not
-    given come from the previous card's facts (:data:`CARD_FACTS`, written with every card) and the folder's side
-    file (``udcg_ltr_reranker.json``), so ``write_model_card(folder, dataset="...")`` after training adds the data
-    set's name and keeps the metrics; a local ``base_model`` path is shown as a shareable name
-    (:func:`base_model_name`).
+    ``facts``: those of :data:`_KNOWN` (``llm``: whose utilities were the targets; ``metrics``: a mapping;
+    ``model_name``: the card's title); any other keyword is listed under "other settings". Facts not given
+    come from the previous card's (:data:`CARD_FACTS`) and the side file (``udcg_ltr_reranker.json``), so
+    ``write_model_card(folder, dataset="...")`` after training adds the data set's name and keeps the metrics.
     """
     folder = Path(folder)
     if not (folder / "config.json").is_file():
@@ -178,12 +158,9 @@ def write_model_card(folder: str | os.PathLike, **facts: Any) -> Path:
 
 def push_to_hub(folder: str | os.PathLike, repo_id: str, token: str | None = None, private: bool = False, *,
                 commit_message: str = "Upload udcg-ltr reranker") -> Any:
-    """Create the model repository ``repo_id`` (kept if it exists) and upload ``folder`` to it; returns the
-    upload's ``CommitInfo``. A folder without ``README.md`` gets a generated card first (:func:`write_model_card`).
-
-    ``token``: a Hugging Face token with write access (default: ``HF_TOKEN`` or the saved login);
-    ``private``: create the repository private (an existing repository keeps its visibility).
-    """
+    """Create the model repository ``repo_id`` (kept if it exists, with its visibility) and upload ``folder``;
+    returns the upload's ``CommitInfo``. A folder without ``README.md`` gets a generated card first.
+    ``token`` default: ``HF_TOKEN`` or the saved login."""
     folder = Path(folder)
     if not _REPO_ID.match(str(repo_id)):
         raise ValueError(f"repo_id must look like 'user-or-org/name', got {repo_id!r}")

@@ -59,9 +59,5 @@ def resolve_precision(precision: str | int | None, accelerator: str | None = "cp
 
 def autocast(device: torch.device | str, precision: str) -> contextlib.AbstractContextManager:
     """The ``torch.autocast`` context of a (resolved) mixed ``precision`` on ``device``; a no-op for ``32-true``."""
-    device_type = torch.device(device).type
-    if precision == "bf16-mixed":
-        return torch.autocast(device_type, dtype=torch.bfloat16)
-    if precision == "16-mixed":
-        return torch.autocast(device_type, dtype=torch.float16)
-    return contextlib.nullcontext()
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+    return torch.autocast(torch.device(device).type, dtype=dtype) if dtype else contextlib.nullcontext()

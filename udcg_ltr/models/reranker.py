@@ -3,30 +3,19 @@
 >>> rr = Reranker.from_pretrained("outputs/.../model", device="cpu", batch_size=64, max_length=256)
 >>> rr.predict([("who wrote Hamlet?", "Hamlet is a tragedy by Shakespeare.")])          # sentence-transformers
 array([3.1], dtype=float32)
->>> rr.rank("who wrote Hamlet?", ["Hamlet is a tragedy by Shakespeare.", "Paris is in France."], top_k=1)
-[{'corpus_id': 0, 'score': 3.1}]
 >>> rr.rank_passages("who wrote Hamlet?", record.passages, top_k=1)                     # with ids and ranks
 [RankedPassage(index=0, pid='d7', text='Hamlet. Hamlet is ...', score=3.1, rank=1)]
 
-``predict`` and ``rank`` take and return what sentence-transformers' ``CrossEncoder`` does
-(``rank``: dicts ``{"corpus_id", "score"}`` (+ ``"text"``) by descending score), so code written for
-a ``CrossEncoder`` runs on a :class:`Reranker` unchanged. Scores are the model's raw logits.
+``predict`` and ``rank`` take and return what sentence-transformers' ``CrossEncoder`` does, so code written
+for a ``CrossEncoder`` runs on a :class:`Reranker` unchanged. Scores are the model's raw logits.
 
-Pairs are tokenised once, sorted by tokenised length and scored in batches of at most
-``batch_size`` pairs and ``max_tokens`` padded tokens (little padding; on a GPU a large token
-budget keeps it busy), under the autocast of ``precision`` (``"bf16-mixed"`` where the hardware
-has bf16 units, see :mod:`udcg_ltr.models.precision`), on ``device`` (default: CUDA when
-available), with a tqdm bar for large inputs; results come back in input order. Weights are read
-from ``model.safetensors`` only (no pickle). Passages given as :class:`Passage` are formatted
-with the template the model was trained with (saved next to the weights in
-``udcg_ltr_reranker.json``); plain strings are scored as they are.
+Weights are read from ``model.safetensors`` only (no pickle). :class:`Passage` s are formatted with the
+template the model was trained with (:data:`RERANKER_CONFIG`); plain strings are scored as they are.
 
-A saved model directory is an ordinary transformers checkpoint (``AutoModelForSequenceClassification``,
-``num_labels=1``) that sentence-transformers' ``CrossEncoder`` loads with the same scores: its
-tokenizer's ``model_max_length`` is the training ``max_length`` (the same truncation) and its
-``config.json`` names the identity as CrossEncoder's activation (:data:`CROSS_ENCODER_ACTIVATION`;
-CrossEncoder's default is a sigmoid). CrossEncoder cannot know the passage template, so the one way
-to score titled passages identically is :func:`format_passage` with :func:`read_template`::
+A saved folder is an ordinary transformers checkpoint that sentence-transformers' ``CrossEncoder`` loads with
+the same scores (same truncation; ``config.json`` names the identity as its activation,
+:data:`CROSS_ENCODER_ACTIVATION`). To score titled passages identically, format them with
+:func:`format_passage` and :func:`read_template`::
 
     template = read_template(folder)
     CrossEncoder(folder).predict([(question, format_passage(title, text, template)) for title, text in docs])
@@ -45,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from udcg_ltr.batching import length_batches
+from udcg_ltr.batching import length_batches, progress_bar
 from udcg_ltr.data.jsonl import loads_json
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.io import DataError, atomic_directory, atomic_write_json
@@ -75,26 +64,21 @@ class RankedPassage:
 
 def save_reranker(model, tokenizer, path: str | os.PathLike, *, max_length: int | None = None,
                   template: str = DEFAULT_TEMPLATE, extra: Mapping[str, Any] | None = None) -> str:
-    """Write model + tokenizer + :data:`RERANKER_CONFIG` to ``path`` atomically (a whole-directory swap).
-
-    Everything goes to a temporary sibling directory first, which then replaces ``path`` by
-    rename: a crash leaves either the previous model or the new one, never a mix.
-    """
+    """Write model + tokenizer + :data:`RERANKER_CONFIG` to ``path`` atomically (a whole-directory swap: a
+    crash leaves either the previous model or the new one, never a mix)."""
     path = Path(path)
     # CrossEncoder reads its activation from config.json: the identity makes its scores our logits.
     st_config = dict(getattr(model.config, "sentence_transformers", None) or {})
     model.config.sentence_transformers = {**st_config, "activation_fn": CROSS_ENCODER_ACTIVATION}
+    cfg = {"template": template, **dict(extra or {})}
+    if max_length is not None or (tokenizer is not None and cfg.get("max_length") is not None):
+        cfg["max_length"] = int(max_length if max_length is not None else cfg["max_length"])
     with atomic_directory(path) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
-        cfg = {"template": template, **dict(extra or {})}
         if tokenizer is not None:
-            if max_length is None:
-                max_length = (extra or {}).get("max_length")
-            if max_length is not None:
-                tokenizer.model_max_length = int(max_length)
+            if cfg.get("max_length") is not None:  # CrossEncoder truncates the same way
+                tokenizer.model_max_length = cfg["max_length"]
             tokenizer.save_pretrained(tmp)
-        if max_length is not None:
-            cfg["max_length"] = int(max_length)
         atomic_write_json(tmp / RERANKER_CONFIG, cfg)
     return str(path)
 
@@ -140,25 +124,21 @@ def format_passage(title: str, text: str, template: str = DEFAULT_TEMPLATE) -> s
     return passage_text(Passage(pid="-", title=title or "", text=text), template)
 
 
-def _resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(device)
-
-
 class Reranker:
     """Batched cross-encoder scoring and ranking (see the module docstring)."""
 
+    #: Inputs of at least this many pairs get a progress bar unless ``progress`` says otherwise.
+    PROGRESS_THRESHOLD = 2000
+
     def __init__(self, model, tokenizer, *, device: str | torch.device | None = None, batch_size: int = 64,
-                 max_length: int = 256, template: str = DEFAULT_TEMPLATE, progress_threshold: int = 2000,
-                 precision: str = "32-true", max_tokens: int | None = None, retriever_fusion: float = 0.0):
-        self.device = _resolve_device(device)
+                 max_length: int = 256, template: str = DEFAULT_TEMPLATE, precision: str = "32-true",
+                 max_tokens: int | None = None, retriever_fusion: float = 0.0):
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.batch_size, self.max_length, self.template = int(batch_size), int(max_length), template
         self.max_tokens = None if max_tokens is None else int(max_tokens)
         self.precision = resolve_precision(precision, "gpu" if self.device.type == "cuda" else "cpu")
-        self.progress_threshold = progress_threshold
         #: Weight of the retriever's evidence in :meth:`score_records` (:mod:`udcg_ltr.models.fusion`; 0: none).
         self.retriever_fusion = check_weight(retriever_fusion)
 
@@ -166,12 +146,9 @@ class Reranker:
     def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = None,
                         batch_size: int = 64, max_length: int | None = None, dtype: torch.dtype | None = None,
                         **kwargs: Any) -> Reranker:
-        """Load a saved reranker (or any one-logit sequence-classification checkpoint) from safetensors weights.
-
-        ``device=None`` takes CUDA when available; ``precision`` / ``max_tokens`` and the rest go to the constructor.
-        The retriever-fusion weight saved with the model (``retriever_fusion`` in :data:`RERANKER_CONFIG`) is used
-        unless ``retriever_fusion`` is given.
-        """
+        """Load a saved reranker (or any one-logit sequence-classification checkpoint) from safetensors
+        weights, with the retriever-fusion weight saved with it unless ``retriever_fusion`` is given;
+        ``device=None`` takes CUDA when available."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)
@@ -199,7 +176,8 @@ class Reranker:
                     desc: str = "scoring", batch_size: int | None = None) -> np.ndarray:
         """Logits for aligned (question, passage text) pairs, in input order (float64 holding float32 values).
 
-        ``batch_size``: pairs per forward pass for this call (default: the reranker's).
+        Pairs are tokenised once, sorted by length and scored in batches of at most ``batch_size`` pairs
+        (default: the reranker's) and ``max_tokens`` padded tokens, under the autocast of ``precision``.
         """
         if len(questions) != len(texts):
             raise ValueError(f"{len(questions)} questions but {len(texts)} passages")
@@ -208,10 +186,8 @@ class Reranker:
             return np.zeros(0)
         enc = encode_pairs(self.tokenizer, questions, texts, self.max_length)
         lengths = [len(ids) for ids in enc["input_ids"]]
-        show = progress if progress is not None else n >= self.progress_threshold
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, desc=desc, unit="pair", disable=not show)
+        show = progress if progress is not None else n >= self.PROGRESS_THRESHOLD
+        bar = progress_bar(n, desc, show, unit="pair")
         pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
         left = getattr(self.tokenizer, "padding_side", "right") == "left"
         logits, index = [], []
@@ -243,12 +219,8 @@ class Reranker:
                 activation_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, convert_to_numpy: bool = True,
                 convert_to_tensor: bool = False):
         """Scores of ``(query, passage)`` pairs, as ``CrossEncoder.predict``: a float32 array (a tensor with
-        ``convert_to_tensor``, a list of 0-d tensors with ``convert_to_numpy=False``; one pair in, one score out).
-
-        A passage is a string (scored as given) or a :class:`Passage` (formatted with the saved template).
-        ``activation_fn`` is applied to the logits (none by default: the saved CrossEncoder activation is the
-        identity); ``batch_size`` defaults to the reranker's.
-        """
+        ``convert_to_tensor``, a list of 0-d tensors with ``convert_to_numpy=False``; one pair in, one score
+        out). ``activation_fn`` (none by default) is applied to the logits."""
         single = _is_single_pair(pairs)
         pairs = [pairs] if single else list(pairs)
         for i, pair in enumerate(pairs):
@@ -259,46 +231,29 @@ class Reranker:
                                                    desc="predicting").astype(np.float32))
         if activation_fn is not None:
             scores = activation_fn(scores)
-        if convert_to_tensor:
-            out = scores
-        elif convert_to_numpy:
-            out = scores.numpy()
-        else:
-            out = list(scores)
+        out = scores if convert_to_tensor else scores.numpy() if convert_to_numpy else list(scores)
         return out[0] if single else out
 
     def rank(self, query: str, documents: Sequence[Passage | str], top_k: int | None = None,
              return_documents: bool = False, batch_size: int | None = None, show_progress_bar: bool | None = False,
              activation_fn: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[dict[str, Any]]:
-        """``CrossEncoder.rank``: ``[{"corpus_id": i, "score": s}, ...]`` (+ ``"text"``: the document as given, a
-        :class:`Passage` as the text it was scored as) by descending score, ties in input order, cut to ``top_k``.
-
-        :meth:`rank_passages` gives :class:`RankedPassage` s (ids and ranks) instead.
-        """
+        """``CrossEncoder.rank``: ``[{"corpus_id": i, "score": s}, ...]`` (+ ``"text"``: the text scored) by
+        descending score, ties in input order, cut to ``top_k``; :meth:`rank_passages` adds ids and ranks."""
         scores = self.predict([(query, d) for d in documents], batch_size=batch_size,
                               show_progress_bar=show_progress_bar, activation_fn=activation_fn)
-        results = []
-        for i in np.argsort(-scores.astype(np.float64), kind="stable"):
-            hit: dict[str, Any] = {"corpus_id": int(i), "score": float(scores[i])}
-            if return_documents:
-                hit["text"] = documents[i] if isinstance(documents[i], str) else self._text(documents[i])
-            results.append(hit)
-        return results if top_k is None else results[:top_k]
+        ranked = _ranked(documents, scores, top_k, self._text)
+        return [{"corpus_id": r.index, "score": r.score, **({"text": r.text} if return_documents else {})}
+                for r in ranked]
 
     def score_records(self, records: Sequence[QueryRecord], *, progress: bool | None = None,
                       fuse: bool = True) -> list[np.ndarray]:
-        """Per record, one score per passage in ``record.passages`` order; all pairs batched together.
-
-        With a retriever-fusion weight (and ``fuse``), records carrying retriever scores or ranks get the fused
-        score of :func:`udcg_ltr.models.fusion.fuse_scores`; ``fuse=False`` gives the cross-encoder's logits.
-        """
+        """Per record, one score per passage in ``record.passages`` order, all pairs batched together: with a
+        retriever-fusion weight the fused score (:func:`udcg_ltr.models.fusion.fuse_scores`), with
+        ``fuse=False`` the cross-encoder's logits."""
         questions = [r.question for r in records for _ in r.passages]
         texts = [self._text(p) for r in records for p in r.passages]
         flat = self.score_pairs(questions, texts, progress=progress, desc="reranking")
-        out, start = [], 0
-        for r in records:
-            out.append(flat[start:start + len(r.passages)])
-            start += len(r.passages)
+        out = np.split(flat, np.cumsum([len(r.passages) for r in records])[:-1]) if records else []
         return fuse_scores(records, out, self.retriever_fusion) if fuse and self.retriever_fusion > 0 else out
 
     def rank_records(self, records: Sequence[QueryRecord], top_k: int | None = None, *,
@@ -327,11 +282,9 @@ def _ranked(passages, scores, top_k, fmt) -> list[RankedPassage]:
 
 
 def write_run(records: Sequence[QueryRecord], scores, path: str | os.PathLike, tag: str = "udcg_ltr") -> Path:
-    """Write a 6-column TREC run (``qid Q0 pid rank score tag``) of ``scores`` over ``records``, atomically.
-
-    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``.
-    Ranks follow descending score, ties in passage order (as :func:`udcg_ltr.metrics.rank_by_scores`).
-    """
+    """Write a 6-column TREC run (``qid Q0 pid rank score tag``) of ``scores`` (as
+    :func:`~udcg_ltr.models.evaluation.align_scores` takes them) over ``records``, atomically; ranks by
+    descending score, ties in passage order."""
     from udcg_ltr.data.readers.trec import write_trec_run
 
     run = {r.qid: {p.pid: float(v) for p, v in zip(r.passages, s)}

@@ -1,23 +1,12 @@
 """``fit_reranker``: train a cross-encoder on query records and save the best model.
 
-Plain keyword arguments, so a Hydra config (``model=cross_encoder``, ``loss=...``, ``trainer=...``)
-maps onto it one to one. The run:
-
-1. seeds everything (``seed_everything(seed, workers=True)``; each epoch's random state is a
-   function of ``(seed, epoch)``, so a resumed run repeats an uninterrupted one);
-2. builds :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule` and
-   :class:`~udcg_ltr.models.datamodule.SlateDataModule` (targets: utilities of ``llm``, Eq. 2);
-3. trains with AdamW + linear warm-up/decay, validation every epoch on ``val/udcg@{k}`` (or
-   ``val/{monitor_metric}@{k}``) and ``last.ckpt`` for resuming. The ``pl.Trainer`` and its callbacks
-   (best-model checkpointing with atomic file writes, early stopping, learning-rate monitor) are
-   instantiated from ``_target_`` configs, Hydra's ``trainer`` and ``callbacks`` groups
-   (``trainer=`` / ``callback_configs=``), or built from the keyword arguments when those are not given;
-   ``precision="auto"`` is resolved first (bf16 autocast where the CPU or GPU has bf16 units,
-   :mod:`udcg_ltr.models.precision`) and the host-side settings (:data:`HOST_SIDE_KEYS`) never reach Lightning;
-4. reloads the best checkpoint, writes it with ``save_pretrained`` (+ tokenizer) to
-   ``output_dir/model``, with a model card (``README.md``, :func:`udcg_ltr.models.hub.write_model_card`),
-   and returns ``(model_path, metrics)`` where ``metrics`` holds the best model's full validation table
-   (and test table when ``test_records`` are given).
+Plain keyword arguments, so a Hydra config (``model=cross_encoder``, ``loss=...``, ``trainer=...``) maps onto
+it one to one. Targets are the utilities of ``llm`` (Eq. 2); validation every epoch reports ``val/udcg@{k}``
+(or ``val/{monitor_metric}@{k}``). The ``pl.Trainer`` and its callbacks come from ``_target_`` configs
+(Hydra's ``trainer`` / ``callbacks`` groups) or are built from the keyword arguments; ``precision="auto"`` is
+resolved first (:mod:`udcg_ltr.models.precision`) and the host-side settings (:data:`HOST_SIDE_KEYS`) never
+reach Lightning. The best checkpoint is exported with ``save_pretrained`` to ``output_dir/model`` with a model
+card (:func:`udcg_ltr.models.hub.write_model_card`).
 """
 
 from __future__ import annotations
@@ -28,6 +17,8 @@ import json
 import logging
 import os
 import shutil
+import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,13 +59,9 @@ class EpochSummary(pl.Callback):
         self._pairs = 0
 
     def on_train_epoch_start(self, trainer, module):
-        import time
-
         self._t0, self._pairs = time.perf_counter(), 0
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        import time
-
         self._pairs += int(batch.get("n_pairs", 0))
         self._t1 = time.perf_counter()
 
@@ -90,9 +77,6 @@ class EpochSummary(pl.Callback):
 
 
 def _quiet_lightning() -> None:
-    import logging
-    import warnings
-
     # The "does not have many workers" hint is wrong for this in-process tokenising loader.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)`.*")
@@ -104,16 +88,10 @@ def _quiet_lightning() -> None:
 #: the Trainer is instantiated. ``None`` = chosen for the accelerator.
 HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets")
 
-#: ``fit_reranker``'s keyword arguments that set the Trainer (or its host side), with their name in a trainer config.
-TRAINER_KEYWORDS = {"epochs": "max_epochs", "max_steps": "max_steps", "accelerator": "accelerator", "devices": "devices",
-                    "strategy": "strategy", "num_nodes": "num_nodes", "precision": "precision",
-                    "gradient_clip_val": "gradient_clip_val", "accumulate_grad_batches": "accumulate_grad_batches",
-                    "deterministic": "deterministic", "enable_progress_bar": "enable_progress_bar",
-                    "limit_train_batches": "limit_train_batches", "limit_val_batches": "limit_val_batches",
-                    **{key: key for key in HOST_SIDE_KEYS}}
-
-#: ``fit_reranker``'s keyword arguments that set the callbacks.
-CALLBACK_KEYWORDS = ("early_stopping_patience", "save_weights_only")
+#: ``fit_reranker``'s keyword arguments that set the Trainer (``epochs`` is its ``max_epochs``). Other Trainer
+#: arguments and the host-side keys go through its extra keyword arguments under their own names.
+TRAINER_KEYWORDS = ("epochs", "accelerator", "devices", "precision", "gradient_clip_val", "deterministic",
+                    "enable_progress_bar")
 
 BEST_CHECKPOINT_NAME = "best-epoch{epoch:02d}-step{step}"
 
@@ -133,14 +111,12 @@ def _refuse_both(config_name: str, given: Mapping[str, Any]) -> None:
 
 def trainer_settings(trainer_config: Mapping[str, Any] | None, keywords: Mapping[str, Any],
                      extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(Trainer config with _target_, host-side settings)`` from a trainer config or from the keyword arguments.
-
-    ``precision`` is resolved (``"auto"``, :func:`udcg_ltr.models.precision.resolve_precision`) for the configured
-    accelerator, so the Trainer and the scoring after training use one precision.
-    """
+    """``(Trainer config with _target_, host-side settings)`` from a trainer config or from the keyword
+    arguments; ``precision`` resolved for the accelerator, so training and the scoring after it use one."""
     if trainer_config is None:
         node = {"_target_": "pytorch_lightning.Trainer",
-                **{TRAINER_KEYWORDS[name]: value for name, value in keywords.items() if value is not None}, **extra}
+                **{("max_epochs" if name == "epochs" else name): value for name, value in keywords.items()
+                   if value is not None}, **extra}
     else:
         _refuse_both("trainer_config", {**keywords, **dict.fromkeys(extra, object())})
         node = _plain(trainer_config)
@@ -170,11 +146,9 @@ def callback_settings(callback_configs: Mapping[str, Any] | None, *, monitor: st
 
 def build_callbacks(nodes: Mapping[str, Mapping[str, Any]], *, checkpoint_dir: Path, validates: bool,
                     has_logger: bool) -> list[pl.Callback]:
-    """Instantiate the callback configs; a checkpoint without ``dirpath`` writes to ``checkpoint_dir``.
-
-    Left out, as Lightning would refuse them: callbacks that monitor a validation metric when there is no
-    validation loop, and the learning-rate monitor without a logger.
-    """
+    """Instantiate the callback configs (a checkpoint without ``dirpath`` writes to ``checkpoint_dir``),
+    leaving out what Lightning would refuse: monitors of a validation metric without validation, the
+    learning-rate monitor without a logger."""
     out = []
     for name, node in nodes.items():
         cls = get_class(str(node["_target_"]))
@@ -199,44 +173,36 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                  eval_batch_size: int | None = None, lr: float = 3e-5, weight_decay: float = 0.01,
                  warmup: float = 0.1, schedule: str = "linear", max_length: int = 256,
                  max_slate: int | None = None, slate_sampling: str = "head", relevance_threshold: int = 1,
-                 template: str = DEFAULT_TEMPLATE, seed: int = 0, output_dir: str | os.PathLike = "outputs/cross_encoder",
-                 precision: str | int = "32-true", accelerator: str = "cpu", devices: int | str | Sequence[int] = 1,
-                 strategy: str = "auto", num_nodes: int = 1, logger: Any = False, gradient_clip_val: float | None = 1.0,
-                 accumulate_grad_batches: int = 1, early_stopping_patience: int | None = 2,
-                 monitor_metric: str = "udcg", deterministic: bool = False, num_threads: int | None = None,
-                 enable_progress_bar: bool = True, max_steps: int = -1, limit_train_batches: float | int | None = None,
-                 limit_val_batches: float | int | None = None, test_records: Sequence[QueryRecord] | None = None,
+                 template: str = DEFAULT_TEMPLATE, seed: int = 0,
+                 output_dir: str | os.PathLike = "outputs/cross_encoder", precision: str | int = "32-true",
+                 accelerator: str = "cpu", devices: int | str | Sequence[int] = 1, logger: Any = False,
+                 gradient_clip_val: float | None = 1.0, early_stopping_patience: int | None = 2,
+                 monitor_metric: str = "udcg", deterministic: bool = False, enable_progress_bar: bool = True,
                  save_weights_only: bool = True, callbacks: Sequence[pl.Callback] | None = None,
-                 num_workers: int | None = None, pin_memory: bool | None = None, length_buckets: int | None = None,
-                 shuffle: bool = True, resume: bool = True, keep_checkpoints: bool = False,
-                 trainer_config: Mapping[str, Any] | None = None, callback_configs: Mapping[str, Any] | None = None,
+                 shuffle: bool = True, resume: bool = True, trainer_config: Mapping[str, Any] | None = None,
+                 callback_configs: Mapping[str, Any] | None = None,
                  **trainer_kwargs: Any) -> tuple[str, dict[str, float]]:
     """Train a cross-encoder reranker; return ``(path of the saved best model, metrics)``.
 
-    Key arguments: ``loss`` / ``loss_kwargs`` (registry of :mod:`udcg_ltr.losses`, e.g. ``"bce"``,
-    ``"udcg"`` with ``{"tau": 0.5}``), ``llm`` (whose utilities are the targets and the validation
-    UDCG's), ``k`` (context size of the objective and the metrics), ``batch_size`` (queries per
-    step), ``warmup`` (fraction of steps if < 1, else steps), ``precision`` (Lightning's name or
-    ``"auto"``, see :mod:`udcg_ltr.models.precision`) / ``accelerator`` / ``devices`` /
-    ``strategy`` (Lightning's), ``logger`` (a Lightning logger, or False), ``num_threads``
-    (``torch.set_num_threads``), ``deterministic`` (Lightning's; off unless asked for: it slows
-    GPU kernels and changes nothing on a CPU). Host side: ``num_workers`` / ``pin_memory``
-    (default: 0 / off on a CPU, 4 / on with a GPU), ``length_buckets`` per batch (default 4 on a
-    CPU, 1 on a GPU; see :class:`~udcg_ltr.models.datamodule.SlateCollator`), ``shuffle`` (False:
-    training batches in record order, as a baseline fed sequentially).
+    ``loss`` / ``loss_kwargs``: registry of :mod:`udcg_ltr.losses` (e.g. ``"udcg"`` with ``{"tau": 0.5}``);
+    ``llm``: whose utilities are the targets and the validation UDCG's; ``k``: context size of the objective
+    and the metrics; ``batch_size``: queries per step; ``warmup``: fraction of steps if < 1, else steps;
+    ``precision``: Lightning's name or ``"auto"``; ``deterministic``: Lightning's (off: it slows GPU kernels
+    and changes nothing on a CPU); ``shuffle=False``: training batches in record order. Extra keyword
+    arguments go to ``pl.Trainer`` (``max_steps``, ``strategy``, ...), except the host-side ones
+    (:data:`HOST_SIDE_KEYS`): ``num_threads`` (``torch.set_num_threads``), ``num_workers`` / ``pin_memory``
+    (default 0 / off on a CPU, 4 / on with a GPU) and ``length_buckets`` per batch (default 4 on a CPU, 1 on a
+    GPU, :class:`~udcg_ltr.models.datamodule.SlateCollator`).
 
-    Crash safety: ``checkpoints/last.ckpt`` (model, optimizer, scheduler, loops, callbacks) is
-    written atomically after every epoch; calling again with the same arguments and ``output_dir``
-    resumes from it (``resume=True``) and ends with the same model as an uninterrupted run. A
-    ``last.ckpt`` written with other arguments is not resumed from (a warning says so). On success
-    the Lightning checkpoints are deleted (``keep_checkpoints=False``): the exported model is the result.
-    Extra keyword arguments go to ``pl.Trainer``.
+    Crash safety: ``checkpoints/last.ckpt`` is written atomically after every epoch; calling again with the
+    same arguments and ``output_dir`` resumes from it (``resume=True``) and ends with the same model as an
+    uninterrupted run (one written with other arguments is discarded, with a warning). On success the
+    Lightning checkpoints are deleted: the exported model is the result.
 
-    Configs instead of keywords (the train job): ``trainer_config`` is a ``_target_`` config of ``pl.Trainer`` (Hydra's
-    ``trainer`` group, host-side keys :data:`HOST_SIDE_KEYS` included) and replaces the keywords of
-    :data:`TRAINER_KEYWORDS` and the extra ones; ``callback_configs`` maps names to ``_target_`` configs of
-    callbacks (Hydra's ``callbacks`` group) and replaces ``early_stopping_patience`` / ``save_weights_only``.
-    Passing both a config and a keyword it replaces is an error. ``callbacks`` are callback objects added to either.
+    The train job passes configs instead: ``trainer_config`` (a ``_target_`` config of ``pl.Trainer``,
+    host-side keys included) replaces :data:`TRAINER_KEYWORDS` and the extra keywords; ``callback_configs``
+    (names -> ``_target_`` configs) replaces ``early_stopping_patience`` / ``save_weights_only``. Setting both
+    a config and a keyword it replaces is an error. ``callbacks`` are callback objects added to either.
     """
     arguments = dict(locals())  # first statement: the call's arguments and nothing else
     _quiet_lightning()
@@ -258,7 +224,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     module = CrossEncoderModule(model_path, loss=loss, loss_kwargs=loss_kwargs, target=target, k=k, gamma=gamma,
                                 lr=lr, weight_decay=weight_decay, warmup=warmup, schedule=schedule,
                                 relevance_threshold=relevance_threshold, monitor_metric=monitor_metric, seed=seed)
-    data = SlateDataModule(train_records, val_records, test_records, tokenizer=tokenizer, llm=llm,
+    data = SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=llm,
                            batch_size=batch_size, eval_batch_size=eval_batch_size, max_length=max_length,
                            max_slate=max_slate, sampling=slate_sampling, relevance_threshold=relevance_threshold,
                            template=template, seed=seed,
@@ -279,9 +245,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                                             enable_version_counter=False))
     if not progress:
         cbs.append(EpochSummary(module.monitor, k))
-    settings.setdefault("enable_model_summary", False)
-    settings.setdefault("num_sanity_val_steps", 0)
-    settings.setdefault("log_every_n_steps", 10)
+    settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
     if not val_records:  # no validation loop at all (the data module has no val loader): final weights
         settings["limit_val_batches"] = 0
     # _partial_: the config's arguments bound, the run's objects passed as they are (instantiate would copy them).
@@ -289,9 +253,10 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     trainer = make_trainer(logger=logger, callbacks=cbs, default_root_dir=str(out), plugins=[AtomicCheckpointIO()])
     fingerprint = {"model": model_path, "loss": loss, "loss_kwargs": loss_kwargs or {}, "target": target, "k": k,
                    "gamma": gamma, "epochs": settings.get("max_epochs"), "batch_size": batch_size, "lr": lr,
-                   "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule, "max_length": max_length, "max_slate": max_slate,
-                   "sampling": slate_sampling, "seed": seed, "precision": precision, "llm": llm,
-                   "train": [r.qid for r in train_records], "val": [r.qid for r in val_records or []]}
+                   "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule,
+                   "max_length": max_length, "max_slate": max_slate, "sampling": slate_sampling, "seed": seed,
+                   "precision": precision, "llm": llm, "train": [r.qid for r in train_records],
+                   "val": [r.qid for r in val_records or []]}
     trainer.fit(module, datamodule=data, ckpt_path=_resume_from(ckpt_dir, fingerprint) if resume else None,
                 weights_only=True)
 
@@ -308,21 +273,17 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
         module.save_pretrained(saved, tokenizer, extra={"max_length": max_length, "template": template, "llm": llm,
                                                         "relevance_threshold": relevance_threshold, "seed": seed,
                                                         "gamma": gamma, "base_model": base_model_name(model_path)})
-    eval_kw = dict(accelerator=accelerator, devices=1, precision=precision, logger=False,
-                   enable_progress_bar=progress, enable_model_summary=False)
     if val_records:
-        res = pl.Trainer(**eval_kw).validate(module, datamodule=data, verbose=False)
-        metrics.update({name: float(v) for name, v in res[0].items()})
-    if test_records:
-        res = pl.Trainer(**eval_kw).test(module, datamodule=data, verbose=False)
+        evaluator = pl.Trainer(accelerator=accelerator, devices=1, precision=precision, logger=False,
+                               enable_progress_bar=progress, enable_model_summary=False)
+        res = evaluator.validate(module, datamodule=data, verbose=False)
         metrics.update({name: float(v) for name, v in res[0].items()})
     if trainer.is_global_zero:
         atomic_write_json(out / "metrics.json", metrics)
         # The model card (README.md) needs the metrics, so it follows them; the other facts are in the side file.
         write_model_card(saved, metrics=metrics, dataset=f"{len(train_records)} training / "
                          f"{len(val_records or [])} validation queries")
-        if not keep_checkpoints:
-            shutil.rmtree(ckpt_dir, ignore_errors=True)
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
     return str(saved), metrics
 
 

@@ -1,29 +1,23 @@
 """What every dynamic-k selector shares: ranked inputs, UDCG of every prefix, the :class:`Selector` API.
 
-A selector decides, per query ``q``, how many passages ``k_q`` in ``0..K`` of the reranker's
-ranking the LLM reads. The kept set is always the **prefix** ``top-k_q`` of the ranking (passages
-stay in the reranker's order, so a selector never reorders, it only cuts). ``k_q = 0`` means "give
-no passage": the LLM then abstains, and the empty context scores ``UDCG = sigmoid(0) = 0.5`` by
-the metric convention of :mod:`udcg_ltr.metrics.udcg`.
-
-UDCG of the kept set is Eq. 4 of the UDCG paper on the top-k set::
+A selector keeps the **prefix** ``top-k_q`` of the reranker's ranking (it never reorders, it only
+cuts); ``k_q = 0`` gives no passage and scores ``UDCG = sigmoid(0) = 0.5``
+(:mod:`udcg_ltr.metrics.udcg`). UDCG of the kept set is Eq. 4 on the top-k set::
 
     UDCG(q, top-k) = sigmoid( (1/k) sum_{i<=k} u_i+  +  (gamma/k) sum_{i<=k} u_i- ),   k >= 1
-    UDCG(q, {})    = sigmoid(0) = 0.5
 
 with ``u_i`` the signed utility of the passage at rank ``i`` (Eq. 2). :func:`prefix_udcg` computes
-this for every ``k = 0..K`` at once from cumulative sums (``[Q, K + 1]``): it is the exact
-per-candidate reward that the k-classifier's expected-UDCG objective and the oracle use.
+it for every ``k = 0..K`` at once from cumulative sums: the exact per-candidate reward of the
+k-classifier's expected-UDCG objective and of the oracle.
 
 Inputs are padded ``[n_queries, width]`` arrays with a boolean mask, columns in any order;
 :func:`rank_slates` sorts each row by descending score (ties: the earlier column first, as
-:func:`udcg_ltr.metrics.rank_by_scores`) and carries the aligned utilities and extra per-passage
-arrays (e.g. the first-stage retriever's score) along. After ranking, real entries form a prefix
-of each row and ``n_q = mask.sum(1)`` bounds ``k_q``.
+:func:`udcg_ltr.metrics.rank_by_scores`), so that real entries form a prefix of each row.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -39,8 +33,8 @@ class RankedSlates:
     """Rows sorted by descending score: ``scores``/``mask``/``utility``/``extra`` share that column order.
 
     ``scores`` holds finite values everywhere (padding gets the row's lowest real score, so that
-    features never see ``-inf``; the mask marks it). ``utility`` (Eq. 2, 0 on padding) is None at
-    inference. ``order`` is the column permutation applied to the caller's arrays.
+    features never see ``-inf``). ``utility`` (Eq. 2, 0 on padding) is None at inference. ``order``
+    is the column permutation applied to the caller's arrays.
     """
 
     scores: np.ndarray
@@ -69,6 +63,19 @@ class RankedSlates:
         return RankedSlates(scores=self.scores[rows], mask=self.mask[rows], utility=pick(self.utility),
                             extra={k: v[rows] for k, v in self.extra.items()}, order=pick(self.order), qids=qids)
 
+    def resized(self, width: int) -> RankedSlates:
+        """The rows cut or padded to ``width`` columns (padding: mask False, lowest score, else 0)."""
+        pad = max(width - self.width, 0)
+        low = self.scores.min(axis=1, keepdims=True) if self.width else np.zeros((len(self), 1))
+
+        def fit(a, fill=0.0):
+            if a is None:
+                return None
+            return np.concatenate([a[:, :width], np.broadcast_to(fill, (len(a), pad))], axis=1)
+
+        return RankedSlates(fit(self.scores, low), fit(self.mask, False), fit(self.utility),
+                            {k: fit(v) for k, v in self.extra.items()}, self.order, self.qids)
+
 
 def pad_scores(scores, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-record score arrays (a list of 1-D arrays) -> padded ``[Q, width]`` float array and mask."""
@@ -91,8 +98,8 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
     :class:`~udcg_ltr.data.padded.PaddedSlates`, optional) or a list of per-row arrays. ``mask``
     and ``utility`` default to the slates' fields (``utility`` only when ``p_no_response`` is
     annotated on every real passage). ``extra_fields`` names further slates fields to carry (e.g.
-    ``"retrieval_score"``, ``"p_no_response"`` or a reader probe of ``slates.probes`` such as
-    ``"probe_agreement"``); ``extra`` adds explicit ``[Q, W]`` arrays.
+    ``"retrieval_score"`` or a reader probe of ``slates.probes`` such as ``"probe_agreement"``);
+    ``extra`` adds explicit ``[Q, W]`` arrays.
     """
     if isinstance(scores, (list, tuple)) and scores and np.ndim(scores[0]) == 1 and mask is None and slates is None:
         scores, mask = pad_scores(scores)
@@ -115,47 +122,38 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
     rs = np.take_along_axis(s, order, axis=1)
     rm = np.take_along_axis(m, order, axis=1)
     low = np.where(rm, rs, np.inf).min(axis=1, initial=np.inf)
-    low = np.where(np.isfinite(low), low, 0.0)
-    rs = np.where(rm, rs, low[:, None])
+    rs = np.where(rm, rs, np.where(np.isfinite(low), low, 0.0)[:, None])
     if not np.isfinite(rs).all():
         raise ValueError("scores of real passages must be finite")
-    ru = None
-    if utility is not None:
-        u = np.asarray(utility, dtype=np.float64)
-        if u.shape != s.shape:
-            raise ValueError(f"utility shape {u.shape} differs from scores shape {s.shape}")
-        ru = np.where(rm, np.take_along_axis(np.where(m, u, 0.0), order, axis=1), 0.0)
-    ex: dict[str, np.ndarray] = {}
+
+    def carry(value, label: str, finite_only: bool = False) -> np.ndarray:
+        v = np.asarray(value, dtype=np.float64)
+        if v.shape != s.shape:
+            raise ValueError(f"{label} shape {v.shape} differs from scores shape {s.shape}")
+        v = np.take_along_axis(np.where(m, v, 0.0), order, axis=1)
+        return np.where(rm & np.isfinite(v) if finite_only else rm, v, 0.0)
+
+    named: dict[str, Any] = {}
     probes = getattr(slates, "probes", None) or {}  # reader probes and lexical features live in a dict
     for name in extra_fields:
         value = getattr(slates, name, None)
-        if value is None:
-            value = probes.get(name)
-        if value is None:
+        named[name] = probes.get(name) if value is None else value
+        if named[name] is None:
             raise ValueError(f"slates have no field {name!r} (probes: {sorted(probes)}; the reader probes need "
                              "answer_alone annotations on every passage)")
-        ex[name] = value
-    ex.update(dict(extra or {}))
-    ranked_extra = {}
-    for name, value in ex.items():
-        v = np.asarray(value, dtype=np.float64)
-        if v.shape != s.shape:
-            raise ValueError(f"extra {name!r} shape {v.shape} differs from scores shape {s.shape}")
-        v = np.take_along_axis(np.where(m, v, 0.0), order, axis=1)
-        v = np.where(rm & np.isfinite(v), v, 0.0)
-        ranked_extra[name] = v
+    named.update(dict(extra or {}))
     if qids is None and slates is not None:
         qids = getattr(slates, "qids", None)
-    return RankedSlates(scores=rs, mask=rm, utility=ru, extra=ranked_extra, order=order,
-                        qids=None if qids is None else list(qids))
+    extra = {name: carry(v, f"extra {name!r}", True) for name, v in named.items()}
+    return RankedSlates(scores=rs, mask=rm, utility=None if utility is None else carry(utility, "utility"),
+                        extra=extra, order=order, qids=None if qids is None else list(qids))
 
 
-def prefix_udcg_logit(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
-    """Eq. 4's logit of every prefix, ``[Q, W + 1]``: column ``k`` is ``(sum_{i<=k} u+ + gamma sum_{i<=k} u-) / k``.
+def prefix_udcg(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """UDCG (Eq. 4) of the top-k set for every ``k = 0..W``: ``[Q, W + 1]``, column 0 = 0.5 (empty context).
 
-    Column 0 (the empty context) is 0. Rows must be ranked with real entries first
-    (:func:`rank_slates`); for ``k`` past a row's ``n_q`` real passages the value stays that of
-    the whole row (padding adds nothing), so every column is defined.
+    Rows must be ranked with real entries first (:func:`rank_slates`); for ``k`` past a row's
+    ``n_q`` real passages the value stays that of the whole row, so every column is defined.
     """
     u = np.where(mask, np.asarray(utility, dtype=np.float64), 0.0)
     pos = np.cumsum(np.where(u > 0, u, 0.0), axis=1)
@@ -163,12 +161,7 @@ def prefix_udcg_logit(utility: np.ndarray, mask: np.ndarray, *, gamma: float = D
     count = np.cumsum(mask, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(count > 0, (pos + gamma * neg) / np.maximum(count, 1), 0.0)
-    return np.concatenate([np.zeros((u.shape[0], 1)), z], axis=1)
-
-
-def prefix_udcg(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
-    """UDCG (Eq. 4) of the top-k set for every ``k = 0..W``: ``[Q, W + 1]``, column 0 = 0.5 (empty context)."""
-    return sigmoid(prefix_udcg_logit(utility, mask, gamma=gamma))
+    return sigmoid(np.concatenate([np.zeros((u.shape[0], 1)), z], axis=1))
 
 
 def valid_k(mask: np.ndarray, max_k: int | None = None) -> np.ndarray:
@@ -217,10 +210,11 @@ def mean_udcg_per_k(utility: np.ndarray, mask: np.ndarray, ks: np.ndarray, *,
 class Selector:
     """A dynamic-k selector: ``select(ranked) -> k`` per query (int64, ``0 <= k_q <= n_q``).
 
-    Subclasses set ``kind`` (the registry name), implement :meth:`select` and :meth:`get_config`,
-    and, when they learn something from data, :meth:`fit` (baselines: a grid search maximising
-    mean UDCG of the kept set; learned selectors: see :mod:`udcg_ltr.select.training`).
-    Learned selectors also return tensors from :meth:`get_state` (saved as safetensors).
+    Subclasses set ``kind`` (the registry name), implement :meth:`select` and, when they learn
+    something from data, :meth:`fit` (baselines: a grid search maximising mean UDCG of the kept
+    set; learned selectors: see :mod:`udcg_ltr.select.training`). Constructor arguments are kept as
+    attributes of the same name, which :meth:`get_config` reads back. Learned selectors also return
+    tensors from :meth:`get_state` (saved as safetensors).
     """
 
     kind: ClassVar[str] = "selector"
@@ -234,7 +228,13 @@ class Selector:
         return self
 
     def get_config(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The constructor arguments of every class in the hierarchy (bases first), from the attributes."""
+        names: dict[str, None] = {}
+        for cls in reversed(type(self).__mro__):
+            if "__init__" in vars(cls) and issubclass(cls, Selector):
+                names.update((p.name, None) for p in inspect.signature(cls.__init__).parameters.values()
+                             if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
+        return {name: getattr(self, name) for name in names}
 
     def get_state(self) -> dict[str, np.ndarray]:
         return {}
@@ -247,20 +247,9 @@ class Selector:
     def from_config(cls, config: Mapping[str, Any]) -> Selector:
         return cls(**dict(config))
 
-    # ---- conveniences --------------------------------------------------------------------
-    def select_scores(self, scores, mask=None, *, utility=None, extra: Mapping[str, Any] | None = None) -> np.ndarray:
-        """Rank padded ``scores`` (any column order) and select: ``k`` per query."""
-        return self.select(rank_slates(scores, mask=mask, utility=utility, extra=extra))
-
     def _clip(self, k: np.ndarray, ranked: RankedSlates) -> np.ndarray:
         return np.clip(np.asarray(k, dtype=np.int64), 0, ranked.n_real)
 
     def __repr__(self) -> str:
         cfg = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
         return f"{type(self).__name__}({cfg})"
-
-
-__all__ = [
-    "RankedSlates", "Selector", "kept_mask", "mean_udcg_per_k", "oracle_k", "pad_scores", "prefix_udcg",
-    "prefix_udcg_logit", "rank_slates", "udcg_of_kept", "valid_k",
-]

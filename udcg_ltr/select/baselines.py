@@ -1,46 +1,38 @@
-"""Rule-based dynamic-k selectors and the oracle. Each keeps the top-``k_q`` prefix of the ranking.
+"""Rule-based dynamic-k selectors and the oracle. Each keeps the top-``k_q`` prefix of the ranking, and
+``fit`` grid-searches its knobs for the highest mean UDCG of the kept set (Eq. 4) on the rows given.
 
-* :class:`FixedK`: ``k_q = min(k, n_q)`` for every query. ``fit`` picks the ``k`` in ``0..K`` with
-  the highest mean UDCG of the kept set (Eq. 4) on the data it is given.
-* :class:`ScoreThreshold`: keep every passage whose score is ``>= threshold`` (absolute; the kept
-  set is a prefix because rows are ranked). ``fit`` searches thresholds among the quantiles of
-  the real scores (plus "above every score", i.e. ``k = 0``).
+* :class:`FixedK`: ``k_q = min(k, n_q)``.
+* :class:`ScoreThreshold`: keep every passage whose score is ``>= threshold`` (absolute; a prefix,
+  since rows are ranked); the grid: quantiles of the real scores plus "above every score" (``k = 0``).
 * :class:`RelativeThreshold`: keep passage ``i`` when its *normalised* score reaches ``fraction``
   of the top passage's. Cross-encoder logits can be negative, so the raw ratio ``s_i / s_1`` is
-  meaningless (it even flips for a negative top score); three robust normalisations:
+  meaningless; three normalisations instead:
 
   - ``"softmax"`` (default): ``p_i / p_1 = exp((s_i - s_1) / T) >= f``, i.e. keep passages within
     ``T * log(1 / f)`` score units of the top one: shift invariant, sign agnostic;
-  - ``"minmax"``: ``(s_i - s_n) / (s_1 - s_n) >= f`` (the top is 1, the bottom 0): shift and scale
-    invariant within the row;
+  - ``"minmax"``: ``(s_i - s_n) / (s_1 - s_n) >= f``: shift and scale invariant within the row;
   - ``"sigmoid"``: ``sigmoid(s_i / T) / sigmoid(s_1 / T) >= f``, for calibrated logits.
 
-  The top passage always qualifies (its ratio is 1), so this rule never returns ``k = 0``.
-  ``fit`` grid-searches ``f`` over quantiles of the observed ratios (and the normalisation when
-  ``normalize=None``).
-* :class:`CumulativeUtilityRule`: the dynamic-k analysis of :mod:`udcg_ltr.metrics.distractor`
-  run on **labels-free** heuristic utilities. At inference there is no gold label, so a passage
-  is *pseudo-relevant* when its normalised score reaches ``relevant_fraction`` (``relevant_rule``:
-  ``"minmax"``, ``"sigmoid"`` of ``s / T``, or ``"raw"`` for the score itself); the remaining
-  rules of :func:`~udcg_ltr.metrics.distractor.heuristic_utilities` are score based already
-  (non-relevant with a high range-normalised score: ``-0.5``; non-relevant in the top ``top_n``:
-  ``-0.5``; else 0). ``k_q`` is :func:`~udcg_ltr.metrics.distractor.best_k` of those utilities
-  (``score(j) = sum_{i<=j} u_i+ - harm_weight * sum_{i<=j} |u_i-|``, smallest maximiser,
-  ``j = 0`` allowed). ``fit`` grid-searches the four knobs.
-* :class:`OracleK`: the ``k`` maximising each query's UDCG of the top-k set, from the **gold**
-  utilities (``needs_labels``): an upper bound for every prefix selector, never deployable.
+  The top passage always qualifies (ratio 1), so this rule never returns ``k = 0``.
+* :class:`CumulativeUtilityRule`: the dynamic-k analysis of :mod:`udcg_ltr.metrics.distractor` on
+  **labels-free** heuristic utilities: a passage is *pseudo-relevant* when its normalised score
+  (``relevant_rule``: ``"minmax"``, ``"sigmoid"`` of ``s / T`` or ``"raw"``) reaches
+  ``relevant_fraction``; the other rules of :func:`~udcg_ltr.metrics.distractor.heuristic_utilities`
+  are score based already. ``k_q`` is :func:`~udcg_ltr.metrics.distractor.best_k` of those utilities
+  (``score(j) = sum_{i<=j} u_i+ - harm_weight * sum_{i<=j} |u_i-|``, smallest maximiser, ``j = 0`` allowed).
+* :class:`OracleK`: the ``k`` maximising each query's UDCG from the **gold** utilities
+  (``needs_labels``): an upper bound for every prefix selector, never deployable.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import numpy as np
 
 from udcg_ltr.metrics.distractor import HeuristicConfig, best_k, heuristic_utilities
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, sigmoid
-from udcg_ltr.select.base import RankedSlates, Selector, mean_udcg_per_k, oracle_k, prefix_udcg, valid_k
+from udcg_ltr.select.base import RankedSlates, Selector, mean_udcg_per_k, oracle_k, prefix_udcg
 from udcg_ltr.select.features import row_minmax
 
 
@@ -50,11 +42,9 @@ def _need_utility(ranked: RankedSlates, who: str) -> np.ndarray:
     return ranked.utility
 
 
-def _best_candidate(ranked: RankedSlates, candidate_ks: np.ndarray, gamma: float) -> int:
-    """Index of the candidate selection (rows of ``[C, Q]``) with the highest mean UDCG (first on ties)."""
-    u = _need_utility(ranked, "fit")
-    scores = mean_udcg_per_k(u, ranked.mask, candidate_ks, gamma=gamma)
-    return int(np.argmax(scores))
+def _grid(values: np.ndarray, n: int, last: float) -> np.ndarray:
+    """The distinct ``n``-quantiles of ``values`` plus ``last`` (sorted)."""
+    return np.unique(np.concatenate([np.quantile(values, np.linspace(0.0, 1.0, n)), [last]]))
 
 
 class FixedK(Selector):
@@ -68,8 +58,7 @@ class FixedK(Selector):
         self.k, self.max_k = k, max_k
 
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> FixedK:
-        u = _need_utility(ranked, "FixedK.fit")
-        table = prefix_udcg(u, ranked.mask, gamma=gamma)
+        table = prefix_udcg(_need_utility(ranked, "FixedK.fit"), ranked.mask, gamma=gamma)
         top = table.shape[1] - 1 if self.max_k is None else min(self.max_k, table.shape[1] - 1)
         self.curve = table[:, :top + 1].mean(axis=0)  # mean UDCG of the top-k for k = 0..top
         self.k = int(np.argmax(self.curve))
@@ -79,9 +68,6 @@ class FixedK(Selector):
         if self.k is None:
             raise RuntimeError("FixedK has no k: pass k= or fit it")
         return self._clip(np.full(len(ranked), self.k), ranked)
-
-    def get_config(self) -> dict[str, Any]:
-        return {"k": self.k, "max_k": self.max_k}
 
 
 class ScoreThreshold(Selector):
@@ -93,15 +79,13 @@ class ScoreThreshold(Selector):
         self.threshold, self.n_grid = threshold, int(n_grid)
 
     def _ks(self, ranked: RankedSlates, thresholds: np.ndarray) -> np.ndarray:
-        keep = ranked.mask[None] & (ranked.scores[None] >= thresholds[:, None, None])
-        return keep.sum(axis=2)
+        return (ranked.mask[None] & (ranked.scores[None] >= thresholds[:, None, None])).sum(axis=2)
 
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> ScoreThreshold:
-        real = ranked.scores[ranked.mask]
-        grid = np.unique(np.quantile(real, np.linspace(0.0, 1.0, self.n_grid)))
-        grid = np.concatenate([grid, [np.inf]])  # inf: keep nothing (k = 0 everywhere)
-        best = _best_candidate(ranked, self._ks(ranked, grid), gamma)
-        self.threshold = float(grid[best])
+        grid = _grid(ranked.scores[ranked.mask], self.n_grid, np.inf)  # inf: keep nothing (k = 0 everywhere)
+        ks = self._ks(ranked, grid)
+        values = mean_udcg_per_k(_need_utility(ranked, "fit"), ranked.mask, ks, gamma=gamma)
+        self.threshold = float(grid[int(np.argmax(values))])
         return self
 
     def select(self, ranked: RankedSlates) -> np.ndarray:
@@ -109,28 +93,25 @@ class ScoreThreshold(Selector):
             raise RuntimeError("ScoreThreshold has no threshold: pass threshold= or fit it")
         return self._clip(self._ks(ranked, np.array([self.threshold]))[0], ranked)
 
-    def get_config(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "n_grid": self.n_grid}
-
 
 def normalized_ratio(scores: np.ndarray, mask: np.ndarray, normalize: str, temperature: float = 1.0) -> np.ndarray:
     """Each ranked passage's normalised score relative to the top one (1 at rank 1; see :class:`RelativeThreshold`)."""
-    s = scores
-    top = s[:, :1]
+    top = scores[:, :1]
     if normalize == "softmax":
-        r = np.exp((s - top) / temperature)
+        r = np.exp((scores - top) / temperature)
     elif normalize == "minmax":
         # one min-max rule with the selector features: spreads at rounding-noise level count as a constant row
-        r = row_minmax(s, mask)
+        r = row_minmax(scores, mask)
     elif normalize == "sigmoid":
-        r = sigmoid(s / temperature) / np.maximum(sigmoid(top / temperature), 1e-300)
+        r = sigmoid(scores / temperature) / np.maximum(sigmoid(top / temperature), 1e-300)
     else:
         raise ValueError(f"normalize must be 'softmax', 'minmax' or 'sigmoid', got {normalize!r}")
     return np.where(mask, r, -np.inf)
 
 
 class RelativeThreshold(Selector):
-    """Keep passages whose normalised score is at least ``fraction`` of the top one's (module doc)."""
+    """Keep passages whose normalised score is at least ``fraction`` of the top one's (module doc);
+    ``normalize=None`` lets ``fit`` choose the normalisation too."""
 
     kind = "relative_threshold"
     NORMALIZERS = ("softmax", "minmax", "sigmoid")
@@ -145,18 +126,16 @@ class RelativeThreshold(Selector):
 
     def _ks(self, ranked: RankedSlates, normalize: str, fractions: np.ndarray) -> np.ndarray:
         r = normalized_ratio(ranked.scores, ranked.mask, normalize, self.temperature)
-        keep = r[None] >= fractions[:, None, None] - 1e-12  # padding has ratio -inf
-        # rows are ranked, so ratios are non-increasing: the kept set is a prefix
-        return keep.sum(axis=2)
+        # padding has ratio -inf; rows are ranked, so ratios are non-increasing: the kept set is a prefix
+        return (r[None] >= fractions[:, None, None] - 1e-12).sum(axis=2)
 
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> RelativeThreshold:
         best = (-np.inf, None, None)
         for norm in ([self.normalize] if self.normalize else self.NORMALIZERS):
-            r = normalized_ratio(ranked.scores, ranked.mask, norm, self.temperature)
-            real = r[ranked.mask]
-            grid = np.unique(np.concatenate([np.quantile(real, np.linspace(0.0, 1.0, self.n_grid)), [1.0]]))
-            ks = self._ks(ranked, norm, grid)
-            values = mean_udcg_per_k(_need_utility(ranked, "fit"), ranked.mask, ks, gamma=gamma)
+            grid = _grid(normalized_ratio(ranked.scores, ranked.mask, norm, self.temperature)[ranked.mask],
+                         self.n_grid, 1.0)
+            values = mean_udcg_per_k(_need_utility(ranked, "fit"), ranked.mask, self._ks(ranked, norm, grid),
+                                     gamma=gamma)
             i = int(np.argmax(values))
             if values[i] > best[0]:
                 best = (values[i], norm, float(grid[i]))
@@ -168,23 +147,22 @@ class RelativeThreshold(Selector):
             raise RuntimeError("RelativeThreshold has no fraction: pass fraction= or fit it")
         return self._clip(self._ks(ranked, self.normalize, np.array([self.fraction]))[0], ranked)
 
-    def get_config(self) -> dict[str, Any]:
-        return {"fraction": self.fraction, "normalize": self.normalize, "temperature": self.temperature,
-                "n_grid": self.n_grid}
+
+def relevance_values(scores: np.ndarray, mask: np.ndarray, rule: str, temperature: float = 1.0) -> np.ndarray:
+    """What a pseudo-relevance ``rule`` thresholds: ``minmax`` ratio, ``sigmoid(s / T)`` or ``raw`` score."""
+    if rule == "minmax":
+        return normalized_ratio(scores, mask, "minmax")
+    if rule == "sigmoid":
+        return sigmoid(scores / temperature)
+    if rule == "raw":
+        return scores
+    raise ValueError(f"relevant_rule must be 'minmax', 'sigmoid' or 'raw', got {rule!r}")
 
 
 def pseudo_relevance(scores: np.ndarray, mask: np.ndarray, rule: str, fraction: float,
                      temperature: float = 1.0) -> np.ndarray:
-    """Labels-free "relevant" flags from scores: ``minmax`` / ``sigmoid`` of ``s / T`` / ``raw`` score ``>= fraction``."""
-    if rule == "minmax":
-        v = normalized_ratio(scores, mask, "minmax")
-    elif rule == "sigmoid":
-        v = sigmoid(scores / temperature)
-    elif rule == "raw":
-        v = scores
-    else:
-        raise ValueError(f"relevant_rule must be 'minmax', 'sigmoid' or 'raw', got {rule!r}")
-    return mask & (v >= fraction)
+    """Labels-free "relevant" flags from scores: :func:`relevance_values` ``>= fraction``."""
+    return mask & (relevance_values(scores, mask, rule, temperature) >= fraction)
 
 
 class CumulativeUtilityRule(Selector):
@@ -192,6 +170,8 @@ class CumulativeUtilityRule(Selector):
 
     kind = "cumulative_utility"
     RULES = ("minmax", "sigmoid", "raw")
+    #: The knobs ``fit`` searches (the arguments of the rule besides the scores).
+    KNOBS = ("relevant_fraction", "relevant_rule", "score_fraction", "top_n", "harm_weight")
 
     def __init__(self, relevant_fraction: float | None = None, relevant_rule: str = "raw",
                  score_fraction: float = 0.8, top_n: int = 3, harm_weight: float = 1.0, temperature: float = 1.0,
@@ -207,25 +187,16 @@ class CumulativeUtilityRule(Selector):
         pseudo = pseudo_relevance(ranked.scores, ranked.mask, relevant_rule, relevant_fraction, self.temperature)
         config = HeuristicConfig(score_fraction=score_fraction, score_rule="range", top_n=top_n)
         h = heuristic_utilities(pseudo.astype(np.float64), ranked.scores, ranked.mask, config=config)
-        k, _ = best_k(h, ranked.mask, discount=None, harm_weight=harm_weight, min_k=0)
-        return k
+        return best_k(h, ranked.mask, discount=None, harm_weight=harm_weight, min_k=0)[0]
 
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> CumulativeUtilityRule:
         u = _need_utility(ranked, "CumulativeUtilityRule.fit")
-        rules = self.RULES if self.search_rules else (self.relevant_rule,)
         best = (-np.inf, None)
-        for rule in rules:
-            if rule == "minmax":
-                values = normalized_ratio(ranked.scores, ranked.mask, "minmax")[ranked.mask]
-            elif rule == "sigmoid":
-                values = sigmoid(ranked.scores[ranked.mask] / self.temperature)
-            else:
-                values = ranked.scores[ranked.mask]
-            fractions = np.unique(np.quantile(values, np.linspace(0.0, 1.0, self.n_grid)))
-            fractions = np.concatenate([fractions, [np.inf]])
+        for rule in (self.RULES if self.search_rules else (self.relevant_rule,)):
+            values = relevance_values(ranked.scores, ranked.mask, rule, self.temperature)[ranked.mask]
+            fractions = _grid(values, self.n_grid, np.inf)
             for rf, sf, tn, hw in itertools.product(fractions, (0.5, 0.8, 0.9), (0, 1, 3), (0.5, 1.0, 2.0)):
-                params = dict(relevant_fraction=float(rf), relevant_rule=rule, score_fraction=sf, top_n=tn,
-                              harm_weight=hw)
+                params = dict(zip(self.KNOBS, (float(rf), rule, sf, tn, hw)))
                 value = float(mean_udcg_per_k(u, ranked.mask, self._ks(ranked, **params)[None], gamma=gamma)[0])
                 if value > best[0] + 1e-12:
                     best = (value, params)
@@ -236,14 +207,7 @@ class CumulativeUtilityRule(Selector):
     def select(self, ranked: RankedSlates) -> np.ndarray:
         if self.relevant_fraction is None:
             raise RuntimeError("CumulativeUtilityRule has no relevant_fraction: pass it or fit it")
-        return self._clip(self._ks(ranked, relevant_fraction=self.relevant_fraction,
-                                   relevant_rule=self.relevant_rule, score_fraction=self.score_fraction,
-                                   top_n=self.top_n, harm_weight=self.harm_weight), ranked)
-
-    def get_config(self) -> dict[str, Any]:
-        return {"relevant_fraction": self.relevant_fraction, "relevant_rule": self.relevant_rule,
-                "score_fraction": self.score_fraction, "top_n": self.top_n, "harm_weight": self.harm_weight,
-                "temperature": self.temperature, "search_rules": self.search_rules, "n_grid": self.n_grid}
+        return self._clip(self._ks(ranked, **{knob: getattr(self, knob) for knob in self.KNOBS}), ranked)
 
 
 class OracleK(Selector):
@@ -261,10 +225,3 @@ class OracleK(Selector):
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> OracleK:
         self.gamma = float(gamma)
         return self
-
-    def get_config(self) -> dict[str, Any]:
-        return {"gamma": self.gamma, "max_k": self.max_k}
-
-
-__all__ = ["CumulativeUtilityRule", "FixedK", "OracleK", "RelativeThreshold", "ScoreThreshold", "normalized_ratio",
-           "pseudo_relevance", "valid_k"]

@@ -1,38 +1,27 @@
 """The calibrated expected-UDCG selector: a ranker-free relevance prior, calibrated on the deployed ranker.
 
-The plug-in Bayes rule of :mod:`udcg_ltr.select.expected` keeps ``argmax_k E[UDCG(top-k)]``
-and needs *calibrated* relevance probabilities ``pi_i`` for the passages the deployed ranker puts
-on top. Learning them from the ranker's scores needs held-out scores of the deployed model on many
-training queries, which a reranker fine-tuned on the same small split cannot give: its scores on
-its own training queries are over-confident, and cross-fitted rerankers (trained on a fraction of
-the split) rank differently from the full model (on the annotated SQuAD set the 2-fold models put
-an answer-bearing passage first for 23% of the train questions, the full model for 67% of test).
-So the model is split by what each part may learn from:
+The plug-in Bayes rule of :mod:`udcg_ltr.select.expected` needs *calibrated* relevance probabilities
+``pi_i`` for the passages the deployed ranker puts on top, but a reranker fine-tuned on a small split is
+over-confident on its own training queries, and cross-fitted rerankers rank differently from the full
+model (annotated SQuAD: an answer-bearing passage first for 23% of the train questions with the 2-fold
+models, 67% of test with the full one). So each part learns from what it may:
 
-1. **Prior** (trained with Lightning on the ``train`` rows, :class:`~udcg_ltr.select.expected.UtilityModelModule`):
-   ``z_i = h(x_i)``, a relevance logit from *ranker-free* per-passage arrays only
-   (``extra_features``: the first-stage retriever's score and rank, the reader probes of
-   :mod:`udcg_ltr.data.probes`), so it may learn from any annotated split, including the
-   reranker's own training questions. With no ``extra_features`` the prior is a constant.
-2. **Calibration** (Platt-style logistic regression, fitted on the ``val`` rows ranked by the
-   deployed ranker)::
+1. **Prior** (Lightning, ``train`` rows, :class:`~udcg_ltr.select.expected.UtilityModelModule`): a
+   relevance logit ``z_i = h(x_i)`` from *ranker-free* arrays only (``extra_features``: the retriever's
+   score, the reader probes of :mod:`udcg_ltr.data.probes`); a constant without ``extra_features``.
+2. **Calibration** (Platt-style L2 logistic regression, inverse strength ``calibration_c``, standardised
+   inputs, on the ``val`` rows ranked by the deployed ranker)::
 
        pi_i = sigmoid( w_0 z_i + sum_f w_f phi_f(i) + b )
 
-   with ``phi`` the deployed ranker's list features of :mod:`udcg_ltr.select.features`
-   (``calibration_features``, by default the score, its gap to the top score and ``1 / rank``);
-   L2-regularised with inverse strength ``calibration_c`` (scikit-learn's ``C``), inputs
-   standardised on the val rows.
-3. **Decision** (Eq. 4 in expectation, :func:`~udcg_ltr.select.expected.expected_prefix_udcg`):
-   ``k = argmax_k E[UDCG(top-k)]`` with magnitudes ``m_i = 1 - P(NO-RESPONSE | q, p_i)``, exactly
-   ``|u_i|`` by Eq. 2, when ``p_no_response`` is among the ``extra_features`` (a label-free reader
-   probe), else the prior's magnitude head.
+   with ``phi`` the deployed ranker's list features (``calibration_features``).
+3. **Decision** (:func:`~udcg_ltr.select.expected.expected_prefix_udcg`) with magnitudes
+   ``m_i = 1 - P(NO-RESPONSE | q, p_i)``, exactly ``|u_i|`` by Eq. 2, when ``p_no_response`` is among
+   the ``extra_features`` (a label-free reader probe), else the prior's magnitude head.
 
-Because the calibration learns from the val rows, its in-sample val UDCG is optimistic: ``fit``
-also computes a **cross-fitted** val UDCG (``calibration_folds`` folds of the val rows, each
-scored by a calibration fitted on the others), which :func:`~udcg_ltr.select.training.fit_selector`
-reports as ``val/udcg`` so that model selection compares it fairly with selectors that only
-early-stop on val.
+The calibration's in-sample val UDCG is optimistic, so ``fit`` also computes a **cross-fitted** one
+(each of ``calibration_folds`` folds decided by a calibration fitted on the others), which
+:func:`~udcg_ltr.select.training.fit_selector` reports as ``val/udcg``.
 """
 
 from __future__ import annotations
@@ -53,22 +42,18 @@ from udcg_ltr.select.nn import as_tensors
 CALIBRATION_FEATURES = ("score", "gap_top", "inv_rank")
 
 
-def _fit_logistic(x: np.ndarray, y: np.ndarray, c: float) -> tuple[np.ndarray, float]:
-    """L2 logistic regression (scikit-learn, lbfgs); ``(coef, intercept)``; a constant when ``y`` has one class."""
+def fit_calibration(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float) -> tuple[FeatureScaler, np.ndarray, float]:
+    """Standardise ``x [Q, W, F]`` on the real passages, then fit ``P(y = 1)`` by L2 logistic regression
+    (scikit-learn, lbfgs): ``(scaler, coef, intercept)``; a constant when ``y`` has one class."""
+    scaler = FeatureScaler().fit(x, mask)
+    y = y[mask]
     if y.min() == y.max():  # one class only: the calibrated probability is that class (clipped in use)
         p = float(np.clip(y.mean(), 1e-3, 1 - 1e-3))
-        return np.zeros(x.shape[1]), float(np.log(p / (1 - p)))
+        return scaler, np.zeros(x.shape[-1]), float(np.log(p / (1 - p)))
     from sklearn.linear_model import LogisticRegression
 
-    model = LogisticRegression(C=float(c), max_iter=5000).fit(x, y)
-    return model.coef_[0].astype(np.float64), float(model.intercept_[0])
-
-
-def fit_calibration(x: np.ndarray, y: np.ndarray, mask: np.ndarray, c: float) -> tuple[FeatureScaler, np.ndarray, float]:
-    """Standardise ``x [Q, W, F]`` on the real passages, then fit ``P(y = 1)``: ``(scaler, coef, intercept)``."""
-    scaler = FeatureScaler().fit(x, mask)
-    coef, intercept = _fit_logistic(scaler.transform(x, mask)[mask], y[mask], c)
-    return scaler, coef, intercept
+    model = LogisticRegression(C=float(c), max_iter=5000).fit(scaler.transform(x, mask)[mask], y)
+    return scaler, model.coef_[0].astype(np.float64), float(model.intercept_[0])
 
 
 def calibrated_probability(x: np.ndarray, mask: np.ndarray, scaler: FeatureScaler, coef: np.ndarray,
@@ -78,12 +63,8 @@ def calibrated_probability(x: np.ndarray, mask: np.ndarray, scaler: FeatureScale
 
 
 class CalibratedUtilitySelector(ExpectedUtilitySelector):
-    """Calibrated expected-UDCG selector (module doc).
+    """Calibrated expected-UDCG selector (module doc); ``fit`` requires the ``val`` rows.
 
-    ``extra_features`` feed the ranker-free prior (trained on the ``train`` rows like
-    :class:`~udcg_ltr.select.expected.ExpectedUtilitySelector`, with its ``hidden``, ``lr`` ...);
-    ``calibration_features`` (list features of the deployed ranker's scores), ``calibration_c`` and
-    ``calibration_folds`` configure the calibration on the ``val`` rows, which ``fit`` requires.
     ``features`` (ranker list features inside the prior) default to none: the prior must not depend
     on the ranker whose train-split scores are not trustworthy.
     """
@@ -109,7 +90,6 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         self.calibration_intercept = 0.0
         self.crossfit_metrics: dict[str, float] = {}
 
-    # ---- the two stages ----------------------------------------------------------------------------
     @property
     def has_prior(self) -> bool:
         return self.n_features > 0
@@ -117,17 +97,13 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
     @torch.no_grad()
     def _prior(self, ranked: RankedSlates) -> tuple[np.ndarray, np.ndarray]:
         """``(z, m)``, both ``[Q, W]``: the prior's relevance logit and magnitude, averaged over seeds."""
-        shape = ranked.mask.shape
         if not self.has_prior:
-            return np.zeros(shape), np.full(shape, 0.5)
-        batch = as_tensors(self.arrays(ranked))
-        logits, magnitudes = [], []
+            return np.zeros(ranked.mask.shape), np.full(ranked.mask.shape, 0.5)
+        x = as_tensors(self.arrays(ranked))["x"]
         for module in self.modules:
             module.eval()
-            z, m = module.predictions(batch["x"])
-            logits.append(z)
-            magnitudes.append(m)
-        return torch.stack(logits).mean(0).double().numpy(), torch.stack(magnitudes).mean(0).double().numpy()
+        z, m = zip(*(module.predictions(x) for module in self.modules))
+        return torch.stack(z).mean(0).double().numpy(), torch.stack(m).mean(0).double().numpy()
 
     def _calibration_inputs(self, ranked: RankedSlates, z: np.ndarray) -> np.ndarray:
         """``[Q, W, 1 + F]``: the prior logit (when there is a prior), then the ranker's list features."""
@@ -144,10 +120,8 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         max_k = min(self.max_k or MAX_EXACT_K, MAX_EXACT_K)
         e = expected_prefix_udcg(torch.as_tensor(relevance_prob), torch.as_tensor(magnitude),
                                  torch.as_tensor(ranked.mask), max_k=max_k, gamma=self.gamma).numpy()
-        valid = np.arange(e.shape[1])[None, :] <= ranked.n_real[:, None]
-        return np.where(valid, e, -1.0)
+        return np.where(np.arange(e.shape[1])[None, :] <= ranked.n_real[:, None], e, -1.0)
 
-    # ---- fit / select ----------------------------------------------------------------------------------
     def fit(self, ranked: RankedSlates, *, gamma=None, val: RankedSlates | None = None):
         """Prior on ``ranked`` (train rows; ``val`` picks its best epoch), calibration on ``val``."""
         if val is None or len(val) == 0:
@@ -167,22 +141,20 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         z, prior_m = self._prior(val)
         x = self._calibration_inputs(val, z)
         y = (val.utility > 0).astype(np.float64)
-        magnitude = self._magnitude(val, prior_m)
         self.calibration_scaler, self.calibration_coef, self.calibration_intercept = fit_calibration(
             x, y, val.mask, self.calibration_c)
-        self.crossfit_metrics = self._crossfit(val, x, y, magnitude)
+        self.crossfit_metrics = self._crossfit(val, x, y, self._magnitude(val, prior_m))
         self.history = {**self.history, **{f"calibration/{k.split('/', 1)[1]}": v
                                            for k, v in self.crossfit_metrics.items()}}
         return self
 
     def _crossfit(self, val: RankedSlates, x: np.ndarray, y: np.ndarray, magnitude: np.ndarray) -> dict[str, float]:
         """Val metrics with each fold's rows decided by a calibration fitted on the other folds."""
-        n = len(val)
-        folds = min(self.calibration_folds, n)
+        folds = min(self.calibration_folds, len(val))
         if folds < 2:
             return {}
-        order = np.random.default_rng(self.seed).permutation(n)
-        k = np.zeros(n, dtype=np.int64)
+        order = np.random.default_rng(self.seed).permutation(len(val))
+        k = np.zeros(len(val), dtype=np.int64)
         for held in np.array_split(order, folds):
             rest = np.setdiff1d(order, held)
             calibration = fit_calibration(x[rest], y[rest], val.mask[rest], self.calibration_c)
@@ -217,12 +189,6 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
             return np.zeros(0, dtype=np.int64)
         return self._clip(self.expected_udcg(ranked).argmax(axis=1), ranked)
 
-    # ---- persistence -------------------------------------------------------------------------------------
-    def _module_config(self) -> dict[str, Any]:
-        return {**super()._module_config(), "calibration_features": list(self.calibration_features),
-                "calibration_c": self.calibration_c, "calibration_folds": self.calibration_folds,
-                "exact_magnitude": self.exact_magnitude}
-
     def get_state(self) -> dict[str, np.ndarray]:
         """The prior's state (when it has features) plus ``calibration.{coef,intercept,mean,std}``."""
         if self.calibration_coef is None:
@@ -242,6 +208,3 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         self.calibration_coef = np.asarray(state["calibration.coef"], dtype=np.float64)
         self.calibration_intercept = float(np.asarray(state["calibration.intercept"]).reshape(-1)[0])
         self.calibration_scaler = FeatureScaler(state["calibration.mean"], state["calibration.std"])
-
-
-__all__ = ["CALIBRATION_FEATURES", "CalibratedUtilitySelector", "calibrated_probability", "fit_calibration"]

@@ -1,25 +1,25 @@
 """Evaluating dynamic-k selectors: UDCG of the kept set, the distribution of k, and end to end with an LLM.
 
-:func:`evaluate_selectors` returns one row per selector (a dict, ready for
-:func:`format_rows_markdown` / :func:`write_rows_csv`):
+:func:`evaluate_selectors` returns one row per selector: ``udcg`` (mean UDCG, Eq. 4, of the kept set,
+0.5 for ``k_q = 0``) with its standard error ``udcg_se``, ``mean_k``, ``k0_rate`` and ``k_hist``
+(counts of ``k = 0..K``, drawn by :func:`plot_k_histograms`). With an LLM scorer (``.score(items,
+generate=True)`` as :class:`udcg_ltr.annotate.scorer.LLMScorer`) the LLM answers each kept context
+(rank order) through :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection`: ``correct_rate``,
+``abstained_rate``, ``wrong_rate`` and the cost ``mean_passages``, ``mean_prompt_tokens``,
+``mean_context_tokens``; ``k_q = 0`` is not sent to the LLM (abstained, 0-token prompt).
 
-* ``udcg``: mean over queries of UDCG (Eq. 4) of the kept set top-``k_q`` (0.5 for ``k_q = 0``),
-  with its standard error ``udcg_se``;
-* ``mean_k``, ``k0_rate`` (share of "give no passage") and ``k_hist`` (counts of ``k = 0..K``),
-  also drawn as a PNG grid of bar charts by :func:`plot_k_histograms`;
-* with an LLM scorer (any object with ``.score(items, generate=True)`` returning results with
-  ``.answer`` and ``.n_prompt_tokens``, as :class:`udcg_ltr.annotate.scorer.LLMScorer`), the LLM
-  answers each kept context (passages in rank order) through
-  :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection`, graded ``correct_rate``,
-  ``abstained_rate``, ``wrong_rate``; plus the cost: ``mean_passages``, ``mean_prompt_tokens``
-  (the scorer's prompt lengths) and ``mean_context_tokens`` (the kept passages' tokens with the
-  scorer's tokenizer, or words when it has none). ``k_q = 0`` is not sent to the LLM: it counts as
-  abstained with a 0-token prompt.
+:func:`dynamic_k_report` is an *analysis* (it reads gold labels), not a selector: the dynamic-k analysis of
+:mod:`udcg_ltr.metrics.distractor` for several rankings of the same queries (e.g. the retriever's and
+the reranker's), on ``"heuristic"`` utilities (:func:`~udcg_ltr.metrics.distractor.heuristic_utilities`
+of the gold labels and the ranking's **own** scores, shift-invariant ``"range"`` rule since logits can
+be negative) or the ``"llm"`` utilities of Eq. 2: ``best_k`` (undiscounted, ``harm_weight`` times the
+harm), the distractor measures at the cutoff ``k`` (``None``: the whole list), and ``udcg_at_best_k``,
+UDCG (Eq. 4) of each query's top-``best_k`` set. Its labels-free counterpart is
+:class:`udcg_ltr.select.baselines.CumulativeUtilityRule`.
 """
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,10 +29,18 @@ import numpy as np
 
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.io import atomic_write_bytes
+from udcg_ltr.metrics.distractor import (
+    DANGEROUS,
+    RISKY,
+    SAFE,
+    AssessmentThresholds,
+    HeuristicConfig,
+    distractor_analysis,
+    heuristic_utilities,
+)
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.report import Column, markdown_table, write_csv
-from udcg_ltr.select.base import RankedSlates, Selector, udcg_of_kept
+from udcg_ltr.report import Column, fmt_float, markdown_table, new_figure, row_keys, save_figure, write_csv
+from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
 from udcg_ltr.select.training import rank_split, required_extra
 
 
@@ -49,13 +57,8 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
                        split: str = "test", plot_path: str | os.PathLike | None = None, title: str | None = None,
                        relevance_threshold: int = 1, match_rule: str = "contains",
                        ks: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
-    """One row per selector on ``(scores, slates)`` (module doc); ``records`` + ``scorer`` add end to end.
-
-    ``scores`` are aligned with the columns of ``slates`` (a :class:`~udcg_ltr.data.padded.PaddedSlates`
-    with utilities). ``records`` must be aligned with the slates' rows (same order). With
-    ``plot_path`` the k histograms are written as a PNG. ``ks`` (optional) receives each selector's
-    chosen k array, keyed by name.
-    """
+    """One row per selector on ``(scores, slates)`` (module doc); ``records`` (aligned with the slates' rows)
+    and ``scorer`` add end to end, ``plot_path`` the k histograms, and ``ks`` receives each chosen k array."""
     extra = sorted({name for sel in selectors.values() for name in required_extra(sel)})
     ranked = rank_split(scores, slates, extra_fields=extra)
     if ranked.utility is None:
@@ -94,19 +97,15 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
 def plot_k_histograms(ks: Mapping[str, np.ndarray], path: str | os.PathLike, *, max_k: int | None = None,
                       title: str | None = None) -> Path:
     """A PNG grid: one bar chart of the chosen k (``0..max_k``, share of queries) per selector; atomic."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = list(ks)
     if not names:
         raise ValueError("no selector to plot")
     top = max_k if max_k is not None else int(max(int(np.max(v, initial=0)) for v in ks.values()))
     cols = min(4, len(names))
     rows = int(np.ceil(len(names) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.5 * rows), squeeze=False, sharey=True)
-    for ax, name in zip(axes.flat, names):
+    fig, axes = new_figure(rows, cols, figsize=(3.2 * cols, 2.5 * rows))
+    axes = np.atleast_1d(axes)
+    for i, (ax, name) in enumerate(zip(axes, names)):
         k = np.asarray(ks[name], dtype=np.int64)
         share = np.bincount(k, minlength=top + 1)[:top + 1] / max(len(k), 1)
         ax.bar(np.arange(top + 1), share, color="#4477aa")
@@ -114,17 +113,14 @@ def plot_k_histograms(ks: Mapping[str, np.ndarray], path: str | os.PathLike, *, 
         ax.set_xticks(np.arange(top + 1))
         ax.set_xlabel("k (passages kept)", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(names):]:
+        if i:
+            ax.sharey(axes[0])
+    for ax in axes[len(names):]:
         ax.axis("off")
-    axes[0, 0].set_ylabel("share of queries", fontsize=8)
+    axes[0].set_ylabel("share of queries", fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return Path(path)
+    return save_figure(fig, path, dpi=110)
 
 
 DEFAULT_COLUMNS = ("selector", "split", "n", "udcg", "udcg_se", "mean_k", "k0_rate", "k_hist")
@@ -137,13 +133,10 @@ def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[st
         return ""
     if columns is None:
         columns = [c for c in DEFAULT_COLUMNS if any(c in r for r in rows)]
-        columns += [c for r in rows for c in r if c not in columns and c not in ("kind", "uses_labels", "outcomes")]
-        columns = list(dict.fromkeys(columns))
+        columns += [c for c in row_keys(rows) if c not in (*columns, "kind", "uses_labels", "outcomes")]
 
     def fmt(v: Any) -> str:
-        if isinstance(v, float):
-            return "NA" if np.isnan(v) else f"{v:.{digits}f}"
-        return "" if v is None else str(v)
+        return fmt_float(v, digits) if isinstance(v, float) else ("" if v is None else str(v))
 
     numeric = [isinstance(next((r[c] for r in rows if c in r), ""), (int, float)) for c in columns]
     return markdown_table(rows, [Column(c, fmt=fmt) for c in columns],
@@ -153,10 +146,53 @@ def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[st
 def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike,
                    columns: Sequence[str] | None = None) -> Path:
     """Rows as CSV (atomic write); columns default to the union of the rows' keys in first-seen order."""
-    if columns is None:
-        columns = list(dict.fromkeys(c for r in rows for c in r if c != "outcomes"))
+    columns = [c for c in row_keys(rows) if c != "outcomes"] if columns is None else columns
     return write_csv(path, rows, columns)
 
 
-__all__ = ["end_to_end_selection", "evaluate_selectors", "format_rows_markdown", "kept_pids", "plot_k_histograms",
-           "write_rows_csv"]
+#: Rule 3 on the ranking's own scores, shift invariant (reranker logits can be negative).
+RANGE_HEURISTIC = HeuristicConfig(score_rule="range")
+DEFAULT_THRESHOLDS = AssessmentThresholds()
+
+
+def dynamic_k_report(rankings: Mapping[str, tuple[Any, Any]], *, k: int | None = None, harm_weight: float = 1.0,
+                     min_k: int = 1, sources: tuple[str, ...] = ("heuristic", "llm"), gamma: float = DEFAULT_GAMMA,
+                     heuristic: HeuristicConfig = RANGE_HEURISTIC,
+                     thresholds: AssessmentThresholds = DEFAULT_THRESHOLDS) -> list[dict[str, Any]]:
+    """Rows (one per ranking x utility source) of the analysis measures (module doc).
+
+    ``rankings`` maps a name to ``(scores, slates)``: ``[Q, W]`` scores aligned with the columns of
+    a :class:`~udcg_ltr.data.padded.PaddedSlates` (with utilities for the ``"llm"`` source).
+    """
+    rows = []
+    for name, (scores, slates) in rankings.items():
+        extra = {"relevant": np.asarray(slates.relevant, dtype=np.float64),
+                 "is_distractor": np.asarray(slates.is_distractor, dtype=np.float64)}
+        ranked = rank_slates(scores, slates, extra=extra)
+        m = ranked.mask
+        for source in sources:
+            if source == "heuristic":
+                u = heuristic_utilities(ranked.extra["relevant"], ranked.scores, m,
+                                        is_distractor=ranked.extra["is_distractor"] > 0, config=heuristic)
+            elif source == "llm":
+                if ranked.utility is None:
+                    raise ValueError(f"ranking {name!r}: the 'llm' source needs annotated utilities")
+                u = ranked.utility
+            else:
+                raise ValueError(f"unknown utility source {source!r} (use 'heuristic' or 'llm')")
+            a = distractor_analysis(u, m, k=k, discount="log2", dynamic_discount=None, harm_weight=harm_weight,
+                                    min_k=min_k, thresholds=thresholds)
+            hist = np.bincount(a.best_k, minlength=ranked.width + 1)
+            row = {"ranking": name, "utilities": source, "n": len(ranked), "cutoff": "all" if k is None else k,
+                   "best_k_mean": float(a.best_k.mean()), "best_k_median": float(np.median(a.best_k)),
+                   "best_k_hist": " ".join(str(int(c)) for c in hist)}
+            row["udcg_at_best_k"] = (float(udcg_of_kept(ranked.utility, m, a.best_k, gamma=gamma).mean())
+                                     if ranked.utility is not None else float("nan"))
+            rate = a.distractor_rate[np.isfinite(a.distractor_rate)]
+            row.update({"dcg": float(a.dcg.mean()), "dcg_without_distractors": float(a.dcg_without_distractors.mean()),
+                        "harm": float(a.distractor_harm.mean()),
+                        "distractor_rate": float(rate.mean()) if rate.size else float("nan"),
+                        "harm_share": float(a.harm_share.mean()),
+                        **{c.lower(): float((a.assessment == c).mean()) for c in (SAFE, RISKY, DANGEROUS)}})
+            rows.append(row)
+    return rows

@@ -1,31 +1,21 @@
 """The expected-UDCG selector: predict each passage's utility, then keep the prefix with the best expected UDCG.
 
-A plug-in Bayes decision rule, the model-based counterpart of the gate and the k-classifier (which
-learn the decision directly). A small network ``h`` (linear or MLP, shared across positions) maps the
-standardised features ``x_i`` of the passage at rank ``i`` (:mod:`udcg_ltr.select.features`, with
+A plug-in Bayes decision rule, the model-based counterpart of the gate and the k-classifier. A shared
+network ``h`` (linear or MLP) maps the standardised features ``x_i`` of the passage at rank ``i`` (with
 any ``extra_features`` such as the reader probes of :mod:`udcg_ltr.data.probes`) to
+``pi_i = P(R_i = +1 | x_i)`` (logistic) and ``m_i = E[|u_i| | x_i]`` in ``(0, 1)``, the utility
+magnitude ``1 - P(NO-RESPONSE)`` (Eq. 2). Training minimises ``BCE(pi, [u > 0]) + (m - |u|)^2`` averaged
+per query: both proper scoring rules, so ``pi`` is calibrated on the training distribution.
 
-* ``pi_i = P(R_i = +1 | x_i)``, the probability that the passage is relevant (logistic), and
-* ``m_i = E[|u_i| | x_i]`` in ``(0, 1)``, the utility magnitude ``1 - P(NO-RESPONSE)`` (Eq. 2).
-
-Training (Lightning) maximises the log-likelihood of the signs plus a squared-error fit of the
-magnitudes on the real passages of the training rows: ``objective = -(BCE(pi, [u > 0]) + (m - |u|)^2)``
-averaged per query. Both are proper scoring rules, so on held-out data of the training
-distribution ``pi`` is calibrated, which is what the decision needs.
-
-Decision: with the signs independent given the features, the expected UDCG of the top-k prefix is
-(Eq. 4, ``s_i = +1`` with probability ``pi_i``)::
+Decision: with the signs independent given the features (Eq. 4, ``s_i = +1`` with probability ``pi_i``)::
 
     E[UDCG(top-k)] = sum_{s in {+1,-1}^k} prod_i P(s_i) * sigmoid( (1/k) sum_i m_i (s_i > 0 ? 1 : -gamma) )
 
-computed exactly by enumerating the ``2^k`` sign patterns (``k <= max_k``, at most
-:data:`MAX_EXACT_K`), and ``E[UDCG({})] = 0.5``. The selector keeps ``argmax_k E[UDCG(top-k)]``
-(the smallest such ``k`` on ties). With perfect ``pi`` in {0, 1} and exact ``m`` this is the oracle.
-
-Dropping the top passage pays only when ``pi_1`` is low: for ``k in {0, 1}`` the rule keeps the
-passage iff ``pi_1 sigmoid(m_1) + (1 - pi_1) sigmoid(-gamma m_1) >= 0.5``, i.e. ``pi_1 >= ~0.25`` for
-the default ``gamma = 1/3`` and any ``m_1``: a relevant passage gains about three times what a
-distractor costs.
+enumerating the ``2^k`` sign patterns (``k <= max_k``, at most :data:`MAX_EXACT_K`), and
+``E[UDCG({})] = 0.5``. The selector keeps ``argmax_k E[UDCG(top-k)]`` (the smallest on ties); with
+perfect ``pi`` and ``m`` this is the oracle. For ``k in {0, 1}`` it keeps the top passage iff
+``pi_1 sigmoid(m_1) + (1 - pi_1) sigmoid(-gamma m_1) >= 0.5``, i.e. ``pi_1 >= ~0.25`` for ``gamma = 1/3``:
+a relevant passage gains about three times what a distractor costs.
 """
 
 from __future__ import annotations
@@ -120,6 +110,7 @@ class ExpectedUtilitySelector(LearnedSelector):
     (``max_k`` caps the kept prefix, at most :data:`MAX_EXACT_K`; default ``min(width, 10)``)."""
 
     kind = "expected_utility"
+    module_class = UtilityModelModule
 
     def __init__(self, *, hidden: int = 0, n_layers: int = 1, dropout: float = 0.0, magnitude_weight: float = 1.0,
                  **kwargs: Any):
@@ -133,15 +124,3 @@ class ExpectedUtilitySelector(LearnedSelector):
         if self.max_k is None:
             self.max_k = min(ranked.width, MAX_EXACT_K)
         return super().fit(ranked, gamma=gamma, val=val)
-
-    def _build_module(self, n_features: int) -> UtilityModelModule:
-        return UtilityModelModule(n_features, hidden=self.hidden, n_layers=self.n_layers, dropout=self.dropout,
-                                  gamma=self.gamma, max_k=self.max_k or MAX_EXACT_K,
-                                  magnitude_weight=self.magnitude_weight, lr=self.lr, weight_decay=self.weight_decay)
-
-    def _module_config(self) -> dict[str, Any]:
-        return {"hidden": self.hidden, "n_layers": self.n_layers, "dropout": self.dropout,
-                "magnitude_weight": self.magnitude_weight}
-
-
-__all__ = ["MAX_EXACT_K", "ExpectedUtilitySelector", "UtilityModelModule", "expected_prefix_udcg", "sign_patterns"]

@@ -19,14 +19,9 @@ padded width ``W``), the per-passage features of the passage at rank ``i`` are:
 ``n_real``         ``n / W``, row-level
 =================  ========================================================================
 
-Extra per-passage arrays carried by :class:`~udcg_ltr.select.base.RankedSlates` (for example the
-first-stage retriever's score, still available at inference) add ``{name}``, ``{name}_gap_top``
-(``v_i - max_j v_j``) and ``{name}_minmax``. Padding gets 0 everywhere. ``T`` is the
-``temperature`` (score units).
-
-:class:`FeatureScaler` standardises each feature over the real passages of the training rows
-(mean 0, std 1; stored with the selector). :func:`query_features` flattens the first ``K``
-positions into one vector per query for the k-classifier.
+Extra per-passage arrays of :class:`~udcg_ltr.select.base.RankedSlates` (e.g. the first-stage
+retriever's score) add ``{name}``, ``{name}_gap_top`` (``v_i - max_j v_j``) and ``{name}_minmax``.
+Padding gets 0 everywhere. ``T`` is the ``temperature`` (score units).
 """
 
 from __future__ import annotations
@@ -77,44 +72,27 @@ def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEA
     q, w = s.shape
     n = m.sum(axis=1)
     top = s[:, :1] if w else np.zeros((q, 1))
-    cols: dict[str, np.ndarray] = {}
     idx = np.arange(w)[None, :]
-    want = set(features)
-    if "score" in want:
-        cols["score"] = s
-    if "gap_top" in want:
-        cols["gap_top"] = s - top
-    if "rank" in want:
-        cols["rank"] = np.broadcast_to(idx / max(w - 1, 1), s.shape)
-    if "inv_rank" in want:
-        cols["inv_rank"] = np.broadcast_to(1.0 / (idx + 1.0), s.shape)
-    if "diff_prev" in want:
-        cols["diff_prev"] = np.concatenate([np.zeros((q, min(w, 1))), s[:, :-1] - s[:, 1:]], axis=1)
-    if "diff_next" in want:
-        nxt = np.concatenate([s[:, 1:], s[:, -1:]], axis=1) if w else s
-        real_next = np.concatenate([m[:, 1:], np.zeros((q, min(w, 1)), bool)], axis=1)
-        cols["diff_next"] = np.where(real_next, s - nxt, 0.0)
-    if "minmax" in want:
-        cols["minmax"] = row_minmax(s, m)
-    if want & {"softmax", "cum_softmax"}:
-        e = np.where(m, np.exp((s - top) / temperature), 0.0)
-        p = e / np.maximum(e.sum(axis=1, keepdims=True), 1e-300)
-        cols["softmax"] = p
-        cols["cum_softmax"] = np.where(m, np.cumsum(p, axis=1), 0.0)
-    if "sigmoid" in want:
-        cols["sigmoid"] = sigmoid(s / temperature)
-    if "zscore" in want:
-        cnt = np.maximum(n, 1)[:, None]
-        mean = np.where(m, s, 0.0).sum(axis=1, keepdims=True) / cnt
-        var = np.where(m, (s - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / cnt
-        std = np.sqrt(var)
-        ok = std > _tiny(mean)
-        cols["zscore"] = np.where(ok, (s - mean) / np.where(ok, std, 1.0), 0.0)
-    if "top_margin" in want:
-        margin = np.where(n >= 2, s[:, 0] - s[:, 1], 0.0) if w >= 2 else np.zeros(q)
-        cols["top_margin"] = np.broadcast_to(margin[:, None], s.shape)
-    if "n_real" in want:
-        cols["n_real"] = np.broadcast_to((n / max(w, 1))[:, None], s.shape)
+    real_next = np.concatenate([m[:, 1:], np.zeros((q, min(w, 1)), bool)], axis=1)
+    nxt = np.concatenate([s[:, 1:], s[:, -1:]], axis=1) if w else s
+    e = np.where(m, np.exp((s - top) / temperature), 0.0)
+    softmax = e / np.maximum(e.sum(axis=1, keepdims=True), 1e-300)
+    mean = np.where(m, s, 0.0).sum(axis=1, keepdims=True) / np.maximum(n, 1)[:, None]
+    std = np.sqrt(np.where(m, (s - mean) ** 2, 0.0).sum(axis=1, keepdims=True) / np.maximum(n, 1)[:, None])
+    margin = np.where(n >= 2, s[:, 0] - s[:, 1], 0.0) if w >= 2 else np.zeros(q)
+    ok = std > _tiny(mean)
+
+    def full(a):
+        return np.broadcast_to(a, s.shape)
+
+    cols = {
+        "score": s, "gap_top": s - top, "rank": full(idx / max(w - 1, 1)), "inv_rank": full(1 / (idx + 1.0)),
+        "diff_prev": np.concatenate([np.zeros((q, min(w, 1))), s[:, :-1] - s[:, 1:]], axis=1),
+        "diff_next": np.where(real_next, s - nxt, 0.0), "minmax": row_minmax(s, m), "softmax": softmax,
+        "cum_softmax": np.where(m, np.cumsum(softmax, axis=1), 0.0), "sigmoid": sigmoid(s / temperature),
+        "zscore": np.where(ok, (s - mean) / np.where(ok, std, 1.0), 0.0),
+        "top_margin": full(margin[:, None]), "n_real": full((n / max(w, 1))[:, None]),
+    }
     for name in extra_features:
         if name not in ranked.extra:
             raise ValueError(f"extra feature {name!r} is not in the ranked slates (have {sorted(ranked.extra)})")
@@ -128,7 +106,7 @@ def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEA
 
 
 class FeatureScaler:
-    """Per-feature standardisation fitted on the real passages of the training rows."""
+    """Per-feature standardisation (mean 0, std 1) fitted on the real passages of the training rows."""
 
     def __init__(self, mean=None, std=None):
         self.mean = None if mean is None else np.asarray(mean, dtype=np.float64)
@@ -152,10 +130,8 @@ class FeatureScaler:
 
 
 def query_features(x: np.ndarray, mask: np.ndarray, max_k: int) -> np.ndarray:
-    """``[Q, max_k * F + max_k]``: features of ranks ``1..max_k`` side by side, then their real-slot flags.
-
-    Missing ranks (a row with fewer passages) are zeros with flag 0.
-    """
+    """``[Q, max_k * F + max_k]``: features of ranks ``1..max_k`` side by side, then their real-slot flags
+    (a row with fewer passages gets zeros with flag 0)."""
     q, w, f = x.shape
     k = int(max_k)
     xs = np.zeros((q, k, f))
@@ -164,7 +140,3 @@ def query_features(x: np.ndarray, mask: np.ndarray, max_k: int) -> np.ndarray:
     xs[:, :take] = np.where(mask[:, :take, None], x[:, :take], 0.0)
     ms[:, :take] = mask[:, :take]
     return np.concatenate([xs.reshape(q, k * f), ms], axis=1)
-
-
-__all__ = ["DEFAULT_FEATURES", "FeatureScaler", "PASSAGE_FEATURES", "feature_names", "passage_features",
-           "query_features"]

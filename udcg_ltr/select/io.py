@@ -1,13 +1,11 @@
 """Saving and loading selectors: a directory with ``selector.json`` (+ ``selector.safetensors``).
 
-``selector.json`` holds ``{"format": "udcg_ltr.selector", "version": 1, "kind", "config",
-"metadata"}``: the registry name, the constructor arguments (so ``load`` rebuilds the object) and
-free metadata (training metrics, data description). Learned selectors add their weights and
-feature-scaling statistics as a safetensors file. Non-finite floats (a threshold of ``inf``
-meaning "keep nothing") are written as JSON ``Infinity``, which Python's json reads back.
-
-The directory is written atomically: everything goes to a temporary sibling directory, which then
-replaces the target by rename, so a crash leaves the previous selector or the new one, never a mix.
+``selector.json`` holds ``{"format": "udcg_ltr.selector", "version": 1, "kind", "config", "metadata"}``:
+the registry name, the constructor arguments (``load`` rebuilds the object) and free metadata (training
+metrics, data description). Learned selectors add their weights and feature-scaling statistics as a
+safetensors file. A threshold of ``inf`` ("keep nothing") is written as JSON ``Infinity``, which
+Python's json reads back. The directory is replaced atomically: a crash leaves the previous selector
+or the new one, never a mix.
 """
 
 from __future__ import annotations
@@ -99,6 +97,3 @@ def load_selector(path: str | os.PathLike) -> Selector:
         selector.set_state(load_file(str(path / doc["weights"])))
     selector.metadata = doc.get("metadata", {})
     return selector
-
-
-__all__ = ["load_selector", "make_selector", "read_selector_config", "registry", "save_selector"]

@@ -1,33 +1,22 @@
 """The k-classifier: choose ``k in 0..K`` as a softmax over ``K + 1`` classes from the list features.
 
-Architectures (``arch``), all over the standardised features of ranks ``1..K``
-(:mod:`udcg_ltr.select.features`):
+Architectures (``arch``), over the standardised features of ranks ``1..K``:
 
-* ``"linear"``: ``logits = W [x_1; ...; x_K; real flags] + b`` (one weight vector per class);
-* ``"mlp"``: the same input through an MLP (``hidden`` units, ``n_layers``, ``dropout``);
+* ``"linear"``: ``logits = W [x_1; ...; x_K; real flags] + b``; ``"mlp"``: the same input through an MLP;
 * ``"cumulative"``: a shared per-passage network ``h`` and a bias per class,
-  ``logit_k = b_k + sum_{i<=k} h(x_i)``: the evidence for reading ``k`` passages accumulates
-  passage by passage (few parameters, so it suits small training sets). ``h`` should be an MLP
-  (``hidden > 0``, the default 16): with a linear ``h`` the expected-UDCG objective got stuck
-  near "always k = 1" on a synthetic task that the MLP solves.
+  ``logit_k = b_k + sum_{i<=k} h(x_i)``: the evidence for reading ``k`` passages accumulates passage
+  by passage (few parameters, for small training sets). ``h`` should be an MLP (``hidden > 0``): with
+  a linear ``h`` the expected objective got stuck near "always k = 1" on a synthetic task.
 
-Classes ``k > n_q`` (fewer real passages) are masked out. Objectives (``objective``):
+Classes ``k > n_q`` are masked out. Objectives (``objective``): ``"expected"``, the exact
+``E[UDCG] = sum_k p(k) UDCG(top-k)`` (Eq. 4, :func:`udcg_ltr.select.base.prefix_udcg`), or
+``"cross_entropy"`` to the oracle ``k`` (optional ``label_smoothing``).
 
-* ``"expected"``: maximise the exact expected UDCG of the kept set,
-  ``E[UDCG] = sum_k p(k) UDCG(top-k)``, where ``UDCG(top-k)`` (Eq. 4) of every candidate ``k``
-  is computed from the utility targets (:func:`udcg_ltr.select.base.prefix_udcg`);
-* ``"cross_entropy"``: cross-entropy to the oracle ``k`` (the smallest ``k`` maximising the
-  query's UDCG), with optional ``label_smoothing``.
-
-The expected objective is flat once ``p`` saturates on one class (its gradient
-``p_k (UDCG_k - E)`` vanishes), and early training saturates on the class that helps most
-queries (``k = 1``) before the features that single out the others are learned. A bonus
-``entropy * H(p)`` fixes it: the per-query optimum of ``E_p[UDCG] + beta H(p)`` is the Gibbs
-distribution ``p(k) ∝ exp(UDCG(top-k) / beta)``, whose argmax is the best ``k``, and gradients stay
-alive on the way (``beta = entropy``, 0.02 by default; UDCG gaps between candidate k are a few
-hundredths).
-
-Inference: ``k = argmax_k p(k)``.
+The expected objective is flat once ``p`` saturates on one class (its gradient ``p_k (UDCG_k - E)``
+vanishes), and early training saturates on ``k = 1``. A bonus ``entropy * H(p)`` fixes it: the
+per-query optimum of ``E_p[UDCG] + beta H(p)`` is the Gibbs distribution ``p(k) ∝ exp(UDCG(top-k) /
+beta)``, whose argmax is the best ``k`` (``beta = entropy``, 0.02 by default; UDCG gaps between
+candidate k are a few hundredths). Inference: ``k = argmax_k p(k)``.
 """
 
 from __future__ import annotations
@@ -38,8 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.base import RankedSlates
-from udcg_ltr.select.learned import LearnedSelector, _FixedWidth
+from udcg_ltr.select.learned import LearnedSelector
 from udcg_ltr.select.nn import SelectorModule, mlp
 
 NEG = -1e4
@@ -64,8 +52,8 @@ class KClassifierModule(SelectorModule):
             self.net = mlp(n_features, 1, hidden=hidden, n_layers=n_layers, dropout=dropout)
             self.bias = torch.nn.Parameter(torch.zeros(k + 1))
         else:
-            n_in = k * n_features + k
-            self.net = mlp(n_in, k + 1, hidden=hidden if arch == "mlp" else 0, n_layers=n_layers, dropout=dropout)
+            hidden = hidden if arch == "mlp" else 0
+            self.net = mlp(k * n_features + k, k + 1, hidden=hidden, n_layers=n_layers, dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Class logits ``[Q, K + 1]`` with impossible classes (``k > n_q``) at a large negative value."""
@@ -76,10 +64,8 @@ class KClassifierModule(SelectorModule):
             zero = torch.zeros(x.shape[0], 1, dtype=x.dtype, device=x.device)
             logits = torch.cat([zero, torch.cumsum(h, -1)], -1) + self.bias
         else:
-            flat = torch.cat([x.reshape(x.shape[0], -1), mask.to(x.dtype)], -1)
-            logits = self.net(flat)
-        n = mask.sum(-1, keepdim=True)
-        valid = torch.arange(k + 1, device=x.device)[None, :] <= n
+            logits = self.net(torch.cat([x.reshape(x.shape[0], -1), mask.to(x.dtype)], -1))
+        valid = torch.arange(k + 1, device=x.device)[None, :] <= mask.sum(-1, keepdim=True)
         return torch.where(valid, logits, torch.full_like(logits, NEG))
 
     def objective(self, batch) -> torch.Tensor:
@@ -100,12 +86,14 @@ class KClassifierModule(SelectorModule):
         return soft.argmax(-1)
 
 
-class KClassifierSelector(_FixedWidth, LearnedSelector):
+class KClassifierSelector(LearnedSelector):
     """k-classifier selector (module doc). Hyper-parameters: ``arch``, ``hidden``, ``n_layers``,
     ``dropout``, ``objective``, ``label_smoothing``, ``entropy`` (expected objective only) and those of
     :class:`~udcg_ltr.select.learned.LearnedSelector`; ``max_k`` defaults to the training width."""
 
     kind = "kclassifier"
+    module_class = KClassifierModule
+    fixed_width = True
 
     def __init__(self, *, arch: str = "cumulative", hidden: int = 16, n_layers: int = 1, dropout: float = 0.0,
                  objective: str = "expected", label_smoothing: float = 0.0, entropy: float = 0.02, **kwargs: Any):
@@ -114,21 +102,3 @@ class KClassifierSelector(_FixedWidth, LearnedSelector):
         self.arch, self.hidden, self.n_layers, self.dropout = arch, int(hidden), int(n_layers), float(dropout)
         self.objective, self.label_smoothing = objective, float(label_smoothing)
         KClassifierModule(1, 1, arch=arch, objective=objective)  # validates the choices
-
-    def _width(self, ranked: RankedSlates) -> int:
-        return ranked.width if self.max_k is None else self.max_k
-
-    def _build_module(self, n_features: int) -> KClassifierModule:
-        if self.max_k is None:
-            raise RuntimeError("max_k is unknown before fitting")
-        return KClassifierModule(n_features, self.max_k, arch=self.arch, hidden=self.hidden, n_layers=self.n_layers,
-                                 dropout=self.dropout, objective=self.objective,
-                                 label_smoothing=self.label_smoothing, gamma=self.gamma, lr=self.lr,
-                                 weight_decay=self.weight_decay, entropy=self.entropy)
-
-    def _module_config(self) -> dict[str, Any]:
-        return {"arch": self.arch, "hidden": self.hidden, "n_layers": self.n_layers, "dropout": self.dropout,
-                "objective": self.objective, "label_smoothing": self.label_smoothing, "entropy": self.entropy}
-
-
-__all__ = ["KClassifierModule", "KClassifierSelector"]

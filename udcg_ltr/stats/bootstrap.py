@@ -1,18 +1,9 @@
 """Bootstrap over queries: percentile confidence intervals and paired significance tests.
 
-Queries are the unit of resampling (per-query correlations or outcomes are the observations); NaN ("NA")
-queries are left out before resampling, and every function reports how many remained.
-
-* :func:`bootstrap_ci` / :func:`rate_ci`: percentile interval of the mean, ``B`` resamples of the ``n``
-  defined values with replacement (Efron's percentile method);
-* :func:`paired_bootstrap_test` / :func:`paired_difference`: for two metrics on the same queries (those where
-  *both* are defined), the differences ``d_q = a_q - b_q``; the null distribution of the mean difference is
-  obtained by resampling the *centred* differences ``d_q - mean(d)`` (the shift method), and the
-  two-sided p-value is ``(1 + #{|mean(d*) - mean(d)| >= |mean(d)|}) / (B + 1)`` (never exactly 0).
-  It also returns the percentile CI of the mean difference;
-* :func:`paired_ratio_ci`: the CI of a ratio of two paired means (the same resampled queries for both).
-
-All resampling is vectorised (a ``[B, n]`` index matrix) and seeded.
+Queries are the unit of resampling; NaN ("NA") queries are left out first. Intervals are Efron's percentile
+method over ``B`` seeded resamples with replacement (vectorised: a ``[B, n]`` index matrix). The paired test
+resamples the *centred* differences ``d_q - mean(d)`` of the queries where both sides are defined (the shift
+method): two-sided ``p = (1 + #{|mean(d*) - mean(d)| >= |mean(d)|}) / (B + 1)``, never exactly 0.
 """
 
 from __future__ import annotations

@@ -1,22 +1,17 @@
 """Per-query rank correlation between a metric and end-to-end outcomes, vectorised over queries.
 
-For a query ``q`` with contexts ``C_1..C_n``, the *ideal order* sorts them by outcome score
-(correct 2 > abstained 1 > wrong 0) and a metric ``M`` induces the order of ``M(q, C_j)``. The
-agreement is
+For a query's contexts, the *ideal order* sorts them by outcome score (correct 2 > abstained 1 > wrong 0) and
+a metric induces the order of its values; their agreement is
 
-* Spearman's rho: the Pearson correlation of the two rank vectors, ties getting their average rank
-  (``scipy.stats.spearmanr``);
-* Kendall's tau-b: ``(n_c - n_d) / sqrt((n_0 - n_1)(n_0 - n_2))`` with ``n_0 = n(n-1)/2`` and
-  ``n_1``, ``n_2`` the tied pairs of each side (``scipy.stats.kendalltau``'s default).
+* Spearman's rho: the Pearson correlation of the rank vectors, ties averaged (``scipy.stats.spearmanr``);
+* Kendall's tau-b: ``(n_c - n_d) / sqrt((n_0 - n_1)(n_0 - n_2))``, ``n_1`` and ``n_2`` the tied pairs of each
+  side (``scipy.stats.kendalltau``'s default).
 
-A query where either side is constant (or with fewer than 2 usable contexts) has an undefined
-correlation: NaN ("NA"), counted and left out of averages (:func:`udcg_ltr.metrics.mean`).
-Metric values are rounded to ``decimals`` (default 12) before ranking, so that values equal up to
-floating-point noise (e.g. UDCG of the same passages summed in another order) count as ties.
-A NaN metric value (e.g. ANSWER_PROB without its annotation) removes that context from its query.
-
-Queries are laid out as a padded ``[G, m]`` matrix (:func:`udcg_ltr.stats.groups.group_index`), and
-ranks and concordance are computed with ``[G, m, m]`` comparisons: no Python loop over queries.
+A query where either side is constant (or with fewer than 2 usable contexts) is NaN ("NA"), counted and left out
+of averages. Metric values are rounded to ``decimals`` (default 12) so that values equal up to floating-point
+noise are ties; a NaN metric value (e.g. ANSWER_PROB without its annotation) removes that context from its
+query. Queries are laid out as a padded ``[G, m]`` matrix (:mod:`udcg_ltr.stats.groups`): ``[G, m, m]``
+comparisons, no Python loop over queries.
 """
 
 from __future__ import annotations
@@ -80,14 +75,6 @@ def kendall_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = s / denom
     return np.where(denom > 0, np.clip(tau, -1.0, 1.0), np.nan)
-
-
-def correlate_rows(x, y, mask=None, method: str = "spearman") -> np.ndarray:
-    if method == "spearman":
-        return spearman_rows(x, y, mask)
-    if method == "kendall":
-        return kendall_rows(x, y, mask)
-    raise ValueError(f"unknown method {method!r} (use one of {METHODS})")
 
 
 @dataclass

@@ -1,12 +1,6 @@
-"""Tests on paired per-query outcomes (the same queries under two or more conditions).
+"""Tests on paired per-query outcomes (the same queries under two or more conditions): Wilcoxon signed-rank,
+McNemar's exact test and Cochran's Q. The bootstrap counterparts are in :mod:`udcg_ltr.stats.bootstrap`.
 
-* :func:`wilcoxon_paired`: ``scipy.stats.wilcoxon`` on per-query paired values (zero differences
-  dropped, the ``wilcox`` convention; p = 1 when every difference is zero);
-* :func:`mcnemar_exact`: McNemar's exact test on paired binary outcomes (two-sided binomial test
-  of the discordant pairs, ``b`` vs ``c``, p = 0.5);
-* :func:`cochran_q`: Cochran's Q for ``k`` related binary samples (chi-square with ``k - 1`` df).
-
-The bootstrap counterparts (paired difference with CI, ratio of paired means) are in :mod:`udcg_ltr.stats.bootstrap`.
 scipy is imported inside the functions: it is an optional heavy dependency (about 2 s to import).
 """
 
@@ -16,17 +10,13 @@ import numpy as np
 
 
 def wilcoxon_paired(a, b) -> dict[str, float]:
-    """Wilcoxon signed-rank test of paired per-query values (``scipy.stats.wilcoxon``, two-sided).
-
-    Zero differences are dropped (``zero_method="wilcox"``); ``n_nonzero`` says how many pairs
-    remained. When none differ the test is undefined: ``p = 1`` and ``statistic = NaN``.
-    """
+    """Wilcoxon signed-rank test of paired per-query values (``scipy.stats.wilcoxon``, two-sided); zero differences
+    dropped (``n_nonzero`` pairs remain). When none differ the test is undefined: ``p = 1``, ``statistic = NaN``."""
     from scipy.stats import wilcoxon
 
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    d = a - b
-    nonzero = int(np.count_nonzero(d))
+    nonzero = int(np.count_nonzero(a - b))
     if nonzero == 0:
         return {"statistic": float("nan"), "p": 1.0, "n_nonzero": 0}
     res = wilcoxon(a, b, zero_method="wilcox", alternative="two-sided")
@@ -40,8 +30,7 @@ def mcnemar_exact(a, b) -> dict[str, float]:
 
     a = np.asarray(a, dtype=bool)
     b = np.asarray(b, dtype=bool)
-    only_a = int((a & ~b).sum())
-    only_b = int((~a & b).sum())
+    only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
     n = only_a + only_b
     p = 1.0 if n == 0 else float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
     return {"only_a": only_a, "only_b": only_b, "p": p}

@@ -10,33 +10,23 @@ oracle contexts by schema   Table 2                      :func:`run_oracle_conte
 context-size sensitivity    Figure 2                     :func:`run_context_size` (:class:`ContextSizeConfig`)
 ==========================  ==========================  =========================================
 
-Every entry has the shape ``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None,
-cache=True, **params) -> StudyReport`` (see :mod:`udcg_ltr.studies.common`); the correlation study takes
-its end-to-end runs and returns a :class:`~udcg_ltr.studies.correlation.CorrelationReport`, a ``StudyReport``.
-:data:`STUDY_ENTRIES` maps the ``evaluate.py mode=<name>`` names to ``(function, config class)``. Names are
-imported lazily.
+The entries' shape: :mod:`udcg_ltr.studies.common`. Names are imported lazily.
 """
 
 from __future__ import annotations
 
 import importlib
 
-_EXPORTS = {
-    "run_distractor_sensitivity": "distractors", "DistractorConfig": "distractors",
-    "run_positional_bias": "position", "PositionConfig": "position",
-    "run_oracle_contexts": "oracle", "OracleConfig": "oracle",
-    "run_context_size": "context_size", "ContextSizeConfig": "context_size",
-    "StudyReport": "common", "StudyContext": "common",
-    "run_correlation_study": "correlation", "CorrelationReport": "correlation",
-}
-
-#: ``mode`` name -> (module, entry point, config class).
+#: ``evaluate.py mode=<name>`` -> (module, entry point, config class).
 STUDY_ENTRIES = {
     "distractors": ("distractors", "run_distractor_sensitivity", "DistractorConfig"),
     "position": ("position", "run_positional_bias", "PositionConfig"),
     "oracle": ("oracle", "run_oracle_contexts", "OracleConfig"),
     "context_size": ("context_size", "run_context_size", "ContextSizeConfig"),
 }
+#: Public name -> the module that defines it.
+_EXPORTS = {name: module for module, *names in STUDY_ENTRIES.values() for name in names}
+_EXPORTS.update(StudyReport="common", run_correlation_study="correlation", CorrelationReport="correlation")
 
 __all__ = sorted(_EXPORTS) + ["STUDY_ENTRIES", "get_study"]
 

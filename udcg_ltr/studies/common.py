@@ -1,34 +1,27 @@
-"""Shared machinery of the paper studies: contexts, LLM runs through the cache, query selection, the report.
+"""Shared machinery of the paper studies: LLM runs through the cache, query selection, outcome rates, the report.
 
 Every study (:mod:`~udcg_ltr.studies.distractors`, :mod:`~udcg_ltr.studies.position`,
-:mod:`~udcg_ltr.studies.oracle`, :mod:`~udcg_ltr.studies.context_size`; the correlation study,
-:mod:`~udcg_ltr.studies.correlation`, returns the same :class:`StudyReport`) follows one shape::
+:mod:`~udcg_ltr.studies.oracle`, :mod:`~udcg_ltr.studies.context_size`; :mod:`~udcg_ltr.studies.correlation`
+returns the same :class:`StudyReport`) is
+``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, cache=True, **params) -> StudyReport``:
 
-    run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, **params) -> StudyReport
-
-* ``records``: :class:`~udcg_ltr.data.schema.QueryRecord` s. Single-passage annotations of the LLM
-  (``p_no_response``, and ``answer_alone`` where a study needs eRAG labels) are read from
-  ``Passage.annotations[llm]``; when they are missing and a scorer is given, they are computed
-  (in place, through the cache) with :func:`udcg_ltr.annotate.annotator.ensure_annotations`.
-* ``scorer_or_runs``: an LLM scorer (``LLMScorer``, ``CachedScorer`` or anything with
-  ``score(items, generate=True)``) that answers the study's contexts, **or** ready-made
-  :class:`~udcg_ltr.data.contexts.ContextRun` s looked up by ``(qid, passage ids in prompt order)``.
-* every LLM call goes through an :class:`~udcg_ltr.annotate.cache.AnnotationCache` (``cache=True``:
-  ``cache_dir()/annotations/<llm name>``, the annotation CLI's folder; a path or a cache object;
-  ``None``/``False`` only for scorers that need no cache, e.g. test fakes), so a killed study resumes
-  and a rerun costs nothing.
+* ``records``: the LLM's single-passage annotations (``p_no_response``; ``answer_alone`` for eRAG labels) are
+  read from ``Passage.annotations[llm]``, computed in place through the cache when missing and a scorer is
+  given (:func:`udcg_ltr.annotate.annotator.ensure_annotations`);
+* ``scorer_or_runs``: an LLM scorer (anything with ``score(items, generate=True)``) that answers the study's
+  contexts, **or** ready-made :class:`~udcg_ltr.data.contexts.ContextRun` s looked up by ``(qid, passage ids)``;
+* ``cache``: every LLM call goes through an annotation cache (``True``: ``cache_dir()/annotations/<llm>``, the
+  annotation CLI's; a path or a cache object; ``None`` only for scorers that need none, e.g. test fakes), so a
+  killed study resumes and a rerun costs nothing.
 
 Randomness is per query (:func:`udcg_ltr.fit.sampling.query_rng` salted with the study's name): a query's
 contexts do not depend on which other queries are in the study.
-
-The statistics they share (bootstrap CIs and paired tests over queries) are in :mod:`udcg_ltr.stats`, the
-tables, figures and number formats in :mod:`udcg_ltr.report`; a report is logged through
-:meth:`udcg_ltr.tracking.RunLogger.log_results` (:meth:`StudyReport.log_to`).
 """
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -43,7 +36,7 @@ from udcg_ltr.annotate.grading import Outcome
 from udcg_ltr.data.contexts import ContextRun, write_context_runs
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
 from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
-from udcg_ltr.report import fmt_pct_ci, table_cell, write_csv
+from udcg_ltr.report import fmt_pct_ci, table_cell, write_csv, write_table
 from udcg_ltr.stats.bootstrap import rate_ci
 from udcg_ltr.tracking import as_run_logger
 
@@ -53,7 +46,7 @@ OUTCOME_COLUMNS = tuple(f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi"))
 
 
 # =============================================================================================
-# contexts and reports
+# parameters and reports
 
 
 @dataclass(frozen=True)
@@ -69,10 +62,6 @@ class StudyParams:
     rule: str = "contains"
     relevance_threshold: int = 1
     dataset: str | None = None
-
-
-#: One context of a study: passage ids in prompt order; ``kind``: the arm / position / schema it belongs to.
-StudyContext = Context
 
 
 @dataclass
@@ -130,6 +119,14 @@ def finish_report(report: StudyReport, out_dir: Path, logger=None) -> StudyRepor
     return report
 
 
+def add_table(paths: dict[str, Path], key: str, stem: Path, rows, columns, **kwargs) -> str:
+    """Write a table with :func:`udcg_ltr.report.write_table`, record its files as ``paths[key + "_md" / "_csv"]``
+    and return its markdown (for the report)."""
+    written = write_table(stem, rows, columns, **kwargs)
+    paths[f"{key}_md"], paths[f"{key}_csv"] = written["md"], written["csv"]
+    return written["md"].read_text(encoding="utf-8")
+
+
 def config_from(params: Mapping[str, Any], cls):
     """A study config of class ``cls`` from keyword parameters: ``config=`` (a ``cls`` instance or a mapping
     of its fields, e.g. a Hydra node) plus overrides; unknown keys are a ``TypeError``. Sequences
@@ -145,10 +142,9 @@ def config_from(params: Mapping[str, Any], cls):
     unknown = set(params) - known
     if unknown:
         raise TypeError(f"unknown {cls.__name__} parameters {sorted(unknown)} (known: {sorted(known)})")
-    if "splits" in params and params["splits"] is not None and not isinstance(params["splits"], str):
-        params["splits"] = tuple(params["splits"])
-    elif isinstance(params.get("splits"), str):
-        params["splits"] = (params["splits"],)
+    splits = params.get("splits")
+    if splits is not None:
+        params["splits"] = (splits,) if isinstance(splits, str) else tuple(splits)
     return replace(base, **params)
 
 
@@ -165,29 +161,24 @@ def annotation_name(llm) -> str:
 
 
 def split_scorer_or_runs(llm, scorer_or_runs) -> tuple[str, Any, list[ContextRun] | None]:
-    """``(llm name, scorer or None, runs or None)`` from the study arguments.
-
-    ``llm`` is the annotation name, or a scorer (its ``.name``; it then answers when
-    ``scorer_or_runs`` is None). ``scorer_or_runs`` is a scorer or a sequence of ``ContextRun`` s.
-    """
+    """``(llm name, scorer or None, runs or None)`` from the study arguments: ``llm`` is the annotation name, or a
+    scorer (then it answers when ``scorer_or_runs`` is None); ``scorer_or_runs`` a scorer or ``ContextRun`` s."""
     scorer, runs = None, None
-    if scorer_or_runs is None:
-        pass
-    elif hasattr(scorer_or_runs, "score"):
+    if hasattr(scorer_or_runs, "score"):
         scorer = scorer_or_runs
     elif isinstance(scorer_or_runs, Iterable) and not isinstance(scorer_or_runs, (str, bytes)):
         runs = list(scorer_or_runs)
         bad = [r for r in runs if not isinstance(r, ContextRun)]
         if bad:
             raise TypeError(f"scorer_or_runs: expected ContextRun s, got {type(bad[0]).__name__}")
-    else:
+    elif scorer_or_runs is not None:
         raise TypeError(f"scorer_or_runs must be a scorer (with .score) or ContextRun s, got "
                         f"{type(scorer_or_runs).__name__}")
     name = annotation_name(llm)
-    if scorer is None and runs is None and not isinstance(llm, str):
-        scorer = llm
     if scorer is None and runs is None:
-        raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
+        if isinstance(llm, str):
+            raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
+        scorer = llm
     return name, scorer, runs
 
 
@@ -204,7 +195,7 @@ def study_inputs(llm, scorer_or_runs, out_dir: str | os.PathLike,
     return name, scorer, runs, out
 
 
-def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[StudyContext], *, llm: str, scorer=None,
+def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Context], *, llm: str, scorer=None,
                     runs: Sequence[ContextRun] | None = None, rule: str = "contains", relevance_threshold: int = 1,
                     progress: bool = True) -> list[ContextRun]:
     """Graded runs for ``contexts`` (input order): answered by ``scorer``, or looked up in ``runs``.
@@ -218,14 +209,12 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Study
     table: dict[tuple[str, tuple[str, ...]], ContextRun] = {}
     for r in runs or ():
         table.setdefault((r.qid, tuple(r.pids)), r)
-    found, missing = [], []
-    for c in contexts:
-        r = table.get((c.qid, tuple(c.pids)))
-        (found if r is not None else missing).append(r if r is not None else c)
+    missing = [c for c in contexts if (c.qid, tuple(c.pids)) not in table]
     if missing:
         raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run "
                         f"(e.g. query {missing[0].qid!r}, passages {list(missing[0].pids)}); pass a scorer "
                         "to answer them")
+    found = [table[(c.qid, tuple(c.pids))] for c in contexts]
     graded = grade_runs(records, found, rule=rule, relevance_threshold=relevance_threshold, regrade=True)
     return [ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), answer=r.answer, llm=llm,
                        p_no_response=r.p_no_response, outcome=r.outcome, extra={**r.extra, "kind": c.kind})
@@ -240,10 +229,7 @@ def order_by_splits(records: Sequence[QueryRecord], splits: Sequence[str] | None
     """Records of ``splits`` in the order the splits are listed (input order within a split); all when ``None``."""
     if splits is None:
         return list(records)
-    out: list[QueryRecord] = []
-    for s in splits:
-        out.extend(r for r in records if (r.split or "none") == s)
-    return out
+    return [r for s in splits for r in records if (r.split or "none") == s]
 
 
 def select_queries(records: Sequence[QueryRecord], *, splits: Sequence[str] | None = None,
@@ -255,21 +241,21 @@ def select_queries(records: Sequence[QueryRecord], *, splits: Sequence[str] | No
     reasons are counted in the returned info (``{"candidates", "excluded": {reason: n}, "selected"}``).
     """
     pool = order_by_splits(records, splits)
-    excluded: dict[str, int] = {}
-    kept = []
-    for r in pool:
-        reason = eligible(r) if eligible is not None else None
-        if reason is None:
-            kept.append(r)
-        else:
-            excluded[reason] = excluded.get(reason, 0) + 1
-    if max_queries is not None:
-        kept = kept[:max_queries]
-    by_split: dict[str, int] = {}
-    for r in kept:
-        by_split[r.split or "none"] = by_split.get(r.split or "none", 0) + 1
-    return kept, {"candidates": len(pool), "excluded": excluded, "selected": len(kept), "by_split": by_split,
+    reasons = [None if eligible is None else eligible(r) for r in pool]
+    kept = [r for r, reason in zip(pool, reasons) if reason is None][:max_queries]
+    return kept, {"candidates": len(pool), "excluded": dict(Counter(x for x in reasons if x is not None)),
+                  "selected": len(kept), "by_split": dict(Counter(r.split or "none" for r in kept)),
                   "splits": list(splits) if splits is not None else "all"}
+
+
+def select_plans(records: Sequence[QueryRecord], cfg: StudyParams, plan: Callable[[QueryRecord], Any]
+                 ) -> tuple[list, dict]:
+    """``(plans of the selected queries, selection info)`` (:func:`select_queries` with ``cfg.splits`` and
+    ``cfg.max_queries``): ``plan(record)`` returns the query's plan, or the reason (a string) it is left out."""
+    plans = {r.qid: plan(r) for r in order_by_splits(records, cfg.splits)}
+    selected, info = select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries,
+                                    eligible=lambda r: plans[r.qid] if isinstance(plans[r.qid], str) else None)
+    return [plans[r.qid] for r in selected], info
 
 
 def describe_selection(info: Mapping[str, Any], max_queries: int | None = None) -> str:
@@ -303,6 +289,14 @@ def plot_title(what: str, *, dataset: str | None, n_queries: int, llm: str | Non
 def distracting_effect(p: Passage, llm: str) -> float:
     """DE of an irrelevant passage: ``1 - P(NO-RESPONSE | q, p)`` (its negative utility's magnitude, Eq. 2)."""
     return 1.0 - p.p_no_response(llm)
+
+
+def pick_relevant(relevant: Sequence[Passage], how: str, llm: str, relevance_threshold: int) -> Passage:
+    """The study's relevant passage among ``relevant`` (retrieval order): ``"top_ranked"``, the first, or
+    ``"best_utility"``, the highest utility (equal utilities: the better-ranked passage wins)."""
+    if how == "best_utility":
+        return max(relevant, key=lambda p: (p.utility(llm, relevance_threshold), -relevant.index(p)))
+    return relevant[0]
 
 
 # =============================================================================================

@@ -1,25 +1,13 @@
 """Context-size sensitivity: each metric's correlation with end-to-end accuracy for k = 1..10 (UDCG paper, Figure 2).
 
-A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.studies.correlation.k_sweep_rows`):
-for every context size ``k`` the metrics score contexts of ``k`` passages, and the mean per-query
-Spearman correlation between each metric and the graded outcomes (correct 2 > abstained 1 > wrong 0)
-is computed on the ``report_split`` queries, with bootstrap 95% CIs (UDCG_theta and gamma* are
-fitted on the ``fit_splits`` queries at each ``k``). Two modes:
-
-* ``resample`` (with an LLM scorer; the paper's protocol): fresh balanced contexts of ``k`` passages
-  per query and per ``k`` (:func:`udcg_ltr.fit.sampling.sample_contexts`, ``n_contexts`` per query
-  from the top ``top_n``), answered by the LLM through the cache;
-* ``truncate`` (with ready-made runs, or a scorer): shared contexts cut to their first ``k``
-  passages; with runs only, each truncated context keeps the outcome of the full context (metric@k
-  against the full-context outcome; the table says so), with a scorer the LLM answers the truncated
-  contexts of contexts sampled at ``max(k_values)``.
-
-``mode="auto"`` picks ``resample`` with a scorer and ``truncate`` with runs. Any metric list of the
-correlation study is accepted (:data:`udcg_ltr.studies.correlation.DEFAULT_METRICS`). Outputs: the wide
-table (metric x k, markdown + CSV), the long CSV with CIs and query counts, and a PNG with one line per
-metric (x = k, CI bands).
-
-Public entry: :func:`run_context_size` (parameters: :class:`ContextSizeConfig`).
+A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.studies.correlation.k_sweep_rows`): for
+every context size ``k``, the mean per-query Spearman correlation of each metric with the graded outcomes on
+the ``report_split`` queries, with bootstrap 95% CIs. ``mode="resample"`` (with a scorer; the paper's
+protocol): fresh balanced contexts of ``k`` passages per query and ``k``, answered through the cache;
+``"truncate"``: shared contexts cut to their first ``k`` passages (with runs only, each keeps the outcome of
+the full context; with a scorer, contexts sampled at ``max(k_values)`` and answered again at every ``k``);
+``"auto"``: resample with a scorer, truncate with runs. Outputs: the wide table (metric x k), the long CSV with
+CIs and query counts, and a PNG with one line per metric.
 """
 
 from __future__ import annotations
@@ -27,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from udcg_ltr.annotate.annotator import DedupScorer, ensure_annotations
@@ -35,10 +22,11 @@ from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
-from udcg_ltr.report import Column, fmt_ci, write_csv, write_table
+from udcg_ltr.report import Column, fmt_ci, write_csv
 from udcg_ltr.studies.common import (
     StudyParams,
     StudyReport,
+    add_table,
     config_from,
     describe_selection,
     finish_report,
@@ -56,11 +44,11 @@ FIGURE_METRICS = ("udcg", "udcg_theta", "ndcg", "mrr", "map", "precision", "erag
 class ContextSizeConfig(StudyParams):
     """Parameters of :func:`run_context_size`.
 
-    ``k_values``: context sizes (truncate mode keeps those not above the longest run); ``metrics``:
-    row keys of the correlation study (:data:`~udcg_ltr.studies.correlation.DEFAULT_METRICS`); ``mode``: ``auto`` / ``resample`` / ``truncate``;
-    ``n_contexts``, ``top_n``, ``positive_fraction``: the context sampling of resample mode;
-    ``fit_splits`` / ``report_split``: where UDCG_theta and gamma* are fitted and where correlations
-    are reported (``report_split=None``: every query); ``C``: the SVM-rank trade-off.
+    ``k_values``: context sizes (truncate mode keeps those not above the longest run); ``metrics``: row keys
+    of the correlation study (:data:`~udcg_ltr.studies.correlation.DEFAULT_METRICS`); ``n_contexts``,
+    ``top_n``, ``positive_fraction``: the context sampling of resample mode; ``fit_splits`` / ``report_split``:
+    where UDCG_theta and gamma* are fitted and where correlations are reported (``None``: every query);
+    ``C``: the SVM-rank trade-off.
     """
 
     k_values: tuple[int, ...] = tuple(range(1, 11))
@@ -119,17 +107,15 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
                                      positive_fraction=cfg.positive_fraction, seed=cfg.seed,
                                      relevance_threshold=cfg.relevance_threshold)
     base_runs: list = []
-    if mode == "truncate":
-        if runs is not None:
-            base_runs = grade_runs(by_qid, [r for r in runs if r.qid in by_qid], rule=cfg.rule,
-                                   relevance_threshold=cfg.relevance_threshold)
-            longest = max(len(r.pids) for r in base_runs)
-            dropped = [k for k in k_values if k > longest]
-            k_values = [k for k in k_values if k <= longest]
-            info["k_dropped_longer_than_runs"] = dropped
-        else:
-            base_runs = run_contexts(by_qid, sample_contexts(selected, sampling), answerer, None, llm_name=name,
-                                     rule=cfg.rule, relevance_threshold=cfg.relevance_threshold, progress=progress)
+    if mode == "truncate" and runs is not None:
+        base_runs = grade_runs(by_qid, [r for r in runs if r.qid in by_qid], rule=cfg.rule,
+                               relevance_threshold=cfg.relevance_threshold)
+        longest = max(len(r.pids) for r in base_runs)
+        info["k_dropped_longer_than_runs"] = [k for k in k_values if k > longest]
+        k_values = [k for k in k_values if k <= longest]
+    elif mode == "truncate":
+        base_runs = run_contexts(by_qid, sample_contexts(selected, sampling), answerer, None, llm_name=name,
+                                 rule=cfg.rule, relevance_threshold=cfg.relevance_threshold, progress=progress)
     sweep = k_sweep_rows(by_qid, base_runs, llm=name, k_values=k_values, mode=mode,
                          scorer=answerer if (mode == "resample" or runs is None) else None, cache=None,
                          sampling=sampling, split_of=split_of, fit_splits=cfg.fit_splits, report_split=report_split,
@@ -140,35 +126,30 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
         raise ValueError("the k sweep produced no rows (no contexts)")
     source = sweep[0]["outcome_source"]
     ks = sorted({r["k"] for r in sweep})
+    by_metric_k = {(r["metric"], r["k"]): r for r in sweep}
     names = [m for m in cfg.metrics if any(r["metric"] == m for r in sweep)]
-    rows: list[dict[str, Any]] = []
-    for m in names:
-        by_k = {r["k"]: r for r in sweep if r["metric"] == m}
-        row: dict[str, Any] = {"metric": m}
-        for k in ks:
-            row[f"k={k}"] = by_k[k]["spearman"] if k in by_k else float("nan")
-        rows.append(row)
+    rows = [{"metric": m, **{f"k={k}": by_metric_k[m, k]["spearman"] if (m, k) in by_metric_k else float("nan")
+                             for k in ks}} for m in names]
     queries_by_k = {k: max((r["n"] + r["n_na"] for r in sweep if r["k"] == k), default=0) for k in ks}
     defined_by_k = {k: {r["metric"]: r["n"] for r in sweep if r["k"] == k} for k in ks}
 
-    paths: dict[str, Path] = {}
-    ci = {(r["metric"], r["k"]): fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"], 2) for r in sweep}
+    paths: dict[str, Any] = {}
+    k_columns = ["metric"] + [f"k={k}" for k in ks]
+    ci = {key: fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"], 2) for key, r in by_metric_k.items()}
     # Markdown shows each row's label (row_label), the CSV its key
-    rendered = [{**row, "label": row_label(row["metric"]), **{f"ci{k}": ci.get((row["metric"], k), "NA") for k in ks}} for row in rows]
-    cols = [Column("label", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks]
+    rendered = [{**row, "label": row_label(row["metric"]), **{f"ci{k}": ci.get((row["metric"], k), "NA") for k in ks}}
+                for row in rows]
     note = (f"Mean per-query Spearman between the metric and the graded outcome, {report_split or 'all'} queries "
             f"({', '.join(f'k={k}: {queries_by_k[k]}' for k in ks)} queries; NA queries left out). Mode: {mode}; "
             f"outcome from: {source}.")
-    t = write_table(out / "context_size", rendered, cols, title="Correlation with end-to-end accuracy by context size "
-                    "(mean per-query Spearman [95% CI])", note=note,
-                    csv_columns=["metric"] + [f"k={k}" for k in ks])
-    paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
+    table_md = add_table(paths, "table", out / "context_size", rendered,
+                         [Column("label", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks], note=note,
+                         title="Correlation with end-to-end accuracy by context size (mean per-query Spearman "
+                               "[95% CI])", csv_columns=k_columns)
     n_rows = [{"metric": m, "label": row_label(m), **{f"k={k}": defined_by_k[k].get(m) for k in ks}} for m in names]
-    tn = write_table(out / "context_size_queries", n_rows, [Column("label", "Metric")]
-                     + [Column(f"k={k}", f"k={k}") for k in ks],
-                     title="Queries with a defined correlation (neither side constant)",
-                     csv_columns=["metric"] + [f"k={k}" for k in ks])
-    paths["queries_md"], paths["queries_csv"] = tn["md"], tn["csv"]
+    queries_md = add_table(paths, "queries", out / "context_size_queries", n_rows,
+                           [Column("label", "Metric")] + [Column(f"k={k}", f"k={k}") for k in ks],
+                           title="Queries with a defined correlation (neither side constant)", csv_columns=k_columns)
     paths["sweep_csv"] = write_csv(out / "context_size_sweep.csv", sweep)
     n_report = max(queries_by_k.values())
     paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names,
@@ -194,7 +175,7 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
              *(["- Truncate mode without an LLM: metric@k is compared with the outcome of the full context, so "
                 "small k measures how well the first k passages predict the full-context answer."]
                if source == "full_context" else []),
-             "", t["md"].read_text(encoding="utf-8"), "", tn["md"].read_text(encoding="utf-8"), "",
+             "", table_md, "", queries_md, "",
              f"Statistics: per-query Spearman (NA when a side is constant), mean over queries with bootstrap 95% CIs "
              f"({cfg.n_bootstrap} resamples) in `{paths['sweep_csv'].name}`."]
     report = StudyReport(name="context_size", rows=rows, markdown="\n".join(lines) + "\n", paths=paths, meta=meta,

@@ -13,38 +13,15 @@ Train / test separation: UDCG_theta (:mod:`udcg_ltr.fit.theta`) and the calibrat
 headline table is computed on the ``report_split`` queries; the all-queries table is given too and
 is in-sample for those two rows (the report says so).
 
-Metrics (each on the context as a ranked list in prompt order; ``k`` = context size). A row's key is its
+Metrics (each on the context as a ranked list in prompt order; ``k`` = context size): a row's key is its
 :data:`~udcg_ltr.metrics.table.METRIC_NAMES` key, or for the study-only rows a key of :data:`STUDY_ROWS`; the
 keys name the rows everywhere (summaries, CSV, JSON, W&B ``correlation/spearman/<key>``); Markdown tables and
-plots show :func:`row_label` of the key. Choices documented in :data:`METRIC_NOTES`:
-
-==============================  ===========================================================================
-``udcg``                        Eq. 4 with the paper's gamma = 1/3 (the reference of the paired tests)
-``udcg_gamma_star``             Eq. 4 with gamma calibrated on the fit split
-``udcg_theta``                  Eq. 3 with weights fitted on the fit split (SVM-rank, C)
-``udcg_theta_relevance_only``   ablation: u+ features only (beta = 0)
-``udcg_theta_binary``           ablation: u+ replaced by binary relevance
-``ndcg``                        nDCG@k, binary gains, IDCG@k from the query's judged pool (its candidate list)
-``mrr``                         reciprocal rank of the first relevant passage (0 if none)
-``map``                         AP@k with R = relevant passages in the query's judged pool
-``precision``                   #relevant / k
-``hits``                        1 if the context holds a relevant passage
-``erag``                        mean over the context's passages of the single-passage answer's score
-                                (``answer_alone`` graded by the same rule as the outcome: gold containment)
-``answer_prob``                 mean per-passage log-likelihood of the gold answer (``answer_logprob``
-                                annotation); NA when a passage lacks it
-``ra_nwg``                      RA-nWG@k (set-based), binary relevance mapped to grade 5 (relevant) / 0
-                                (not relevant), rarity weights and ideal from the judged pool
-``random``                      seeded uniform scores: the chance level (about 0)
-==============================  ===========================================================================
-
-Public entry: :func:`run_correlation_study` (returns a :class:`CorrelationReport`, a
-:class:`~udcg_ltr.studies.common.StudyReport`).
+plots show :func:`row_label` of the key. How each row is computed (judged pools, eRAG labels, ANSWER_PROB,
+the random chance level ...): :data:`METRIC_NOTES`, which the report prints as its Definitions.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import zlib
 from collections.abc import Mapping, Sequence
@@ -57,34 +34,45 @@ import numpy as np
 from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts, run_summary
 from udcg_ltr.data.schema import QueryRecord, records_by_qid
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID, GammaCalibration, calibrate_gamma, plot_gamma_curve
-from udcg_ltr.fit.pairs import ContextTable, build_context_table, group_index
+from udcg_ltr.fit.pairs import ContextTable, build_context_table
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts, truncate_contexts
 from udcg_ltr.fit.theta import fit_udcg_theta, select_C, weights_rows
-from udcg_ltr.fit.weights import UDCGThetaWeights, plot_weights, save_weights
+from udcg_ltr.fit.weights import VARIANT_NAMES, UDCGThetaWeights, plot_weights, save_weights
 from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
 from udcg_ltr.metrics import classic
 from udcg_ltr.metrics.erag import erag_labels, graded_precision
 from udcg_ltr.metrics.setbased import ra_nwg
 from udcg_ltr.metrics.table import display_name
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg
-from udcg_ltr.report import Column, fmt_ci, fmt_float, fmt_p, markdown_table, plot_bars, plot_lines, write_csv
+from udcg_ltr.report import (
+    Column,
+    fmt_ci,
+    fmt_float,
+    fmt_p,
+    markdown_table,
+    plot_bars,
+    plot_lines,
+    table_cell,
+    write_csv,
+)
 from udcg_ltr.stats.bootstrap import bootstrap_ci, paired_bootstrap_test
 from udcg_ltr.stats.correlation import QueryCorrelations, per_query_correlations
-from udcg_ltr.studies.common import StudyReport, annotation_name
+from udcg_ltr.stats.groups import group_index
+from udcg_ltr.studies.common import StudyReport, add_table, annotation_name
 
 #: The study-only rows (no column of the metric table), key -> label: one spelling each, lower case like the
 #: :data:`~udcg_ltr.metrics.table.METRIC_NAMES` keys the other rows use.
+#: UDCG_theta feature variant (:func:`udcg_ltr.fit.theta.fit_udcg_theta`) -> its row.
+THETA_ROWS = {"full": "udcg_theta", "relevance_only": "udcg_theta_relevance_only", "binary": "udcg_theta_binary"}
 STUDY_ROWS: dict[str, str] = {
-    "udcg_gamma_star": "UDCG (gamma*)",                       # Eq. 4 with gamma calibrated on the fit split
-    "udcg_theta_relevance_only": "UDCG_theta (rel-only)",     # Eq. 3 ablation: no u- features
-    "udcg_theta_binary": "UDCG_theta (binary)",               # Eq. 3 ablation: u+ replaced by binary relevance
-    "answer_prob": "ANSWER_PROB",                             # mean log-likelihood of the gold answer
-    "random": "random",                                       # seeded uniform scores: the chance level
+    "udcg_gamma_star": "UDCG (gamma*)",  # Eq. 4 with gamma calibrated on the fit split
+    # Eq. 3 ablations (no u- features; u+ replaced by binary relevance): the fit's own variant names
+    **{THETA_ROWS[v]: VARIANT_NAMES[v] for v in ("relevance_only", "binary")},
+    "answer_prob": "ANSWER_PROB",  # mean log-likelihood of the gold answer
+    "random": "random",  # seeded uniform scores: the chance level
 }
 #: The reference row of the paired tests (and of the ``*_vs_udcg`` / ``udcg_gain_pct`` columns).
 REFERENCE = "udcg"
-#: UDCG_theta feature variant (:func:`udcg_ltr.fit.theta.fit_udcg_theta`) -> its row.
-THETA_ROWS = {"full": "udcg_theta", "relevance_only": "udcg_theta_relevance_only", "binary": "udcg_theta_binary"}
 DEFAULT_METRICS: tuple[str, ...] = (
     "udcg", "udcg_gamma_star", "udcg_theta", "udcg_theta_relevance_only", "udcg_theta_binary", "ndcg", "mrr", "map",
     "precision", "hits", "erag", "answer_prob", "ra_nwg", "random",
@@ -124,50 +112,30 @@ METRIC_NOTES = """\
 # metrics on contexts
 
 
-@dataclass
-class _Pool:
-    """Each context row's query pool (retrieval order): binary relevance, mask, relevant count."""
-
-    relevant: np.ndarray
-    mask: np.ndarray
-    n_relevant: np.ndarray
-
-
-def _pool_rows(table: ContextTable, by_qid: Mapping[str, QueryRecord], relevance_threshold: int) -> _Pool:
+def _pool_rows(table: ContextTable, by_qid: Mapping[str, QueryRecord], relevance_threshold: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each context row's query pool (retrieval order): ``(binary relevance, mask, relevant count)``."""
     qids = list(dict.fromkeys(table.qids.tolist()))
-    row_of = {q: i for i, q in enumerate(qids)}
     width = max((len(by_qid[q].passages) for q in qids), default=0)
     rel = np.zeros((len(qids), width), dtype=bool)
     mask = np.zeros((len(qids), width), dtype=bool)
     for i, q in enumerate(qids):
-        for j, p in enumerate(by_qid[q].passages):
-            rel[i, j] = p.is_relevant(relevance_threshold)
-            mask[i, j] = True
+        passages = by_qid[q].passages
+        rel[i, :len(passages)] = [p.is_relevant(relevance_threshold) for p in passages]
+        mask[i, :len(passages)] = True
+    row_of = {q: i for i, q in enumerate(qids)}
     rows = np.array([row_of[q] for q in table.qids.tolist()], dtype=np.int64)
-    return _Pool(relevant=rel[rows], mask=mask[rows], n_relevant=rel.sum(axis=1)[rows].astype(np.float64))
+    return rel[rows], mask[rows], rel.sum(axis=1)[rows].astype(np.float64)
 
 
 def _passage_field(table: ContextTable, by_qid: Mapping[str, QueryRecord], key: str) -> np.ndarray:
     """Per-passage annotation ``key`` of ``table.llm`` as an object array ``[n, k]`` (None when absent)."""
     out = np.full(table.pids.shape, None, dtype=object)
-    lookup: dict[str, dict] = {}
+    passages = {q: {p.pid: p for p in by_qid[q].passages} for q in set(table.qids.tolist())}
     for r, q in enumerate(table.qids.tolist()):
-        pmap = lookup.get(q)
-        if pmap is None:
-            pmap = lookup[q] = {p.pid: p for p in by_qid[q].passages}
-        for j in range(table.k):
-            if table.mask[r, j]:
-                out[r, j] = pmap[table.pids[r, j]].annotations.get(table.llm, {}).get(key)
+        for j in np.flatnonzero(table.mask[r]):
+            out[r, j] = passages[q][table.pids[r, j]].annotations.get(table.llm, {}).get(key)
     return out
-
-
-def _row_mean_or_nan(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Mean over the real entries of each row; NaN when a real entry is NaN (missing annotation)."""
-    v = np.where(mask, values, 0.0)
-    n = mask.sum(axis=1)
-    missing = (mask & np.isnan(values)).any(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(missing | (n == 0), np.nan, np.nansum(v, axis=1) / n)
 
 
 def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryRecord] | Sequence[QueryRecord], *,
@@ -184,27 +152,28 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
     by_qid = records_by_qid(records)
     wanted = list(metrics) if metrics is not None else list(DEFAULT_METRICS)
     theta = dict(theta or {})
+    variant_of = {row: variant for variant, row in THETA_ROWS.items()}
     k = table.k
     u, m, rel = table.utility, table.mask, table.relevant
     relf = rel.astype(np.float64)
     out: dict[str, np.ndarray] = {}
-    pool = _pool_rows(table, by_qid, relevance_threshold) if {"ndcg", "map", "ra_nwg"} & set(wanted) else None
+    if {"ndcg", "map", "ra_nwg"} & set(wanted):
+        pool_rel, pool_mask, pool_n_relevant = _pool_rows(table, by_qid, relevance_threshold)
     for name in wanted:
         if name == "udcg":
             out[name] = udcg(u, m, gamma=gamma)
         elif name == "udcg_gamma_star":
             if gamma_star is not None:
                 out[name] = udcg(u, m, gamma=gamma_star)
-        elif name in THETA_ROWS.values():
-            variant = next(v for v, n in THETA_ROWS.items() if n == name)
-            if variant in theta:
-                out[name] = theta[variant].score(u, m, relevant=rel)
+        elif name in variant_of:
+            if variant_of[name] in theta:
+                out[name] = theta[variant_of[name]].score(u, m, relevant=rel)
         elif name == "ndcg":
-            out[name] = classic.ndcg(relf, m, k=k, ideal_gains=pool.relevant.astype(np.float64), ideal_mask=pool.mask)
+            out[name] = classic.ndcg(relf, m, k=k, ideal_gains=pool_rel.astype(np.float64), ideal_mask=pool_mask)
         elif name == "mrr":
             out[name] = classic.reciprocal_rank(relf, m)
         elif name == "map":
-            out[name] = classic.average_precision(relf, m, k=k, n_relevant=pool.n_relevant)
+            out[name] = classic.average_precision(relf, m, k=k, n_relevant=pool_n_relevant)
         elif name == "precision":
             out[name] = classic.precision(relf, m, k=k)
         elif name == "hits":
@@ -216,13 +185,16 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
             vals = graded_precision(np.nan_to_num(labels), m, k=k)
             out[name] = np.where((m & np.isnan(labels)).any(axis=1), np.nan, vals)
         elif name == "answer_prob":
-            lp = _passage_field(table, by_qid, "answer_logprob")
-            lp = np.array([[np.nan if v is None else float(v) for v in row] for row in lp], dtype=np.float64)
-            out[name] = _row_mean_or_nan(lp.reshape(table.pids.shape), m)
+            # mean over the real entries of each row; NaN when one lacks its annotation
+            lp = np.array([[np.nan if v is None else float(v) for v in row]
+                           for row in _passage_field(table, by_qid, "answer_logprob")], dtype=np.float64
+                          ).reshape(table.pids.shape)
+            n = m.sum(axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.nansum(np.where(m, lp, 0.0), axis=1) / n
+            out[name] = np.where((m & np.isnan(lp)).any(axis=1) | (n == 0), np.nan, mean)
         elif name == "ra_nwg":
-            grades = np.where(rel, 5, 0)
-            pool_grades = np.where(pool.relevant, 5, 0)
-            out[name] = ra_nwg(grades, m, k=k, pool_grades=pool_grades, pool_mask=pool.mask)
+            out[name] = ra_nwg(np.where(rel, 5, 0), m, k=k, pool_grades=np.where(pool_rel, 5, 0), pool_mask=pool_mask)
         elif name == "random":
             rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(b"RANDOM")])  # the stream of earlier runs
             out[name] = rng.random(len(table))
@@ -235,25 +207,25 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
 # summaries
 
 
-def _na_zero(corr: np.ndarray, qc: QueryCorrelations) -> np.ndarray:
-    """``na_policy="zero"``: a metric constant over a query whose outcomes vary gets 0 instead of NA."""
-    return np.where(np.isnan(corr) & qc.metric_constant & ~qc.outcome_constant, 0.0, corr)
-
-
 def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray, *, reference: str = REFERENCE,
               n_bootstrap: int = 1000, seed: int = 0, na_policy: str = "na") -> list[dict[str, Any]]:
-    """One row per metric over the selected queries: means, 95% CIs, n / NA counts, paired tests vs ``reference``."""
+    """One row per metric over the selected queries: means, 95% CIs, n / NA counts, paired tests vs ``reference``.
+
+    ``na_policy="zero"``: a metric constant over a query whose outcomes vary gets 0 instead of NA."""
     if na_policy not in ("na", "zero"):
         raise ValueError(f"na_policy must be 'na' or 'zero', got {na_policy!r}")
 
     def values(name, method):
         qc = correlations[name]
         v = getattr(qc, method)
-        return (_na_zero(v, qc) if na_policy == "zero" else v)[select]
+        if na_policy == "zero":
+            v = np.where(np.isnan(v) & qc.metric_constant & ~qc.outcome_constant, 0.0, v)
+        return v[select]
 
     rows = []
     for name in correlations:
         row: dict[str, Any] = {"metric": name}
+        paired = reference in correlations and name != reference
         for method in ("spearman", "kendall"):
             v = values(name, method)
             ok = ~np.isnan(v)
@@ -261,19 +233,14 @@ def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray,
             row[f"{method}_lo"], row[f"{method}_hi"] = bootstrap_ci(v, n_bootstrap, seed)
             row[f"{method}_n"] = int(ok.sum())
             row[f"{method}_na"] = int((~ok).sum())
-            if reference in correlations and name != reference:
-                test = paired_bootstrap_test(values(reference, method), v, n_bootstrap, seed)
-                row[f"{method}_p_vs_{reference}"] = test.p_value
-                row[f"{method}_diff_vs_{reference}"] = test.mean_diff  # reference minus this metric
-                row[f"{method}_paired_n"] = test.n
-            else:
-                row[f"{method}_p_vs_{reference}"] = None
-                row[f"{method}_diff_vs_{reference}"] = None
-                row[f"{method}_paired_n"] = None
+            test = paired_bootstrap_test(values(reference, method), v, n_bootstrap, seed) if paired else None
+            row[f"{method}_p_vs_{reference}"] = test.p_value if test else None
+            row[f"{method}_diff_vs_{reference}"] = test.mean_diff if test else None  # reference minus this metric
+            row[f"{method}_paired_n"] = test.n if test else None
         # Relative gain of the reference over this metric, on the queries where both are defined (the
         # raw means may average different query subsets); left out when the metric's mean is near 0.
         row[f"{reference}_gain_pct"] = float("nan")
-        if reference in correlations and name != reference:
+        if paired:
             a, b = values(reference, "spearman"), values(name, "spearman")
             both = ~np.isnan(a) & ~np.isnan(b)
             if both.any() and b[both].mean() >= 0.1:
@@ -282,25 +249,10 @@ def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray,
     return rows
 
 
-def _render_rows(rows: Sequence[Mapping[str, Any]], reference: str = REFERENCE) -> list[dict[str, str]]:
-    out = []
-    for r in rows:
-        gain = r.get(f"{reference}_gain_pct")
-        out.append({
-            "metric": row_label(r["metric"]),
-            "spearman_txt": fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"]),
-            "spearman_p": fmt_p(r[f"spearman_p_vs_{reference}"]),
-            "kendall_txt": fmt_ci(r["kendall"], r["kendall_lo"], r["kendall_hi"]),
-            "kendall_p": fmt_p(r[f"kendall_p_vs_{reference}"]),
-            "n": f"{r['spearman_n']} ({r['spearman_na']})",
-            "gain": "-" if r["metric"] == reference or gain is None or (isinstance(gain, float) and math.isnan(gain))
-            else f"{gain:+.0f}%",
-        })
-    return out
-
-
-_MD_COLUMNS = [Column("metric", "Metric"), Column("spearman_txt", "Spearman [95% CI]"), Column("spearman_p", f"p vs {row_label(REFERENCE)}"),
-               Column("kendall_txt", "Kendall tau-b [95% CI]"), Column("kendall_p", f"p vs {row_label(REFERENCE)}"),
+_MD_COLUMNS = [Column("metric", "Metric", row_label), Column("spearman_txt", "Spearman [95% CI]"),
+               Column(f"spearman_p_vs_{REFERENCE}", f"p vs {row_label(REFERENCE)}", fmt_p),
+               Column("kendall_txt", "Kendall tau-b [95% CI]"),
+               Column(f"kendall_p_vs_{REFERENCE}", f"p vs {row_label(REFERENCE)}", fmt_p),
                Column("n", "queries (NA)"), Column("gain", f"{row_label(REFERENCE)} vs metric (paired)")]
 _CSV_COLUMNS = ["metric", "spearman", "spearman_lo", "spearman_hi", "spearman_n", "spearman_na",
                 f"spearman_p_vs_{REFERENCE}", f"spearman_diff_vs_{REFERENCE}", "kendall", "kendall_lo", "kendall_hi",
@@ -308,9 +260,19 @@ _CSV_COLUMNS = ["metric", "spearman", "spearman_lo", "spearman_hi", "spearman_n"
                 f"{REFERENCE}_gain_pct"]
 
 
+def _rendered(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`summarise` rows with the text cells of :data:`_MD_COLUMNS` added."""
+    def gain(r) -> str:
+        value = r.get(f"{REFERENCE}_gain_pct")
+        return "-" if r["metric"] == REFERENCE or table_cell(value) is None else f"{value:+.0f}%"
+
+    return [{**r, "gain": gain(r), "n": f"{r['spearman_n']} ({r['spearman_na']})",
+             **{f"{m}_txt": fmt_ci(r[m], r[f"{m}_lo"], r[f"{m}_hi"]) for m in ("spearman", "kendall")}} for r in rows]
+
+
 def correlation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The paper-layout markdown table of :func:`summarise` rows (metrics shown by :func:`row_label`)."""
-    return markdown_table(_render_rows(rows), _MD_COLUMNS)
+    return markdown_table(_rendered(rows), _MD_COLUMNS)
 
 
 # =============================================================================================
@@ -339,13 +301,9 @@ class CorrelationReport(StudyReport):
 
     def bench_line(self, split: str = "report") -> str:
         """``spearman: udcg=A udcg_theta=B ndcg=C precision=D erag=E`` (3 decimals; NA when absent)."""
-        parts = []
-        for key in BENCH_LINE_METRICS:
-            try:
-                parts.append(f"{key}={fmt_float(self.spearman(key, split))}")
-            except KeyError:
-                parts.append(f"{key}=NA")
-        return "spearman: " + " ".join(parts)
+        known = {r["metric"] for r in self.summary.get(split, ())}
+        return "spearman: " + " ".join(f"{key}={fmt_float(self.spearman(key, split)) if key in known else 'NA'}"
+                                       for key in BENCH_LINE_METRICS)
 
 
 def query_splits(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[str, str], str | None]:
@@ -361,8 +319,6 @@ def query_splits(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[st
 
 @dataclass
 class _Core:
-    table: ContextTable
-    values: dict[str, np.ndarray]
     correlations: dict[str, QueryCorrelations]
     groups: np.ndarray
     theta: dict[str, UDCGThetaWeights]
@@ -370,28 +326,28 @@ class _Core:
 
 
 def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_splits, metrics, theta_variants, C,
-          gamma_grid, calibrate: bool, relevance_threshold, seed, erag_rule, fit_kwargs) -> _Core:
+          gamma_grid, relevance_threshold, seed, erag_rule, fit_kwargs) -> _Core:
+    """Fit UDCG_theta and gamma* on the ``fit_splits`` contexts, then score and correlate every metric."""
     fit_rows = np.array([split_of[q] in fit_splits for q in table.qids.tolist()], dtype=bool)
     fit_table = table.subset(np.flatnonzero(fit_rows))
+    fit_kwargs = dict(fit_kwargs or {})
     theta: dict[str, UDCGThetaWeights] = {}
-    wanted = set(metrics)
-    if len(fit_table):
-        for v in theta_variants:
-            if THETA_ROWS[v] in wanted:
-                c_v, cv_rows = C, None
-                if C == "cv":  # chosen by query-grouped CV inside the fit split only
-                    c_v, cv_rows = select_C(fit_table, variant=v, seed=seed, **fit_kwargs)
-                meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
-                theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta, **fit_kwargs)
+    for v in theta_variants if len(fit_table) else ():
+        if THETA_ROWS[v] in metrics:
+            c_v, cv_rows = C, None
+            if C == "cv":  # chosen by query-grouped CV inside the fit split only
+                c_v, cv_rows = select_C(fit_table, variant=v, seed=seed, **fit_kwargs)
+            meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
+            theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta, **fit_kwargs)
     gamma = None
-    if calibrate and len(fit_table) and "udcg_gamma_star" in wanted:
+    if len(fit_table) and "udcg_gamma_star" in metrics:
         gamma = calibrate_gamma(fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
     values = compute_context_metrics(table, by_qid, gamma_star=gamma.gamma if gamma else None, theta=theta,
                                      metrics=metrics, erag_rule=erag_rule, relevance_threshold=relevance_threshold,
                                      seed=seed)
     gi = group_index(table.qids)
     corr = {name: per_query_correlations(table.qids, v, table.outcome, groups_idx=gi) for name, v in values.items()}
-    return _Core(table=table, values=values, correlations=corr, groups=gi[0], theta=theta, gamma=gamma)
+    return _Core(correlations=corr, groups=gi[0], theta=theta, gamma=gamma)
 
 
 def _select(groups: np.ndarray, split_of: Mapping[str, str], split: str | None) -> np.ndarray:
@@ -427,22 +383,18 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
                     if mode == "resample" else truncate_contexts(runs, k, by_qid, relevance_threshold))
             graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=rule,
                                   relevance_threshold=relevance_threshold, progress=progress)
-            source = "llm"
+            source, width = "llm", k
         else:
             graded = [r for r in runs if len(r.pids) >= k]
-            source = "full_context"
+            source, width = "full_context", max((len(r.pids) for r in graded), default=k)
         if not graded:
             continue
-        if source == "full_context":
-            table = build_context_table(by_qid, graded, llm, k=max(len(r.pids) for r in graded),
-                                        relevance_threshold=relevance_threshold).truncate(k)
-        else:
-            table = build_context_table(by_qid, graded, llm, k=k, relevance_threshold=relevance_threshold)
+        table = build_context_table(by_qid, graded, llm, k=width, relevance_threshold=relevance_threshold).truncate(k)
         core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=("full",), C=C,
-                     gamma_grid=gamma_grid, calibrate=True, relevance_threshold=relevance_threshold, seed=seed,
-                     erag_rule=erag_rule, fit_kwargs=dict(fit_kwargs or {}))
-        sel = _select(core.groups, split_of, report_split)
-        for r in summarise(core.correlations, sel, n_bootstrap=n_bootstrap, seed=seed):
+                     gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed,
+                     erag_rule=erag_rule, fit_kwargs=fit_kwargs)
+        for r in summarise(core.correlations, _select(core.groups, split_of, report_split), n_bootstrap=n_bootstrap,
+                           seed=seed):
             rows.append({"k": k, "mode": mode, "outcome_source": source, "metric": r["metric"],
                          "spearman": r["spearman"], "spearman_lo": r["spearman_lo"], "spearman_hi": r["spearman_hi"],
                          "kendall": r["kendall"], "n": r["spearman_n"], "n_na": r["spearman_na"]})
@@ -455,10 +407,9 @@ def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
     series = {}
     for name in metrics:
         by_k = {r["k"]: r for r in rows if r["metric"] == name}
-        if not by_k:
-            continue
-        series[row_label(name)] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
-                        for key, src in (("y", "spearman"), ("lo", "spearman_lo"), ("hi", "spearman_hi"))}
+        if by_k:
+            series[row_label(name)] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
+                                       for key, src in (("y", "spearman"), ("lo", "spearman_lo"), ("hi", "spearman_hi"))}
     source = rows[0]["outcome_source"] if rows else ""
     mode = rows[0]["mode"] if rows else ""
     return plot_lines(ks, series, path, xlabel="k (passages per context)", ylabel="mean per-query Spearman",
@@ -478,21 +429,15 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
                           progress: bool = True) -> CorrelationReport:
     """Run the correlation study and write its tables and figures to ``out_dir``.
 
-    Args:
-        records: the queries (with single-passage annotations of ``llm`` on every passage in a context).
-        runs: end-to-end :class:`~udcg_ltr.data.contexts.ContextRun` s of contexts of at most ``k`` passages
-            (graded or not: ungraded ones are graded with ``rule``).
-        llm: the annotation name, or a scorer (its ``.name``; then also used for the k sweep).
-        fit_splits / report_split: UDCG_theta and gamma are fitted on the contexts of ``fit_splits`` queries;
-            the headline table uses the ``report_split`` queries (``None`` or ``"all"``: every query).
-        C: the SVM-rank trade-off, or ``"cv"``: chosen per variant by query-grouped 5-fold CV on the
-            fit split (:func:`udcg_ltr.fit.theta.select_C`).
-        k_sweep: context sizes for the sensitivity sweep, e.g. ``range(1, k + 1)``; ``sweep_mode``
-            ``"truncate"`` or ``"resample"`` (see :func:`k_sweep_rows`). ``None`` (default) or ``[]``: no
-            sweep (a resampled sweep asks the LLM for fresh contexts of every size: it is never implicit).
-        na_policy: ``"na"`` (queries where a side is constant are NA) or ``"zero"`` (a constant metric on a
-            query whose outcomes vary counts as 0).
-        logger: a ``RunLogger``, W&B run or WandbLogger to log the tables and figures to (:meth:`CorrelationReport.log_to`).
+    ``records`` carry single-passage annotations of ``llm`` (the annotation name, or a scorer: then it also
+    answers the k sweep) on every passage of a context; ``runs``: end-to-end ``ContextRun`` s of contexts of at
+    most ``k`` passages (ungraded ones are graded with ``rule``). UDCG_theta and gamma are fitted on the
+    ``fit_splits`` queries, the headline table uses the ``report_split`` queries (``None`` / ``"all"``: every
+    query). ``C``: the SVM-rank trade-off, or ``"cv"`` (query-grouped 5-fold CV on the fit split,
+    :func:`udcg_ltr.fit.theta.select_C`). ``k_sweep``: context sizes of the sensitivity sweep (:func:`k_sweep_rows`;
+    ``None`` / ``[]``: none -- a resampled sweep asks the LLM for fresh contexts, so it is never implicit).
+    ``na_policy``: ``"na"`` (queries where a side is constant are NA) or ``"zero"`` (a constant metric on a query
+    whose outcomes vary counts 0). ``logger``: a ``RunLogger``, W&B run or WandbLogger.
     """
     llm_name = annotation_name(llm)
     scorer = llm if scorer is None and not isinstance(llm, str) else scorer  # the LLM answers the k sweep
@@ -508,52 +453,45 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     split_of, split_note = query_splits(by_qid, seed)
     fit_splits = tuple(fit_splits)
     table = build_context_table(by_qid, graded, llm_name, k=k, relevance_threshold=relevance_threshold)
-    fit_q = sorted({q for q in table.qids.tolist() if split_of[q] in fit_splits})
-    if not fit_q:
+    if not any(split_of[q] in fit_splits for q in table.qids.tolist()):
         raise ValueError(f"no query with contexts in the fit splits {fit_splits}: cannot fit UDCG_theta / gamma")
     core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=tuple(theta_variants),
-                 C=C, gamma_grid=gamma_grid, calibrate=True, relevance_threshold=relevance_threshold, seed=seed,
-                 erag_rule=erag_rule, fit_kwargs=dict(fit_kwargs or {}))
+                 C=C, gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed,
+                 erag_rule=erag_rule, fit_kwargs=fit_kwargs)
     report_label = report_split if report_split not in (None, "all") else "all"
     sel_report = _select(core.groups, split_of, report_split)
     if not sel_report.any():
         raise ValueError(f"no query with contexts in the report split {report_split!r}")
     overlap = set(fit_splits) & ({report_split} if report_label != "all" else set(split_of.values()))
     other = "zero" if na_policy == "na" else "na"
-    sel_all = np.ones(len(core.groups), bool)
-    summary = {
-        "report": summarise(core.correlations, sel_report, n_bootstrap=n_bootstrap, seed=seed, na_policy=na_policy),
-        "all": summarise(core.correlations, sel_all, n_bootstrap=n_bootstrap, seed=seed, na_policy=na_policy),
-        # Robustness view with the other NA policy (NA -> 0 puts every metric on the same queries).
-        f"report_{other}": summarise(core.correlations, sel_report, n_bootstrap=n_bootstrap, seed=seed,
-                                     na_policy=other),
-        f"all_{other}": summarise(core.correlations, sel_all, n_bootstrap=n_bootstrap, seed=seed, na_policy=other),
-    }
+    # "report" and "all" queries, then the robustness view with the other NA policy (NA -> 0 puts every metric
+    # on the same queries)
+    summary = {f"{key}{suffix}": summarise(core.correlations, sel, n_bootstrap=n_bootstrap, seed=seed, na_policy=policy)
+               for suffix, policy in (("", na_policy), (f"_{other}", other))
+               for key, sel in (("report", sel_report), ("all", np.ones(len(core.groups), bool)))}
 
-    # ---- per-query table --------------------------------------------------------------------
     groups = core.groups.tolist()
+    outcome_constant = next(iter(core.correlations.values())).outcome_constant
     per_query = []
     for g, q in enumerate(groups):
         rows_q = table.outcome[table.qids == q]
         row: dict[str, Any] = {"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
                                "n_correct": int((rows_q == 2).sum()), "n_abstained": int((rows_q == 1).sum()),
-                               "n_wrong": int((rows_q == 0).sum()),
-                               "outcome_constant": bool(next(iter(core.correlations.values())).outcome_constant[g])}
+                               "n_wrong": int((rows_q == 0).sum()), "outcome_constant": bool(outcome_constant[g])}
         for name, qc in core.correlations.items():
             row[f"{name}|spearman"] = float(qc.spearman[g])
             row[f"{name}|kendall"] = float(qc.kendall[g])
         per_query.append(row)
 
-    # ---- k sweep -----------------------------------------------------------------------------
     k_values = [] if k_sweep is None else [int(x) for x in k_sweep]
     sweep = []
     if k_values:
-        sweep_metrics = [m for m in metrics if m in SWEEP_METRICS or m == REFERENCE]
         sweep = k_sweep_rows(by_qid, graded, llm=llm_name, k_values=k_values, mode=sweep_mode, scorer=scorer,
                              cache=cache, sampling=sampling, split_of=split_of, fit_splits=fit_splits,
-                             report_split=report_split, metrics=sweep_metrics, C=C, gamma_grid=gamma_grid,
-                             n_bootstrap=n_bootstrap, seed=seed, relevance_threshold=relevance_threshold,
-                             erag_rule=erag_rule, rule=rule, fit_kwargs=fit_kwargs, progress=progress)
+                             report_split=report_split, metrics=[m for m in metrics if m in SWEEP_METRICS],
+                             C=C, gamma_grid=gamma_grid, n_bootstrap=n_bootstrap, seed=seed,
+                             relevance_threshold=relevance_threshold, erag_rule=erag_rule, rule=rule,
+                             fit_kwargs=fit_kwargs, progress=progress)
 
     # ---- files -------------------------------------------------------------------------------
     paths: dict[str, Path] = {}
@@ -562,11 +500,8 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     n_report_q = int(sel_report.sum())
     for key, label in (("report", report_label), ("all", "all"), (f"report_{other}", f"{report_label}_na_{other}"),
                        (f"all_{other}", f"all_na_{other}")):
-        md_path = out / f"correlation_{label}.md"
-        atomic_write_text(md_path, f"### Metric vs end-to-end outcome correlation ({label} queries)\n\n"
-                          + correlation_markdown(summary[key]))
-        paths[f"table_{label}_md"] = md_path
-        paths[f"table_{label}_csv"] = write_csv(out / f"correlation_{label}.csv", summary[key], _CSV_COLUMNS)
+        add_table(paths, f"table_{label}", out / f"correlation_{label}", _rendered(summary[key]), _MD_COLUMNS,
+                  title=f"Metric vs end-to-end outcome correlation ({label} queries)", csv_columns=_CSV_COLUMNS)
     paths["per_query_csv"] = write_csv(out / "per_query.csv", per_query)
     if core.theta:
         paths["weights_json"] = save_weights(out / f"udcg_theta_k{k}.json", list(core.theta.values()))
@@ -577,31 +512,30 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
         paths["gamma_csv"] = write_csv(out / "gamma_calibration.csv", core.gamma.rows())
         paths["gamma_png"] = plot_gamma_curve(core.gamma, out / "gamma_calibration.png")
     rep = summary["report"]
-    paths["bars_png"] = plot_bars([row_label(r["metric"]) for r in rep], [r["spearman"] for r in rep], out / "correlation_bars.png",
-                                  lo=[r["spearman_lo"] for r in rep], hi=[r["spearman_hi"] for r in rep],
-                                  ylabel="mean per-query Spearman (95% CI)", highlight=[row_label(REFERENCE), row_label("udcg_theta")],
-                                  title=f"{title or 'Metric-accuracy correlation'}\n{report_label} split: "
-                                        f"{n_report_q} queries, LLM {llm_name}")
+    where = f"{report_label} split: {n_report_q} queries, LLM {llm_name}"
+    paths["bars_png"] = plot_bars([row_label(r["metric"]) for r in rep], [r["spearman"] for r in rep],
+                                  out / "correlation_bars.png", lo=[r["spearman_lo"] for r in rep],
+                                  hi=[r["spearman_hi"] for r in rep], ylabel="mean per-query Spearman (95% CI)",
+                                  highlight=[row_label(REFERENCE), row_label("udcg_theta")],
+                                  title=f"{title or 'Metric-accuracy correlation'}\n{where}")
     if sweep:
         paths["k_sweep_csv"] = write_csv(out / "k_sweep.csv", sweep)
         paths["k_sweep_png"] = plot_k_sweep(
-            sweep, out / "k_sweep.png",
-            title=f"{title or 'Metric-accuracy correlation'} vs k ({sweep[0]['mode']}; outcome: "
-                  f"{sweep[0]['outcome_source']})\n{report_label} split: {n_report_q} queries, LLM {llm_name}")
+            sweep, out / "k_sweep.png", title=f"{title or 'Metric-accuracy correlation'} vs k ({sweep[0]['mode']}; "
+                                              f"outcome: {sweep[0]['outcome_source']})\n{where}")
 
-    counts = run_summary(graded)
-    n_const = sum(r["outcome_constant"] for r in per_query)
     meta = {
         "llm": llm_name, "k": k, "C": C, "n_bootstrap": n_bootstrap, "seed": seed, "na_policy": na_policy,
         "fit_splits": list(fit_splits), "report_split": report_label, "queries_by_split": n_q,
         "n_fit_queries": n_fit_q, "n_report_queries": n_report_q, "n_queries": len(groups),
-        "n_contexts": len(table), "outcomes": counts, "other_na_policy": other, "queries_outcome_constant": int(n_const),
+        "n_contexts": len(table), "outcomes": run_summary(graded), "other_na_policy": other,
+        "queries_outcome_constant": int(sum(r["outcome_constant"] for r in per_query)),
         "gamma_calibrated": core.gamma.gamma if core.gamma else None, "split_note": split_note,
         "fit_report_overlap": sorted(overlap),
         "sweep": {"k_values": k_values, "mode": sweep_mode,
                   "outcome_source": sweep[0]["outcome_source"] if sweep else None},
     }
-    md = _markdown(summary, meta, core, per_query, sweep, paths, title=title)
+    md = _markdown(summary, meta, core, sweep, paths, title=title)
     paths["report_md"] = out / "study.md"
     atomic_write_text(paths["report_md"], md)
     paths["summary_json"] = out / "summary.json"
@@ -620,7 +554,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     return result
 
 
-def _markdown(summary, meta, core: _Core, per_query, sweep, paths, *, title=None) -> str:
+def _markdown(summary, meta, core: _Core, sweep, paths, *, title=None) -> str:
     o = meta["outcomes"]
     lines = [f"# {title or 'Metric vs end-to-end RAG accuracy: correlation study'}", "",
              f"LLM `{meta['llm']}`; contexts of k = {meta['k']} passages; {meta['n_queries']} queries, "
@@ -652,24 +586,18 @@ def _markdown(summary, meta, core: _Core, per_query, sweep, paths, *, title=None
                   f"fit queries; paper gamma 1/3 scores "
                   f"{g.mean_spearman[np.argmin(np.abs(g.grid - DEFAULT_GAMMA))]:.3f}).", ""]
     if core.theta:
-        lines += ["## UDCG_theta weights", ""]
-        wrows = []
-        for w in core.theta.values():
-            wrows.append({"variant": w.name, "alpha": " ".join(f"{a:.3f}" for a in w.alpha),
-                          "beta": " ".join(f"{b:.3f}" for b in w.beta), "C": f"{w.meta.get('C'):g}",
-                          "pairs": w.meta.get("n_pairs"),
-                          "train pair acc.": fmt_float(w.meta.get("train_pairwise_accuracy"))})
-        lines += [markdown_table(wrows, ["variant", "alpha", "beta", "C", "pairs", "train pair acc."], align="lllrrr"),
-                  ""]
+        wrows = [{"variant": w.name, "alpha": " ".join(f"{a:.3f}" for a in w.alpha),
+                  "beta": " ".join(f"{b:.3f}" for b in w.beta), "C": f"{w.meta.get('C'):g}",
+                  "pairs": w.meta.get("n_pairs"), "train pair acc.": fmt_float(w.meta.get("train_pairwise_accuracy"))}
+                 for w in core.theta.values()]
+        lines += ["## UDCG_theta weights", "", markdown_table(wrows, align="lllrrr"), ""]
     if sweep:
         lines += [f"## Sensitivity to k ({sweep[0]['mode']}; outcome from: {sweep[0]['outcome_source']})", ""]
         ks = sorted({r["k"] for r in sweep})
-        names = list(dict.fromkeys(r["metric"] for r in sweep))
-        srows = []
-        for name in names:
-            by_k = {r["k"]: r for r in sweep if r["metric"] == name}
-            srows.append({"metric": row_label(name), **{f"k={kk}": fmt_float(by_k.get(kk, {}).get("spearman")) for kk in ks}})
-        lines += [markdown_table(srows, ["metric"] + [f"k={kk}" for kk in ks]), ""]
+        spearman = {(r["metric"], r["k"]): r["spearman"] for r in sweep}
+        srows = [{"metric": row_label(name), **{f"k={kk}": fmt_float(spearman.get((name, kk))) for kk in ks}}
+                 for name in dict.fromkeys(r["metric"] for r in sweep)]
+        lines += [markdown_table(srows), ""]
     lines += ["## Definitions", "", METRIC_NOTES, "## Files", ""]
     lines += [f"- `{p.name}`" for p in paths.values()]
     return "\n".join(lines) + "\n"

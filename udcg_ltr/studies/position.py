@@ -1,26 +1,15 @@
 """Positional bias: one relevant passage moved through positions 1..k (UDCG paper, Figure 1).
 
-For every query with a relevant passage and at least ``k - 1`` irrelevant ones, ``k`` contexts are
-answered by the LLM: the same ``k - 1`` irrelevant passages in the same relative order, with the
-relevant passage inserted at position ``i = 1..k`` (document ``[i]`` of the prompt). Only the
-position changes, so accuracy by position measures the LLM's positional bias ("lost in the middle":
-a U shape for many LLMs).
+For every query with a relevant passage and at least ``k - 1`` irrelevant ones, ``k`` contexts are answered
+by the LLM: the same ``k - 1`` irrelevant passages in the same order, the relevant passage inserted at
+position ``i = 1..k``. Accuracy by position measures the LLM's positional bias ("lost in the middle": a U
+shape for many LLMs), next to what metrics *predict* for the same lists (:func:`predicted_curves`: nDCG, MRR
+and MAP fall with the position by construction, Precision and UDCG are flat; a UDCG_theta fit shows its
+learned ``alpha_i``, Eq. 3, the LLM-oriented discount the paper learns).
 
-Next to it, what classic metrics *predict* for the same lists (each list as its own judged pool,
-binary relevance): nDCG@k (``1/log2(i+1)``), MRR (``1/i``) and MAP (``1/i`` with one relevant
-passage) fall monotonically with the position by construction, Precision@k is flat (``1/k``), and
-UDCG (Eq. 4) is flat too (it has no positional discount). When a UDCG_theta fit exists for ``k``
-(a path to weights saved by :mod:`udcg_ltr.fit.weights`, or ``UDCGThetaWeights`` objects), its
-``alpha_i`` (the learned weight of a useful passage at position ``i``, Eq. 3) and its mean score
-on these lists are shown too: the LLM-oriented discount the paper learns.
-
-Statistics: accuracy by position with bootstrap 95% CIs over queries; Cochran's Q test that the
-``k`` paired accuracies are equal; primacy and recency as paired bootstrap differences (correctness
-at position 1, resp. ``k``, minus the mean correctness at positions 2..k-1, per query; a U shape
-needs both CIs above 0) with CIs and p; first-vs-last paired difference with McNemar's exact test. The figure draws accuracy with its CI
-band on the left axis and every metric curve divided by its maximum over positions on the right axis.
-
-Public entry: :func:`run_positional_bias` (parameters: :class:`PositionConfig`).
+Statistics: bootstrap 95% CIs over queries; Cochran's Q test of equal accuracy at every position; primacy and
+recency (correctness at position 1, resp. ``k``, minus the mean at positions 2..k-1, per query; a U shape
+needs both CIs above 0); first vs last with McNemar's exact test.
 """
 
 from __future__ import annotations
@@ -28,12 +17,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from udcg_ltr.annotate.annotator import ensure_annotations
+from udcg_ltr.annotate.end_to_end import Context
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import query_rng, retrieval_order
 from udcg_ltr.fit.weights import UDCGThetaWeights, load_weights
@@ -48,15 +37,14 @@ from udcg_ltr.report import (
     save_figure,
     set_title,
     write_csv,
-    write_table,
 )
 from udcg_ltr.stats.bootstrap import paired_difference
 from udcg_ltr.stats.paired import cochran_q, mcnemar_exact
 from udcg_ltr.studies.common import (
     OUTCOME_COLUMNS,
-    StudyContext,
     StudyParams,
     StudyReport,
+    add_table,
     answer_contexts,
     config_from,
     describe_selection,
@@ -65,15 +53,12 @@ from udcg_ltr.studies.common import (
     outcome_indicators,
     outcome_rates,
     pct_ci,
+    pick_relevant,
     plot_title,
-    select_queries,
+    select_plans,
     study_inputs,
 )
 from udcg_ltr.studies.correlation import row_label
-
-#: Metric curves computed on the study's lists (binary relevance; each list is its own pool), by their
-#: :data:`~udcg_ltr.metrics.table.METRIC_NAMES` keys (``udcg_theta`` too when weights are given).
-PREDICTED = ("ndcg", "mrr", "map", "precision", "udcg")
 
 
 @dataclass(frozen=True)
@@ -122,9 +107,7 @@ def plan_query(record: QueryRecord, llm: str, cfg: PositionConfig) -> PositionPl
     m = cfg.k - 1
     if len(irr) < m:
         return f"fewer than k-1={m} irrelevant passages"
-    r = rel[0]
-    if cfg.relevant == "best_utility":
-        r = max(rel, key=lambda p: (p.utility(llm, cfg.relevance_threshold), -rel.index(p)))
+    r = pick_relevant(rel, cfg.relevant, llm, cfg.relevance_threshold)
     if cfg.distractors == "retrieval":
         chosen = irr[:m]
     elif cfg.distractors == "random":
@@ -137,21 +120,17 @@ def plan_query(record: QueryRecord, llm: str, cfg: PositionConfig) -> PositionPl
     return PositionPlan(record.qid, r.pid, tuple(p.pid for p in chosen))
 
 
+def _weight_list(weights) -> list[UDCGThetaWeights]:
+    """``weights`` (a path, one object or several) as a list; a path is loaded."""
+    if isinstance(weights, (str, os.PathLike)):
+        return load_weights(weights)
+    return [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
+
+
 def select_weights(weights, k: int) -> UDCGThetaWeights | None:
     """The UDCG_theta weights for ``k`` passages from a path, one object or a list (``full`` variant preferred)."""
-    if weights is None:
-        return None
-    if isinstance(weights, (str, os.PathLike)):
-        items = load_weights(weights)
-    elif isinstance(weights, UDCGThetaWeights):
-        items = [weights]
-    else:
-        items = list(weights)
-    fits = [w for w in items if w.k == k]
-    if not fits:
-        return None
-    full = [w for w in fits if w.variant == "full"]
-    return (full or fits)[0]
+    fits = [] if weights is None else [w for w in _weight_list(weights) if w.k == k]
+    return next((w for w in fits if w.variant == "full"), fits[0] if fits else None)
 
 
 def predicted_curves(k: int, utilities: np.ndarray | None = None, theta: UDCGThetaWeights | None = None
@@ -185,20 +164,10 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     k = cfg.k
     ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
     by_qid = {r.qid: r for r in records}
-    plans: dict[str, PositionPlan] = {}
-
-    def eligible(r):
-        p = plan_query(r, name, cfg)
-        if isinstance(p, str):
-            return p
-        plans[r.qid] = p
-        return None
-
-    selected, info = select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries, eligible=eligible)
-    if not selected:
+    chosen, info = select_plans(records, cfg, lambda r: plan_query(r, name, cfg))
+    if not chosen:
         raise ValueError(f"no eligible query for the position study (excluded: {info['excluded']})")
-    chosen = [plans[r.qid] for r in selected]
-    contexts = [StudyContext(p.qid, i * k + j, p.context(j + 1), f"position {j + 1}")
+    contexts = [Context(p.qid, i * k + j, p.context(j + 1), f"position {j + 1}")
                 for i, p in enumerate(chosen) for j in range(k)]
     graded = answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
                              relevance_threshold=cfg.relevance_threshold, progress=progress)
@@ -207,57 +176,46 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     B, seed = cfg.n_bootstrap, cfg.seed
 
     # utilities of every list: [n, k (position of the relevant passage), k (slot)]
-    util = np.array([[[by_qid[c.qid].passage(pid).utility(name, cfg.relevance_threshold) for pid in c.pids]
-                      for c in contexts[i * k:(i + 1) * k]] for i in range(n)])
+    util = np.array([[by_qid[c.qid].passage(pid).utility(name, cfg.relevance_threshold) for pid in c.pids]
+                     for c in contexts]).reshape(n, k, k)
     theta = select_weights(cfg.weights, k)
     curves = predicted_curves(k, util, theta)
-
     rows: list[dict[str, Any]] = []
     for j in range(k):
-        row: dict[str, Any] = {"position": j + 1, "queries": n}
-        row.update(outcome_rates(ind, B, seed, (slice(None), j)))
-        for mname, c in curves.items():
-            row[mname] = float(c[j])
+        row: dict[str, Any] = {"position": j + 1, "queries": n, **outcome_rates(ind, B, seed, (slice(None), j)),
+                               **{m: float(c[j]) for m, c in curves.items()}}
         if theta is not None:
-            row["alpha"] = float(theta.alpha[j])
-            row["beta"] = float(theta.beta[j])
+            row.update(alpha=float(theta.alpha[j]), beta=float(theta.beta[j]))
         rows.append(row)
 
-    q = cochran_q(ind["correct"])
+    correct = ind["correct"]
+    q = cochran_q(correct)
     # U shape = both edges above the middle: first - middle (primacy) and last - middle (recency), per query
-    middle = ind["correct"][:, 1:k - 1].mean(axis=1) if k > 2 else None
-    primacy = paired_difference(ind["correct"][:, 0], middle, B, seed) if k > 2 else None
-    recency = paired_difference(ind["correct"][:, k - 1], middle, B, seed) if k > 2 else None
-    first_last = paired_difference(ind["correct"][:, 0], ind["correct"][:, k - 1], B, seed)
-    first_last_mcnemar = mcnemar_exact(ind["correct"][:, 0], ind["correct"][:, k - 1])
+    middle = correct[:, 1:k - 1].mean(axis=1) if k > 2 else None
+    primacy = paired_difference(correct[:, 0], middle, B, seed) if k > 2 else None
+    recency = paired_difference(correct[:, k - 1], middle, B, seed) if k > 2 else None
+    first_last = paired_difference(correct[:, 0], correct[:, k - 1], B, seed)
+    first_last_mcnemar = mcnemar_exact(correct[:, 0], correct[:, k - 1])
     best, worst = int(np.argmax([r["correct"] for r in rows])), int(np.argmin([r["correct"] for r in rows]))
-
-    per_query = []
-    for i, p in enumerate(chosen):
-        row = {"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid,
-               "distractors": " ".join(p.distractors)}
-        for j in range(k):
-            row[f"outcome_pos{j + 1}"] = graded[i * k + j].outcome
-        per_query.append(row)
+    per_query = [{"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid,
+                  "distractors": " ".join(p.distractors),
+                  **{f"outcome_pos{j + 1}": graded[i * k + j].outcome for j in range(k)}}
+                 for i, p in enumerate(chosen)]
 
     # ---- files ---------------------------------------------------------------------------------
-    paths: dict[str, Path] = {}
-    metric_names = list(curves)
+    paths: dict[str, Any] = {}
     md_cols = [Column("position", "Position"), Column("acc", "Accuracy % [95% CI]"), Column("abst", "Abstained %"),
-               Column("wrongs", "Wrong %")]
-    md_cols += [Column(m, row_label(m), fmt_float) for m in metric_names]
+               Column("wrongs", "Wrong %"), *(Column(m, row_label(m), fmt_float) for m in curves)]
+    csv_cols = ["position", "queries", *OUTCOME_COLUMNS, *curves]
     if theta is not None:
         md_cols += [Column("alpha", "alpha_i", fmt_float), Column("beta", "beta_i", fmt_float)]
+        csv_cols += ["alpha", "beta"]
     rendered = [{**r, "acc": pct_ci(r, "correct"),
                  "abst": fmt_pct(r["abstained"]), "wrongs": fmt_pct(r["wrong"])} for r in rows]
-    csv_cols = ["position", "queries", *OUTCOME_COLUMNS, *metric_names]
-    if theta is not None:
-        csv_cols += ["alpha", "beta"]
     note = (f"{n} queries, each answered with the relevant passage at every position (same k-1 irrelevant passages). "
             f"Cochran's Q = {fmt_float(q['Q'])} (df {q['df']}), p = {fmt_p(q['p'])}.")
-    t = write_table(out / "position", rendered, md_cols, title=f"Accuracy by position of the relevant passage, k = {k}",
-                    note=note, csv_columns=csv_cols)
-    paths["table_md"], paths["table_csv"] = t["md"], t["csv"]
+    table_md = add_table(paths, "table", out / "position", rendered, md_cols, note=note, csv_columns=csv_cols,
+                         title=f"Accuracy by position of the relevant passage, k = {k}")
     paths["per_query_csv"] = write_csv(out / "position_per_query.csv", per_query)
     paths["png"] = _plot(rows, curves, theta, out / "position.png", k=k, n=n, llm=name,
                          title=plot_title(f"Positional bias, k = {k}", dataset=cfg.dataset, n_queries=n, llm=name,
@@ -265,7 +223,11 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
 
     tests = {"cochran_q": q, "first_minus_middle": primacy, "last_minus_middle": recency, "first_minus_last": first_last,
              "first_vs_last_mcnemar": first_last_mcnemar}
-    meta = {"study": "position", "llm": name, "config": {**asdict(cfg), "weights": _describe_weights(cfg.weights)},
+    weights = cfg.weights  # in the summary: the file, or which fits were given
+    if weights is not None:
+        weights = str(weights) if isinstance(weights, (str, os.PathLike)) else [
+            f"UDCGThetaWeights(k={w.k}, variant={w.variant})" for w in _weight_list(weights)]
+    meta = {"study": "position", "llm": name, "config": {**asdict(cfg), "weights": weights},
             "n_queries": n, "n_contexts": len(graded), "selection": info, "annotations": ann,
             "source": "scorer" if runner else "runs", "theta": theta.to_dict() if theta is not None else None,
             "tests": tests}
@@ -273,18 +235,10 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     scalars.update(n_queries=n, cochran_q_p=q["p"], first_minus_last=first_last["diff"],
                    first_minus_middle=primacy["diff"] if primacy else float("nan"),
                    last_minus_middle=recency["diff"] if recency else float("nan"))
-    md = _markdown(cfg, name, rows, info, meta, tests, t["md"].read_text(encoding="utf-8"), theta,
-                   best=best, worst=worst)
+    md = _markdown(cfg, name, rows, info, meta, tests, table_md, theta, best=best, worst=worst)
     report = StudyReport(name="position", rows=rows, markdown=md, paths=paths, meta=meta,
                          tables={"table": rows, "per_query": per_query}, scalars=scalars, runs=graded)
     return finish_report(report, out, logger)
-
-
-def _describe_weights(weights) -> Any:
-    if weights is None or isinstance(weights, (str, os.PathLike)):
-        return None if weights is None else str(weights)
-    items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
-    return [f"UDCGThetaWeights(k={w.k}, variant={w.variant})" for w in items]
 
 
 def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str | None = None):
@@ -294,9 +248,7 @@ def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str
     apart sideways (:func:`udcg_ltr.report.draw_lines`), so no curve hides another."""
     fig, ax = new_figure(figsize=(8.4, 4.8))
     x = np.arange(1, k + 1)
-    acc = np.array([100 * r["correct"] for r in rows])
-    lo = np.array([100 * r["correct_lo"] for r in rows])
-    hi = np.array([100 * r["correct_hi"] for r in rows])
+    acc, lo, hi = (np.array([100 * r[key] for r in rows]) for key in ("correct", "correct_lo", "correct_hi"))
     ax.plot(x, acc, "-o", color="black", lw=2, label="LLM accuracy (95% CI)", zorder=5)
     ax.fill_between(x, lo, hi, color="black", alpha=0.08, lw=0)
     for xi, a in zip(x, acc):
@@ -327,13 +279,17 @@ def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str
     return fig
 
 
-def _plot(rows, curves, theta, path: Path, *, k: int, n: int, llm: str, title: str | None = None) -> Path:
+def _plot(rows, curves, theta, path, *, k: int, n: int, llm: str, title: str | None = None):
     return save_figure(position_figure(rows, curves, theta, k=k, n=n, llm=llm, title=title), path)
 
 
 def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, theta, *, best, worst) -> str:
     q, fl, mc = tests["cochran_q"], tests["first_minus_last"], tests["first_vs_last_mcnemar"]
     pm, rm = tests["first_minus_middle"], tests["last_minus_middle"]
+
+    def points(d) -> str:
+        return f"{fmt_pct(d['diff'])} points [{fmt_pct(d['lo'])}, {fmt_pct(d['hi'])}]"
+
     lines = [f"# Positional bias (UDCG paper, Figure 1): LLM `{name}`, k = {cfg.k}", "",
              f"- Queries: {describe_selection(info, cfg.max_queries)}.",
              f"- Lists: the {'best-ranked' if cfg.relevant == 'top_ranked' else 'highest-utility'} relevant passage "
@@ -349,12 +305,10 @@ def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, thet
              f"p = {fmt_p(q['p'])}."]
     if pm is not None:
         u = pm["lo"] > 0 and rm["lo"] > 0
-        lines.append(f"- Primacy, position 1 minus the middle (mean of 2..{cfg.k - 1}) per query: {fmt_pct(pm['diff'])} "
-                     f"points [{fmt_pct(pm['lo'])}, {fmt_pct(pm['hi'])}], paired bootstrap p = "
-                     f"{fmt_p(pm['p_bootstrap'])}; recency, position {cfg.k} minus the middle: {fmt_pct(rm['diff'])} "
-                     f"points [{fmt_pct(rm['lo'])}, {fmt_pct(rm['hi'])}], p = {fmt_p(rm['p_bootstrap'])}. "
-                     f"U shape (both CIs above 0): {'yes' if u else 'no'}.")
-    lines.append(f"- First minus last: {fmt_pct(fl['diff'])} points [{fmt_pct(fl['lo'])}, {fmt_pct(fl['hi'])}], "
+        lines.append(f"- Primacy, position 1 minus the middle (mean of 2..{cfg.k - 1}) per query: {points(pm)}, "
+                     f"paired bootstrap p = {fmt_p(pm['p_bootstrap'])}; recency, position {cfg.k} minus the middle: "
+                     f"{points(rm)}, p = {fmt_p(rm['p_bootstrap'])}. U shape (both CIs above 0): {'yes' if u else 'no'}.")
+    lines.append(f"- First minus last: {points(fl)}, "
                  f"McNemar exact p = {fmt_p(mc['p'])} ({mc['only_a']} correct only first, {mc['only_b']} only last).")
     lines += ["", f"Statistics: bootstrap percentile 95% CIs over queries ({cfg.n_bootstrap} resamples, seed "
               f"{cfg.seed}); correct = gold answer contained in the answer, relevant passage in the context."]

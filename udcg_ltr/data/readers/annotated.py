@@ -16,8 +16,8 @@ from typing import Any
 
 from udcg_ltr.data.contexts import ContextRun, read_context_runs
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.readers._common import get_field, get_str_list, load_json, validate_as_in_file
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord
+from udcg_ltr.data.readers._common import load_json, validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, get_field, get_probability, get_str_list
 from udcg_ltr.paths import shared_file
 
 #: The LLM behind the shared annotations (the demo LLM), as an annotation key.
@@ -35,10 +35,7 @@ def annotated_dir() -> Path:
 def _passage(obj: Any, i: int) -> Passage:
     where = f"passages[{i}]"
     # checked here (not only by validate_record) so that the error names the file's own field
-    p_no_response = get_field(obj, "p_no_response", float, where)
-    if not 0.0 <= p_no_response <= 1.0:
-        raise DataError(f"probability {p_no_response!r} outside [0, 1]", field=f"{where}.p_no_response")
-    annotation: dict[str, Any] = {"p_no_response": p_no_response}
+    annotation: dict[str, Any] = {"p_no_response": get_probability(obj, "p_no_response", where)}
     answer = get_field(obj, "answer_alone", str, where, optional=True)
     if answer is not None:
         annotation["answer_alone"] = answer
@@ -69,11 +66,8 @@ def _record(obj: Any) -> QueryRecord:
 
 
 def read_annotated_squad(path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """The 400 annotated SQuAD questions with their MiniLM top-10 pools, in file order.
-
-    Every field is type-checked (``"answers": "yes"`` is an error, not ``['y', 'e', 's']``); a
-    question id given twice and an empty file are errors naming the file and line.
-    """
+    """The 400 annotated SQuAD questions with their MiniLM top-10 pools, in file order, every field
+    type-checked (``"answers": "yes"`` is an error, not ``['y', 'e', 's']``)."""
     path = Path(path) if path is not None else annotated_dir() / "squad_top10.jsonl.gz"
     return list(parse_lines(path, _record, unique=lambda r: r.qid))
 
@@ -95,5 +89,5 @@ def read_annotation_meta(path: str | os.PathLike | None = None) -> dict[str, Any
         try:
             get_field(meta, key, str)
         except DataError as err:
-            raise DataError(err.reason, path=str(path), field=err.field) from None
+            raise err.located(path=path) from None
     return meta

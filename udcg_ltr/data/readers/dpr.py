@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from udcg_ltr.data.jsonl import iter_json_lines
-from udcg_ltr.data.readers._common import get_field, get_str_list, prefix_field, validate_as_in_file
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers._common import validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, get_field, get_str_list, validate_record
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import answer_tokens, has_answer, has_answer_tokens
 
@@ -67,25 +68,19 @@ def _dpr_record(obj: Any, lineno: int) -> QueryRecord:
     for key in ("id", "qid"):
         if key in obj and obj[key] is None:  # an explicit null id must not silently become a line number
             raise DataError("must not be null", field=key)
-    raw_id = get_field(obj, "id", (str, int), optional=True)
-    if raw_id is None:
-        raw_id = get_field(obj, "qid", (str, int), optional=True)
+    id_key = "id" if "id" in obj else "qid"
+    raw_id = get_field(obj, id_key, (str, int), optional=True)
     qid = str(raw_id) if raw_id is not None else str(lineno)
     question = get_field(obj, "question", str)
     answers = get_str_list(obj, "answers")
-    ctxs = get_field(obj, "ctxs", list)
-    passages = [_ctx(c, j, qid, answers) for j, c in enumerate(ctxs)]
+    passages = [_ctx(c, j, qid, answers) for j, c in enumerate(get_field(obj, "ctxs", list))]
     record = QueryRecord(qid=qid, question=question, answers=answers, passages=passages)
-    id_key = "id" if "id" in obj else "qid"
     return validate_as_in_file(record, qid=id_key, passages="ctxs", names={"pid": "id", "relevance": "hasanswer"})
 
 
 def read_dpr(path: str | os.PathLike | None = None, limit: int | None = None) -> list[QueryRecord]:
-    """Read a DPR-style ``ctxs`` JSONL file (default: the shared NQ-open oracle file).
-
-    ``limit`` keeps the first ``limit`` questions. Errors name the file, the line and the field
-    (e.g. ``ctxs[2].hasanswer``); a question id given twice and a file without questions are errors.
-    """
+    """Read a DPR-style ``ctxs`` JSONL file (default: the shared NQ-open oracle file), the first ``limit``
+    questions; errors name the file, the line and the field (``ctxs[2].hasanswer``)."""
     path = Path(path) if path is not None else shared_file("nq_open", "nq-open-oracle.jsonl.gz")
     records: list[QueryRecord] = []
     if limit is not None and limit <= 0:
@@ -95,7 +90,7 @@ def read_dpr(path: str | os.PathLike | None = None, limit: int | None = None) ->
         try:
             record = _dpr_record(obj, lineno)
         except DataError as err:
-            raise prefix_field(err, "", path=path, line=lineno) from None
+            raise err.located(path=path, line=lineno) from None
         if record.qid in seen:
             raise DataError(f"duplicate question id {record.qid!r} (first on line {seen[record.qid]})",
                             path=str(path), line=lineno, field="id" if "id" in obj else "qid")
@@ -124,12 +119,10 @@ def tokenize(text: str) -> list[str]:
 
 
 class BM25Index:
-    """Okapi BM25 over a fixed corpus, as a sparse ``[n_docs, vocab]`` weight matrix.
-
-    ``score(q, d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))``
-    with ``idf(t) = log(1 + (N - df(t) + 0.5) / (df(t) + 0.5))`` (the Lucene variant, never negative).
-    Query terms count once per occurrence. Scoring a batch of queries is one sparse product.
-    """
+    """Okapi BM25 over a fixed corpus, as a sparse ``[n_docs, vocab]`` weight matrix (a batch of queries is
+    one sparse product): ``score(q, d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b +
+    b * |d| / avgdl))``, ``idf(t) = log(1 + (N - df(t) + 0.5) / (df(t) + 0.5))`` (Lucene's, never negative);
+    a query term counts once per occurrence."""
 
     def __init__(self, texts: Sequence[str], *, k1: float = 0.9, b: float = 0.4):
         self.k1, self.b = float(k1), float(b)
@@ -139,10 +132,7 @@ class BM25Index:
         for i, text in enumerate(texts):
             toks = tokenize(text)
             lengths[i] = len(toks)
-            counts: dict[int, int] = {}
-            for t in toks:
-                j = self.vocab.setdefault(t, len(self.vocab))
-                counts[j] = counts.get(j, 0) + 1
+            counts = Counter(self.vocab.setdefault(t, len(self.vocab)) for t in toks)
             rows.extend([i] * len(counts))
             cols.extend(counts)
             vals.extend(counts.values())
@@ -158,15 +148,12 @@ class BM25Index:
         self.n_docs = n_docs
 
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
-        rows, cols, vals = [], [], []
+        rows, cols = [], []
         for i, q in enumerate(queries):
-            for t in tokenize(q):
-                j = self.vocab.get(t)
-                if j is not None:
-                    rows.append(i)
-                    cols.append(j)
-                    vals.append(1.0)
-        return sp.csr_matrix((vals, (rows, cols)), shape=(len(queries), len(self.vocab)))
+            terms = [self.vocab[t] for t in tokenize(q) if t in self.vocab]
+            rows += [i] * len(terms)
+            cols += terms
+        return sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(queries), len(self.vocab)))
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Dense ``[n_queries, n_docs]`` BM25 scores."""
@@ -174,11 +161,8 @@ class BM25Index:
 
     def search(self, queries: Sequence[str], k: int, *, seed: int | None = 0,
                batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` document indices and scores per query, best first.
-
-        Equal scores are ordered by a seeded random permutation of the documents (``seed=None``:
-        by document index), so ties at the cut-off do not always favour early documents.
-        """
+        """Top-``k`` document indices and scores per query, best first; equal scores in a seeded random order
+        of the documents (``seed=None``: by index), so ties at the cut-off do not favour early documents."""
         k = min(int(k), self.n_docs)
         tiebreak = (np.random.default_rng(seed).permutation(self.n_docs) if seed is not None
                     else np.arange(self.n_docs))
@@ -186,10 +170,8 @@ class BM25Index:
         val = np.zeros((len(queries), k))
         for start in range(0, len(queries), batch_size):
             block = self.scores(queries[start:start + batch_size])
-            if k < self.n_docs:
-                kth = np.partition(block, self.n_docs - k, axis=1)[:, self.n_docs - k]
-            else:
-                kth = np.full(len(block), -np.inf)
+            kth = (np.partition(block, self.n_docs - k, axis=1)[:, self.n_docs - k] if k < self.n_docs
+                   else np.full(len(block), -np.inf))
             for r, row in enumerate(block):
                 cand = np.flatnonzero(row >= kth[r])
                 order = cand[np.lexsort((tiebreak[cand], -row[cand]))][:k]
@@ -202,14 +184,12 @@ def build_nq_pool(records: Sequence[QueryRecord], pool_size: int = 10, seed: int
                   include_gold: bool = True, k1: float = 0.9, b: float = 0.4) -> list[QueryRecord]:
     """Candidate pools for gold-passage-only data (NQ-open oracle) by BM25 over all gold passages.
 
-    The corpus is every passage of ``records`` (identical title + text are indexed once; the
-    first occurrence's id is kept). Each question retrieves its top ``pool_size`` passages over
-    ``title + " " + text``; ``relevance`` = :func:`udcg_ltr.text.has_answer` of the question's
-    answers in the passage text (its own gold passage also keeps the file's ``hasanswer``).
-    With ``include_gold`` a question whose own gold passage is not retrieved gets it in place of
-    its last retrieved passage (ranked last, with its real BM25 score); ``record.extra
-    ["gold_retrieved"]`` says whether that was needed. ``seed`` orders equal BM25 scores.
-    Passages carry ``extra["source_qid"]`` (whose gold it is) and ``extra["own_gold"]``.
+    The corpus is every passage of ``records`` (identical title + text indexed once, under the first
+    id). Each question retrieves its top ``pool_size`` passages over ``title + " " + text``;
+    ``relevance`` = :func:`udcg_ltr.text.has_answer` in the text (its own gold passage also keeps the
+    file's ``hasanswer``). With ``include_gold`` a question whose gold passage is not retrieved gets it
+    in place of its last one (with its real BM25 score; ``extra["gold_retrieved"]`` says so). ``seed``
+    orders equal scores. Passages carry ``extra["source_qid"]`` (whose gold) and ``extra["own_gold"]``.
     """
     if pool_size < 1:
         raise ValueError(f"pool_size must be >= 1, got {pool_size}")
@@ -217,14 +197,11 @@ def build_nq_pool(records: Sequence[QueryRecord], pool_size: int = 10, seed: int
     doc_of_text: dict[tuple[str, str], int] = {}
     own: list[list[int]] = []
     for rec in records:
-        mine = []
         for p in rec.passages:
-            key = (p.title, p.text)
-            if key not in doc_of_text:
-                doc_of_text[key] = len(docs)
+            if (p.title, p.text) not in doc_of_text:
+                doc_of_text[(p.title, p.text)] = len(docs)
                 docs.append((p, rec.qid))
-            mine.append(doc_of_text[key])
-        own.append(mine)
+        own.append([doc_of_text[(p.title, p.text)] for p in rec.passages])
     if not docs:
         raise ValueError("no passages to index")
     index = BM25Index([f"{p.title} {p.text}" if p.title else p.text for p, _ in docs], k1=k1, b=b)
@@ -240,14 +217,13 @@ def build_nq_pool(records: Sequence[QueryRecord], pool_size: int = 10, seed: int
         if include_gold and gold and not retrieved:
             g = own[i][0]
             gold_score = float(index.scores([rec.question])[0, g])
-            chosen, scores = chosen[: len(chosen) - 1] + [g], scores[: len(scores) - 1] + [gold_score]
+            chosen, scores = chosen[:-1] + [g], scores[:-1] + [gold_score]
         own_flags = {idx: p for idx, p in zip(own[i], rec.passages)}
         passages = []
         for rank, (d, s) in enumerate(zip(chosen, scores), start=1):
             src, src_qid = docs[d]
-            relevant = has_answer_tokens(doc_tokens[d], targets)
-            if d in own_flags and own_flags[d].relevance:
-                relevant = True
+            own_relevant = d in own_flags and bool(own_flags[d].relevance)
+            relevant = own_relevant or has_answer_tokens(doc_tokens[d], targets)
             passages.append(Passage(pid=src.pid, title=src.title, text=src.text, rank=rank, score=float(s),
                                     relevance=int(relevant),
                                     extra={"source_qid": src_qid, "own_gold": d in gold}))

@@ -6,13 +6,11 @@ Layout: one JSON object a line::
      "answers_objects": [{"spans": [str], "number": str, "date": {...}}],
      "contexts": [{"id": str, "title": str, "paragraph_text": str, "is_supporting": bool}]}
 
-Each line becomes a :class:`QueryRecord`: gold answers are the ``spans`` of all answer objects
-(deduplicated, in order); passages keep the file's order (``rank`` = position + 1), with
-``pid = f"{question_id}-{id}"`` (the IRCoT ids are positions, unique only within a question),
-``relevance`` = ``is_supporting`` (the multi-hop gold paragraphs), ``is_distractor`` = not
-supporting (the distractor setting's TF-IDF neighbours), and ``extra["has_answer"]`` =
-:func:`udcg_ltr.text.has_answer` of the gold answers (often false for a supporting bridge
-paragraph, and noisy for yes/no answers), plus ``extra["context_id"]`` (the file's id).
+Gold answers are the ``spans`` of all answer objects (distinct, in order); passages keep the file's
+order (``rank`` = position + 1), ``pid = f"{question_id}-{id}"`` (IRCoT ids are positions), ``relevance``
+= ``is_supporting`` (the multi-hop gold paragraphs), ``is_distractor`` = not supporting (TF-IDF
+neighbours), ``extra["has_answer"]`` = :func:`udcg_ltr.text.has_answer` (often false for a bridge
+paragraph, noisy for yes/no answers) and ``extra["context_id"]`` = the file's id.
 """
 
 from __future__ import annotations
@@ -22,26 +20,23 @@ from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.readers._common import get_field, get_str_list, validate_as_in_file
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord
+from udcg_ltr.data.readers._common import validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, get_field, get_str_list
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import has_answer
 
 
 def _answers(obj: Any) -> list[str]:
     answers: list[str] = []
-    objects = get_field(obj, "answers_objects", list)
-    for i, ans in enumerate(objects):
-        for span in get_str_list(ans, "spans", f"answers_objects[{i}]", optional=True):
-            if span not in answers:
-                answers.append(span)
+    for i, ans in enumerate(get_field(obj, "answers_objects", list)):
+        answers += get_str_list(ans, "spans", f"answers_objects[{i}]", optional=True)
         # numeric and date answers (DROP-style objects) are rendered when no span is given
         number = get_field(ans, "number", (str, int, float), f"answers_objects[{i}]", optional=True)
-        if number not in (None, "") and str(number) not in answers:
+        if number not in (None, ""):
             answers.append(str(number))
     if not answers:
         raise DataError("no gold answer span", field="answers_objects")
-    return answers
+    return list(dict.fromkeys(answers))  # distinct, in file order
 
 
 def _record(obj: Any) -> QueryRecord:
@@ -67,10 +62,7 @@ def _record(obj: Any) -> QueryRecord:
 
 
 def read_hotpotqa(path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """Read an IRCoT-layout HotpotQA file (default: the shared 300 dev questions).
-
-    Errors name the file, the line and the field (e.g. ``contexts[3].is_supporting``); a question id
-    given twice and a file without questions are errors.
-    """
+    """Read an IRCoT-layout HotpotQA file (default: the shared 300 dev questions); errors name the file,
+    the line and the field (``contexts[3].is_supporting``)."""
     path = Path(path) if path is not None else shared_file("hotpotqa", "dev_300.jsonl.gz")
     return list(parse_lines(path, _record, unique=lambda r: r.qid, unique_field="question_id"))

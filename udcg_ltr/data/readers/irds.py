@@ -1,19 +1,12 @@
 """Reader for any ir_datasets id (``dataset=ir_datasets dataset.id=...``), from ir_datasets' local cache.
 
-``ir_datasets.load(dataset_id)`` gives queries (``queries_iter``), documents (``docs_store``),
-judgements (``qrels_iter``) and, for many ids, a first-stage ranking (``scoreddocs_iter``).
-:func:`read_ir_dataset` builds one :class:`QueryRecord` per judged query, as the BEIR reader does:
-the pool is the query's top ``top_k`` documents of a run (``run_path``, a TREC run file, else the
-dataset's scoreddocs) or, without one, every judged document of the query (in qrels order, no rank or
-score). Relevance is the qrels grade (0 and ``extra["unjudged"] = True`` for a retrieved but unjudged
-document); ``record.extra["judged_grades"]`` counts the query's judgements per grade. Only the
-documents the pools need are looked up (``docs_store().get_many``).
-
-ir_datasets reads its files from ``IR_DATASETS_HOME`` (default ``~/.ir_datasets``) and downloads what
-is missing on first use: offline, only ids already in the cache load. ir_datasets is an optional
-dependency (``pip install ir_datasets``). Bad input (an unknown id, a grade outside 0..5, a document
-the store lacks) raises :class:`~udcg_ltr.data.schema.DataError` naming the id's part (``ir_datasets:ID
-qrels``), the position in it (``line``, 1-based) and the field.
+:func:`read_ir_dataset` builds one record per judged query, as the BEIR reader does: the pool is the
+query's top ``top_k`` documents of a run (``run_path``, a TREC run file, else the dataset's
+``scoreddocs_iter``) or, without one, its judged documents (qrels order, no rank or score), labelled by
+:func:`~udcg_ltr.data.readers.trec.judged_record`; only pooled documents are looked up
+(``docs_store().get_many``). Offline, only ids already in ``IR_DATASETS_HOME`` load (ir_datasets is an
+optional dependency). Bad input raises :class:`~udcg_ltr.data.schema.DataError` naming the id's part
+(``ir_datasets:ID qrels``), the position in it (``line``, 1-based) and the field.
 """
 
 from __future__ import annotations
@@ -23,8 +16,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from udcg_ltr.data.readers.trec import Run, grade_counts, ranked_items, read_trec_run, records_from_run
-from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers.trec import Run, judged_record, ranked_items, read_trec_run, records_from_run
+from udcg_ltr.data.schema import MAX_GRADE, DataError, QueryRecord, validate_record
 from udcg_ltr.io import optional_import
 
 log = logging.getLogger(__name__)
@@ -60,11 +53,10 @@ def _has(dataset: Any, part: str) -> bool:
 
 def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | None = 100,
                     run_path: str | os.PathLike | None = None, query_field: str | None = None) -> list[QueryRecord]:
-    """One record per judged query of the ir_datasets id ``dataset_id`` (see the module docstring).
+    """One record per judged query of the ir_datasets id ``dataset_id`` (module doc).
 
     ``split`` is written to every record (ir_datasets ids name their split: ``beir/scifact/test``);
-    ``query_field`` picks the query text field (default: the first of :data:`QUERY_TEXT_FIELDS`
-    present, e.g. ``title`` of TREC topics); ``run_path`` replaces the dataset's scoreddocs.
+    ``query_field`` picks the query text field (default: the first of :data:`QUERY_TEXT_FIELDS`).
     """
     irds = optional_import("ir_datasets")
     try:
@@ -128,10 +120,8 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     else:
         records = []
         for qid, pool in pools.items():
-            passages = [Passage(pid=d, title=texts[d]["title"], text=texts[d]["text"], relevance=qrels[qid][d],
-                                extra={"unjudged": False}) for d in pool]
-            records.append(validate_record(QueryRecord(qid=qid, question=queries[qid], passages=passages,
-                                                       extra={"judged_grades": grade_counts(qrels[qid])})))
+            hits = [(d, texts[d]["title"], texts[d]["text"], None, None) for d in pool]
+            records.append(validate_record(judged_record(qid, queries[qid], hits, qrels[qid])))
     for record in records:
         record.split = split
     return records

@@ -1,28 +1,17 @@
 """Reader for SQuAD v1.1 (``squad/dev-v1.1.json.gz``): passages, same-article pools, splits by article.
 
-Passages. Each paragraph is split into sentences and the sentences are packed greedily, in
-order, into chunks of at most ``max_words`` words (:func:`chunk_paragraph`):
+Passages (:func:`chunk_paragraph`): each paragraph is cut into sentences (after ``.``, ``!`` or ``?``
+followed by white space), packed greedily in order into chunks of at most ``max_words`` white-space
+words; a sentence longer than that on its own is never cut but becomes a chunk by itself; sentences
+are joined by one space. This rule reproduces all 3,629 passages of the shared annotated set
+(``annotated/squad_top10.jsonl.gz``). Passage id ``ARTICLE-PARAGRAPH-CHUNK`` (0-based, ``"4-6-1"``);
+title = article title with underscores as spaces.
 
-* a sentence ends at ``.``, ``!`` or ``?`` followed by white space (:func:`split_sentences`);
-  words are white-space separated tokens;
-* a sentence is appended to the current chunk while the chunk stays within ``max_words``;
-  otherwise the chunk is closed and a new one starts with that sentence;
-* a sentence longer than ``max_words`` on its own is never cut: it becomes a chunk by itself;
-* the sentences of a chunk are joined by one space.
-
-This is the rule behind the shared annotated set (``annotated/squad_top10.jsonl.gz``): it
-reproduces all 3,629 passages of that corpus and every one of its chunk texts. Passage id
-``ARTICLE-PARAGRAPH-CHUNK`` with 0-based indices (``"4-6-1"``); title = article title with
-underscores as spaces.
-
-Pools. ``pool="article"``: every passage of the question's article (the other paragraphs of the
-same article are same-topic hard distractors), in article order, no retrieval rank or score;
-``pool="paragraph"``: only the passages of the question's own paragraph. Relevance is
-:func:`udcg_ltr.text.has_answer` with the gold answers; a passage without the answer is marked
-``is_distractor=True`` (all pool passages share the question's topic).
-
-Splits are by article (no article spans two splits): articles are taken in file order (or in a
-seeded random order) and cut by ``split_ratios`` (default 32/8/8 of 48 -> train/val/test).
+Pools: ``pool="article"``: every passage of the question's article (other paragraphs are same-topic
+hard distractors), in article order, without rank or score; ``pool="paragraph"``: the question's own
+paragraph. Relevance is :func:`udcg_ltr.text.has_answer` of the gold answers; a passage without the
+answer is ``is_distractor=True``. Splits are by article: articles in file order (or a seeded random
+order) cut by ``split_ratios`` (default 32/8/8 of 48 -> train/val/test).
 """
 
 from __future__ import annotations
@@ -35,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers._common import get_field, load_json, prefix_field
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord, validate_record
+from udcg_ltr.data.readers._common import load_json
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, get_field, validate_record
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import answer_tokens, has_answer_tokens
 
@@ -52,7 +41,7 @@ def split_sentences(text: str) -> list[str]:
 
 
 def chunk_paragraph(text: str, max_words: int = 100) -> list[str]:
-    """Greedy packing of whole sentences into chunks of at most ``max_words`` words (see module doc)."""
+    """Greedy packing of whole sentences into chunks of at most ``max_words`` words (module doc)."""
     if max_words < 1:
         raise ValueError(f"max_words must be >= 1, got {max_words}")
     chunks: list[str] = []
@@ -72,11 +61,8 @@ def chunk_paragraph(text: str, max_words: int = 100) -> list[str]:
 
 def assign_splits(n_items: int, ratios: Mapping[str, float] | None = None,
                   seed: int | None = None) -> list[str]:
-    """Split name per item index: items (in index order, or a seeded random order) cut by ``ratios``.
-
-    Cut points are ``round(n * cumulative_ratio / total)``, so 48 items with 32/8/8 give exactly
-    32, 8 and 8 items.
-    """
+    """Split name per item index: items (in index order, or a seeded random order) cut by ``ratios`` at
+    ``round(n * cumulative_ratio / total)`` (48 items with 32/8/8 give exactly 32, 8 and 8)."""
     ratios = dict(DEFAULT_SPLIT_RATIOS if ratios is None else ratios)
     if not ratios or any(v < 0 for v in ratios.values()) or sum(ratios.values()) <= 0:
         raise ValueError(f"split ratios must be non-negative with a positive sum, got {ratios}")
@@ -113,21 +99,16 @@ class SquadPassage:
 def squad_passages(data: Any, max_words: int = 100, *, path: str | os.PathLike | None = None
                    ) -> list[list[SquadPassage]]:
     """Passages per article of a parsed SQuAD file (``{"data": [...]}``), in article order."""
-    articles = _articles(data, path)
     out = []
-    for a, article in enumerate(articles):
-        where = f"data[{a}]"
+    for a, article in enumerate(_articles(data, path)):
         try:
             title = get_field(article, "title", str).replace("_", " ")
-            paragraphs = get_field(article, "paragraphs", list)
-            chunks = []
-            for p, para in enumerate(paragraphs):
-                context = get_field(para, "context", str, f"paragraphs[{p}]")
-                for c, text in enumerate(chunk_paragraph(context, max_words)):
-                    chunks.append(SquadPassage(a, p, c, title, text, tuple(answer_tokens(text))))
+            contexts = [get_field(para, "context", str, f"paragraphs[{p}]")
+                        for p, para in enumerate(get_field(article, "paragraphs", list))]
         except DataError as err:
-            raise prefix_field(err, where, path=path) from None
-        out.append(chunks)
+            raise err.located(path=path, prefix=f"data[{a}]") from None
+        out.append([SquadPassage(a, p, c, title, text, tuple(answer_tokens(text)))
+                    for p, context in enumerate(contexts) for c, text in enumerate(chunk_paragraph(context, max_words))])
     return out
 
 
@@ -137,7 +118,7 @@ def _articles(data: Any, path: str | os.PathLike | None = None) -> list:
             raise DataError(f"expected a JSON object with a 'data' list, got {type(data).__name__}")
         return get_field(data, "data", list)
     except DataError as err:
-        raise DataError(err.reason, path=str(path) if path is not None else None, field=err.field) from None
+        raise err.located(path=path) from None
 
 
 def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
@@ -145,14 +126,13 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
                split_ratios: Mapping[str, float] | None = None, split_seed: int | None = None,
                article_splits: Mapping[int, str] | None = None,
                articles: Sequence[int] | None = None) -> list[QueryRecord]:
-    """SQuAD v1.1 questions with same-article candidate pools (see the module doc for the rules).
+    """SQuAD v1.1 questions with same-article candidate pools (module doc).
 
     ``questions_per_article`` samples that many questions per article with ``seed`` (kept in file
-    order; ``None``: all). Splits: ``article_splits`` (article index -> split name) when given,
-    else :func:`assign_splits` with ``split_ratios`` and ``split_seed`` over all articles of the
-    file. ``articles`` restricts the output to those article indices. Errors name the file and
-    the field (e.g. ``data[3].paragraphs[2].qas[1].answers[0].text``); a question id given twice and
-    a file without questions are errors.
+    order; ``None``: all). Splits: ``article_splits`` (article index -> split name) when given, else
+    :func:`assign_splits` with ``split_ratios`` and ``split_seed`` over all articles of the file.
+    ``articles`` restricts the output to those article indices. Errors name the file and the field
+    (``data[3].paragraphs[2].qas[1].answers[0].text``).
     """
     if pool not in ("article", "paragraph"):
         raise ValueError(f"pool must be 'article' or 'paragraph', got {pool!r}")
@@ -177,7 +157,7 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
                     raise DataError(f"duplicate question id {qid!r} (first at {seen[qid]})", field=f"{where}.id")
                 seen[qid] = f"data[{a}].{where}"
         except DataError as err:
-            raise prefix_field(err, f"data[{a}]", path=path) from None
+            raise err.located(path=path, prefix=f"data[{a}]") from None
         if questions_per_article is not None and questions_per_article < len(questions):
             keep = sorted(rng.sample(range(len(questions)), questions_per_article))
             questions = [questions[i] for i in keep]
@@ -187,29 +167,23 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
             try:
                 records.append(_record(q, a, p, passages[a], pool, splits[a] or None))
             except DataError as err:
-                raise prefix_field(err, f"data[{a}].{where}", path=path) from None
+                raise err.located(path=path, prefix=f"data[{a}].{where}") from None
     if not seen:
         raise DataError("no records (no question in the file)", path=str(path), field="data")
     return records
 
 
 def _questions(article: Any) -> list[tuple[int, Any, str]]:
-    out = []
-    for p, para in enumerate(get_field(article, "paragraphs", list)):
-        for i, qa in enumerate(get_field(para, "qas", list, f"paragraphs[{p}]")):
-            out.append((p, qa, f"paragraphs[{p}].qas[{i}]"))
-    return out
+    return [(p, qa, f"paragraphs[{p}].qas[{i}]") for p, para in enumerate(get_field(article, "paragraphs", list))
+            for i, qa in enumerate(get_field(para, "qas", list, f"paragraphs[{p}]"))]
 
 
 def _record(qa: Any, article: int, paragraph: int, article_passages: list[SquadPassage], pool: str,
             split: str | None) -> QueryRecord:
     qid = get_field(qa, "id", (str, int))
     question = get_field(qa, "question", str)
-    answers: list[str] = []
-    for i, ans in enumerate(get_field(qa, "answers", list)):
-        text = get_field(ans, "text", str, f"answers[{i}]")
-        if text not in answers:
-            answers.append(text)
+    answers = list(dict.fromkeys(get_field(ans, "text", str, f"answers[{i}]")  # distinct, in file order
+                                 for i, ans in enumerate(get_field(qa, "answers", list))))
     if not answers:
         raise DataError("no gold answer", field="answers")
     targets = [answer_tokens(a) for a in answers]

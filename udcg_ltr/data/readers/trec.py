@@ -1,14 +1,8 @@
 """TREC run and qrels files, the TREC DL 2019 passage layout, and conversions to and from records.
 
-* qrels: ``qid iter docid rel`` per line (white-space separated; ``iter`` is ignored, usually
-  ``0`` or ``Q0``); :func:`read_trec_qrels` returns ``{qid: {docid: rel}}``.
-* runs: ``qid Q0 docid rank score tag`` per line (the standard 6 columns);
-  :func:`read_trec_run` returns ``{qid: {docid: score}}`` (the ``rank`` column is checked to be
-  an integer but ordering is by score, as trec_eval does).
-
-The dict-of-dicts shapes are the ones ranx (``Qrels.from_dict`` / ``Run.from_dict``) and
-ir-measures accept. Errors name the file, the line and the column.
-
+qrels: ``qid iter docid rel`` lines (``iter`` ignored) -> ``{qid: {docid: rel}}``; runs: ``qid Q0 docid
+rank score tag`` lines -> ``{qid: {docid: score}}`` (the rank is checked to be an integer, but order is
+by score, as trec_eval does): the shapes ranx and ir-measures accept. Errors name file, line and column.
 TREC DL19 (``trec_dl19/``): ``retrieve_results_dl19.json.gz`` is a JSON list of
 ``{query, hits: [{content, qid, docid, rank, score}]}`` (BM25 top 100 of 43 queries) and
 ``qrels.dl19-passage.txt.gz`` grades passages 0..3. :func:`read_dl19` joins them.
@@ -18,92 +12,96 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers._common import get_field, parse_grade, parse_json_array, validate_as_in_file
-from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, validate_record
+import numpy as np
+
+from udcg_ltr.data.readers._common import parse_grade, parse_json_array, validate_as_in_file
+from udcg_ltr.data.schema import MAX_GRADE, DataError, Passage, QueryRecord, get_field, validate_record
 from udcg_ltr.io import atomic_open, open_text
 from udcg_ltr.paths import shared_file
 
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
-_RUN_COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
+RUN_COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
 _QRELS_COLUMNS = ("qid", "iter", "docid", "rel")
 
 
-def _columns(path, lineno: int, line: str, names: Sequence[str]) -> list[str]:
-    cols = line.split()
-    if len(cols) != len(names):
-        raise DataError(f"expected {len(names)} white-space separated columns ({' '.join(names)}), got {len(cols)}",
-                        path=str(path), line=lineno)
-    return cols
-
-
-def _column_error(path, lineno: int, index: int, names: Sequence[str], message: str) -> DataError:
-    return DataError(message, path=str(path), line=lineno, field=f"column {index + 1} ({names[index]})")
-
-
-def read_trec_qrels(path: str | os.PathLike, *, grades: tuple[int, int] | None = None) -> Qrels:
-    """``{qid: {docid: rel}}`` from a TREC qrels file (``.gz`` transparently).
-
-    A pair judged twice is an error (with different grades the judgement is ambiguous, with the
-    same grade a merged or repeated file: either way counts would be off). Grades may be negative
-    (some collections use -1 or -2 for junk) unless ``grades=(lowest, highest)`` bounds them, as
-    readers that turn qrels into record relevance labels (0..5) do, so the error names the qrels
-    line rather than a passage. An empty file is an error ("no records").
-    """
-    qrels: Qrels = {}
+def iter_columns(path: str | os.PathLike, names: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
+    """``(line, columns)`` of each non-blank line of a white-space separated file of ``names`` columns."""
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            qid, _, docid, rel = _columns(path, lineno, line, _QRELS_COLUMNS)
-            try:
-                grade = parse_grade(rel)
-            except DataError as err:
-                raise _column_error(path, lineno, 3, _QRELS_COLUMNS, err.reason) from None
-            if grades is not None and not grades[0] <= grade <= grades[1]:
-                raise _column_error(path, lineno, 3, _QRELS_COLUMNS,
-                                    f"grade {grade} outside {grades[0]}..{grades[1]}")
-            judged = qrels.setdefault(qid, {})
-            if docid in judged:
-                raise _column_error(path, lineno, 2, _QRELS_COLUMNS,
-                                    f"document {docid!r} of query {qid!r} judged twice ({judged[docid]} and {grade})")
-            judged[docid] = grade
+            cols = line.split()
+            if cols and len(cols) != len(names):
+                raise DataError(f"expected {len(names)} white-space separated columns ({' '.join(names)}), "
+                                f"got {len(cols)}", path=str(path), line=lineno)
+            if cols:
+                yield lineno, cols
+
+
+def _column(index: int, names: Sequence[str]) -> str:
+    return f"column {index + 1} ({names[index]})"
+
+
+def _run_error(path: str | os.PathLike, lineno: int, index: int, message: str) -> DataError:
+    return DataError(message, path=str(path), line=lineno, field=_column(index, RUN_COLUMNS))
+
+
+def qrels_from_rows(path: str | os.PathLike, rows: Iterable[tuple[int, str, str, str]],
+                    grades: tuple[int, int] | None, columns: tuple[str, str]) -> Qrels:
+    """``{qid: {docid: grade}}`` from ``(line, qid, docid, grade text)`` rows; ``columns`` names the docid and
+    grade columns in errors. A pair judged twice (ambiguous, or a merged file: counts would be off) and
+    an empty file are errors. ``grades=(lowest, highest)`` bounds the grades (readers of record labels
+    pass 0..5, so that the error names the qrels line rather than a passage)."""
+    qrels: Qrels = {}
+    for lineno, qid, docid, text in rows:
+        try:
+            grade = parse_grade(text)
+        except DataError as err:
+            raise DataError(err.reason, path=str(path), line=lineno, field=columns[1]) from None
+        if grades is not None and not grades[0] <= grade <= grades[1]:
+            raise DataError(f"grade {grade} outside {grades[0]}..{grades[1]}", path=str(path), line=lineno,
+                            field=columns[1])
+        judged = qrels.setdefault(qid, {})
+        if docid in judged:
+            raise DataError(f"document {docid!r} of query {qid!r} judged twice ({judged[docid]} and {grade})",
+                            path=str(path), line=lineno, field=columns[0])
+        judged[docid] = grade
     if not qrels:
         raise DataError("no records (no judgement in the file)", path=str(path))
     return qrels
 
 
-def read_trec_run(path: str | os.PathLike) -> Run:
-    """``{qid: {docid: score}}`` from a 6-column TREC run file (``.gz`` transparently).
+def read_trec_qrels(path: str | os.PathLike, *, grades: tuple[int, int] | None = None) -> Qrels:
+    """``{qid: {docid: rel}}`` from a TREC qrels file (:func:`qrels_from_rows`); grades may be negative
+    (-1 or -2 for junk in some collections) unless ``grades`` bounds them."""
+    rows = ((lineno, cols[0], cols[2], cols[3]) for lineno, cols in iter_columns(path, _QRELS_COLUMNS))
+    return qrels_from_rows(path, rows, grades, (_column(2, _QRELS_COLUMNS), _column(3, _QRELS_COLUMNS)))
 
-    Errors: a wrong number of columns, a non-integer rank, a non-finite or non-numeric score,
-    a document listed twice for one query, an empty file.
-    """
+
+def read_trec_run(path: str | os.PathLike) -> Run:
+    """``{qid: {docid: score}}`` from a 6-column TREC run file; a non-integer rank, a non-finite score, a
+    document listed twice for one query and an empty file are errors."""
     run: Run = {}
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            qid, _, docid, rank, score, _ = _columns(path, lineno, line, _RUN_COLUMNS)
-            try:
-                int(rank)
-            except ValueError:
-                raise _column_error(path, lineno, 3, _RUN_COLUMNS, f"expected an integer rank, got {rank!r}") from None
-            try:
-                value = float(score)
-            except ValueError:
-                value = math.nan
-            if not math.isfinite(value):
-                raise _column_error(path, lineno, 4, _RUN_COLUMNS, f"expected a finite score, got {score!r}")
-            ranked = run.setdefault(qid, {})
-            if docid in ranked:
-                raise _column_error(path, lineno, 2, _RUN_COLUMNS, f"document {docid!r} listed twice for query {qid!r}")
-            ranked[docid] = value
+    for lineno, (qid, _, docid, rank, score, _) in iter_columns(path, RUN_COLUMNS):
+        try:
+            int(rank)
+        except ValueError:
+            raise _run_error(path, lineno, 3, f"expected an integer rank, got {rank!r}") from None
+        try:
+            value = float(score)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise _run_error(path, lineno, 4, f"expected a finite score, got {score!r}")
+        ranked = run.setdefault(qid, {})
+        if docid in ranked:
+            raise _run_error(path, lineno, 2, f"document {docid!r} listed twice for query {qid!r}")
+        ranked[docid] = value
     if not run:
         raise DataError("no records (no ranked document in the file)", path=str(path))
     return run
@@ -123,21 +121,15 @@ def ranked_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
 
 def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "udcg_ltr", *,
                    ties: str = "stable") -> Path:
-    """Write a 6-column TREC run atomically, ranked by descending score; the rank column is the order
-    trec_eval re-derives on reading (it ignores the column, reads each score into a C ``float`` and
-    sorts by it, then by docid descending: ``comp_sim_docno`` in its ``form_res_rels.c``).
+    """Write a 6-column TREC run atomically, ranked by descending score, in the order trec_eval re-derives
+    on reading (it ignores the rank column, reads each score into a C ``float`` and sorts by it, then by
+    docid descending: ``comp_sim_docno`` in its ``form_res_rels.c``).
 
-    Ties (equal scores of one query), as :func:`udcg_ltr.metrics.rank_by_scores`:
-
-    * ``ties="stable"`` (default): input order, scores compared as given (float64). So that
-      trec_eval reads the same order, a score that trec_eval would see tied with (or, after 32-bit
-      rounding, above) the one written before it is written as the next 32-bit float below that
-      one: a change of a few float32 ulps, only where scores tie;
-    * ``ties="trec"``: trec_eval's own order (scores as 32-bit floats, then docid descending);
-      scores written unchanged.
-
-    Scores are written with ``repr``, so :func:`read_trec_run` gives back the same floats (all of
-    them with ``ties="trec"``; the untied ones with ``"stable"``).
+    Ties, as :func:`udcg_ltr.metrics.rank_by_scores`: ``ties="stable"`` keeps input order (float64
+    scores); so that trec_eval reads that order, a score it would see tied with (or, after 32-bit
+    rounding, above) the previous one is written as the next 32-bit float below it (a few float32
+    ulps, only at ties). ``ties="trec"``: trec_eval's own order, scores unchanged. Scores are written
+    with ``repr``, so :func:`read_trec_run` gives back the same floats (the untied ones for "stable").
     """
     tag = _check_id(tag, "run tag")
     path = Path(path)
@@ -151,26 +143,14 @@ def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float
 
 def _c_float(x: float) -> float:
     """``x`` as trec_eval holds a score: a 32-bit C ``float`` (``float sim``), rounded to nearest."""
-    import struct  # stdlib, local: this function's edit leaves the module's imports to the readers
-
-    try:
-        return struct.unpack("<f", struct.pack("<f", x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
+    with np.errstate(over="ignore"):  # beyond the float32 range: +-inf, as C gives
+        return float(np.float32(x))
 
 
 def _c_float_below(x: float) -> float:
-    """The largest 32-bit float strictly below the 32-bit float ``x`` (sign-magnitude bit pattern)."""
-    import struct
-
-    bits = struct.unpack("<i", struct.pack("<f", x))[0]
-    if x > 0:
-        bits -= 1
-    elif x == 0:
-        bits = -(2**31) + 1  # 0x80000001: the negative float closest to 0
-    else:
-        bits += 1  # a larger magnitude for a negative float
-    return struct.unpack("<f", struct.pack("<i", bits))[0]
+    """The largest 32-bit float strictly below the 32-bit float ``x``."""
+    with np.errstate(over="ignore"):
+        return float(np.nextafter(np.float32(x), np.float32(-np.inf)))
 
 
 def _trec_ordered(qid: str, scores: Mapping[str, float], ties: str) -> list[tuple[str, float]]:
@@ -225,8 +205,7 @@ def _text_of(entry: Any) -> tuple[str, str]:
 
 
 def as_nested_dict(obj: Any, what: str = "run") -> Mapping[str, Mapping[str, Any]]:
-    """``{qid: {docid: value}}`` from a mapping, or from a ranx ``Run`` / ``Qrels`` (anything with a ``to_dict()``
-    returning that mapping: ranx objects are not mappings themselves)."""
+    """``{qid: {docid: value}}`` from a mapping or a ranx ``Run`` / ``Qrels`` (via ``to_dict()``)."""
     if isinstance(obj, Mapping):
         return obj
     to_dict = getattr(obj, "to_dict", None)
@@ -237,18 +216,30 @@ def as_nested_dict(obj: Any, what: str = "run") -> Mapping[str, Mapping[str, Any
     return nested
 
 
+def judged_record(qid: str, question: str, hits: Iterable[tuple[str, str, str, int | None, float | None]],
+                  judged: Mapping[str, int], **fields: Any) -> QueryRecord:
+    """A record of ``hits`` ``(docid, title, text, rank, score)`` labelled by the query's qrels ``judged``.
+
+    ``relevance`` is the qrels grade, 0 for an unjudged document, with ``passage.extra["unjudged"]``
+    telling which; ``record.extra["judged_grades"]`` counts the query's judged documents per grade
+    (over all qrels, not only the pool), which recall-style metrics need. Not validated.
+    """
+    passages = [Passage(pid=docid, title=title, text=text, rank=rank, score=score,
+                        relevance=int(judged.get(docid, 0)), extra={"unjudged": docid not in judged})
+                for docid, title, text, rank, score in hits]
+    return QueryRecord(qid=qid, question=question, passages=passages,
+                       extra={"judged_grades": grade_counts(judged)}, **fields)
+
+
 def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
                      qrels: Mapping[str, Mapping[str, int]] | Any | None,
                      texts: Mapping[str, Any], queries: Mapping[str, str], *,
                      top_k: int | None = None) -> list[QueryRecord]:
-    """Records from a run: per query (in run order) its documents by descending score.
+    """Records from a run: per query (in run order) its documents by descending score (:func:`judged_record`).
 
     ``run`` / ``qrels``: ``{qid: {docid: score / grade}}`` mappings or ranx ``Run`` / ``Qrels``.
     ``texts[docid]`` is a passage text, a ``{"title", "text"}`` mapping or a ``(title, text)``
-    pair; ``queries[qid]`` the query text. ``relevance`` is the qrels grade, 0 for an unjudged
-    document, with ``passage.extra["unjudged"]`` telling which; ``record.extra["judged_grades"]``
-    counts the query's judged documents per grade (over all qrels, not only the pool), which
-    recall-style metrics need. ``top_k`` truncates each ranking.
+    pair; ``queries[qid]`` the query text. ``top_k`` truncates each ranking.
     """
     run = as_nested_dict(run, "run")
     qrels = as_nested_dict(qrels, "qrels") if qrels is not None else {}
@@ -256,41 +247,32 @@ def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
     for qid, scores in run.items():
         if qid not in queries:
             raise DataError(f"no text for query {qid!r}", field="queries")
-        judged = qrels.get(qid, {})
-        ranked = ranked_items(scores)
-        if top_k is not None:
-            ranked = ranked[:top_k]
-        passages = []
-        for rank, (docid, score) in enumerate(ranked, start=1):
+        hits = []
+        for rank, (docid, score) in enumerate(ranked_items(scores)[:top_k], start=1):
             if docid not in texts:
                 raise DataError(f"no text for document {docid!r} (query {qid!r})", field="texts")
-            title, text = _text_of(texts[docid])
-            passages.append(Passage(pid=docid, title=title, text=text, rank=rank, score=float(score),
-                                    relevance=int(judged.get(docid, 0)),
-                                    extra={"unjudged": docid not in judged}))
-        record = QueryRecord(qid=qid, question=queries[qid], passages=passages,
-                             extra={"judged_grades": grade_counts(judged)})
-        records.append(validate_record(record))
+            hits.append((docid, *_text_of(texts[docid]), rank, float(score)))
+        records.append(validate_record(judged_record(qid, queries[qid], hits, qrels.get(qid, {}))))
     return records
 
 
 def grade_counts(judged: Mapping[str, int]) -> dict[str, int]:
     """Judged documents per grade, ``{"0": n0, "1": n1, ...}`` (string keys: JSON-safe)."""
-    counts: dict[str, int] = {}
-    for grade in judged.values():
-        counts[str(grade)] = counts.get(str(grade), 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: int(kv[0])))
+    return dict(sorted(Counter(str(grade) for grade in judged.values()).items(), key=lambda kv: int(kv[0])))
+
+
+_SCORE_FIELDS: dict[str, Callable[[Passage], Any]] = {
+    "score": lambda p: p.score,
+    "rank": lambda p: None if p.rank is None else -float(p.rank),  # higher is better: rank r scores -r
+    "relevance": lambda p: p.relevance,
+}
 
 
 def _score_getter(score_field: str | Callable[[Passage], float | None]) -> Callable[[Passage], Any]:
     if callable(score_field):
         return score_field
-    if score_field == "score":
-        return lambda p: p.score
-    if score_field == "rank":  # higher is better in a run: rank r scores -r
-        return lambda p: None if p.rank is None else -float(p.rank)
-    if score_field == "relevance":
-        return lambda p: p.relevance
+    if score_field in _SCORE_FIELDS:
+        return _SCORE_FIELDS[score_field]
     parts = score_field.split(".")
     if parts[0] == "extra" and len(parts) == 2:
         return lambda p: p.extra.get(parts[1])
@@ -302,12 +284,10 @@ def _score_getter(score_field: str | Callable[[Passage], float | None]) -> Calla
 
 def records_to_run(records: Iterable[QueryRecord],
                    score_field: str | Callable[[Passage], float | None] = "score") -> Run:
-    """``{qid: {pid: score}}`` for ranx / ir-measures / :func:`write_trec_run`.
-
-    ``score_field``: ``"score"`` (retrieval score), ``"rank"`` (``-rank``), ``"relevance"``,
-    ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a callable on a :class:`Passage`. A passage
-    without a value is an error (a run with holes ranks documents arbitrarily).
-    """
+    """``{qid: {pid: score}}`` for ranx / ir-measures / :func:`write_trec_run`, by ``score_field``:
+    ``"score"``, ``"rank"`` (``-rank``), ``"relevance"``, ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a
+    callable on a :class:`Passage`. A passage without a value is an error (a run with holes ranks
+    documents arbitrarily)."""
     get = _score_getter(score_field)
     run: Run = {}
     for rec in records:
@@ -324,22 +304,12 @@ def records_to_run(records: Iterable[QueryRecord],
 
 def records_to_qrels(records: Iterable[QueryRecord], *, include_zero: bool = True,
                      include_unjudged: bool = False) -> Qrels:
-    """``{qid: {pid: relevance}}`` from labelled passages.
-
-    Unlabelled passages (``relevance is None``) and passages flagged ``extra["unjudged"]`` are
-    left out unless ``include_unjudged``; ``include_zero=False`` keeps only positive grades.
-    """
-    qrels: Qrels = {}
-    for rec in records:
-        judged: dict[str, int] = {}
-        for p in rec.passages:
-            if p.relevance is None or (p.extra.get("unjudged") and not include_unjudged):
-                continue
-            if p.relevance == 0 and not include_zero:
-                continue
-            judged[p.pid] = int(p.relevance)
-        qrels[rec.qid] = judged
-    return qrels
+    """``{qid: {pid: relevance}}`` of labelled passages (``extra["unjudged"]`` ones only with
+    ``include_unjudged``; ``include_zero=False`` keeps only positive grades)."""
+    return {rec.qid: {p.pid: int(p.relevance) for p in rec.passages
+                      if p.relevance is not None and (include_unjudged or not p.extra.get("unjudged"))
+                      and (include_zero or p.relevance != 0)}
+            for rec in records}
 
 
 # ---- TREC DL19 -----------------------------------------------------------------------------
@@ -350,10 +320,9 @@ def dl19_dir() -> Path:
 
 def _dl19_record(obj: Any, qrels: Qrels) -> QueryRecord:
     query = get_field(obj, "query", str)
-    hits = get_field(obj, "hits", list)
     qids: set[str] = set()
     rows = []
-    for j, hit in enumerate(hits):
+    for j, hit in enumerate(get_field(obj, "hits", list)):
         where = f"hits[{j}]"
         qids.add(str(get_field(hit, "qid", (str, int), where)))
         if len(qids) > 1:
@@ -363,13 +332,9 @@ def _dl19_record(obj: Any, qrels: Qrels) -> QueryRecord:
     if not rows:
         raise DataError("no hits", field="hits")
     qid = next(iter(qids))
-    judged = qrels.get(qid, {})
     rows.sort()  # by rank, then file order
-    passages = [Passage(pid=docid, text=text, rank=rank, score=score, relevance=int(judged.get(docid, 0)),
-                        extra={"unjudged": docid not in judged})
-                for rank, _, docid, text, score in rows]
-    record = QueryRecord(qid=qid, question=query, passages=passages,
-                         extra={"judged_grades": grade_counts(judged)})
+    hits = [(docid, "", text, rank, score) for rank, _, docid, text, score in rows]
+    record = judged_record(qid, query, hits, qrels.get(qid, {}))
     # errors name the hit as the file holds it (its position before sorting by rank, its own keys)
     return validate_as_in_file(record, qid="hits[0].qid", passages="hits", names={"pid": "docid"},
                                order=[row[1] for row in rows])
@@ -377,13 +342,9 @@ def _dl19_record(obj: Any, qrels: Qrels) -> QueryRecord:
 
 def read_dl19(results_path: str | os.PathLike | None = None,
               qrels_path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """TREC DL19 passages: BM25 top-100 per query in rank order, relevance = graded qrel (0..3).
-
-    Unjudged passages get relevance 0 and ``extra["unjudged"] = True``; ``record.extra
-    ["judged_grades"]`` counts the query's judged passages per grade. Use
-    ``Passage.is_relevant(2)`` (``relevance_threshold=2``) for the usual binary DL19 metrics.
-    Errors name the file, the line where the query's entry starts and the field
-    (``[3].hits[7].score``).
+    """TREC DL19 passages: BM25 top-100 per query in rank order, relevance = graded qrel (0..3,
+    :func:`judged_record`). Use ``relevance_threshold=2`` for the usual binary DL19 metrics. Errors name
+    the file, the line where the query's entry starts and the field (``[3].hits[7].score``).
     """
     results_path = Path(results_path) if results_path is not None else dl19_dir() / "retrieve_results_dl19.json.gz"
     qrels_path = Path(qrels_path) if qrels_path is not None else dl19_dir() / "qrels.dl19-passage.txt.gz"

@@ -7,27 +7,20 @@ Layout: one JSON array per file, each element::
                    "models_info": {LLM: {"no_res_prob": float}}}],      # optional
      "udcg": {LLM: float}}                                               # optional
 
-Each element becomes a :class:`QueryRecord`: ``relevance`` is 1/0 from ``is_relevant``,
-``annotations[LLM] = {"p_no_response": no_res_prob}`` (the P(NO-RESPONSE) of UDCG paper Eq. 2),
-the passage order is the context order (``rank`` = position + 1) and the reference UDCG values
-(Eq. 4, gamma = 1/3, k = number of passages) go to ``record.extra["reference_udcg"]`` so that our
-implementation can be checked against theirs.
+``relevance`` is ``is_relevant`` as 1/0, ``annotations[LLM] = {"p_no_response": no_res_prob}`` (UDCG
+paper Eq. 2), ``rank`` = context position + 1, and the reference UDCG values (Eq. 4, gamma = 1/3,
+k = number of passages) go to ``record.extra["reference_udcg"]`` to check our implementation.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.readers._common import get_field, parse_json_array, validate_as_in_file
-from udcg_ltr.data.schema import DataError, Passage, QueryRecord
+from udcg_ltr.data.readers._common import parse_json_array, validate_as_in_file
+from udcg_ltr.data.schema import DataError, Passage, QueryRecord, get_field, get_probability
 from udcg_ltr.paths import shared_file
-
-
-def reference_dir() -> Path:
-    return shared_file("udcg_reference")
 
 
 def _passage(obj: Any, i: int) -> Passage:
@@ -38,11 +31,8 @@ def _passage(obj: Any, i: int) -> Passage:
     annotations: dict[str, dict[str, Any]] = {}
     info = get_field(obj, "models_info", dict, where, optional=True, default={})
     for llm, fields in info.items():
-        fwhere = f"{where}.models_info[{llm!r}]"
         # checked here (not only by validate_record) so that the error names the file's own key
-        p = get_field(fields, "no_res_prob", float, fwhere)
-        if not 0.0 <= p <= 1.0:
-            raise DataError(f"probability {p!r} outside [0, 1]", field=f"{fwhere}.no_res_prob")
+        p = get_probability(fields, "no_res_prob", f"{where}.models_info[{llm!r}]")
         annotations[llm] = {"p_no_response": float(p)}
     return Passage(pid=str(doc_id), text=text, rank=i + 1, relevance=int(relevant), annotations=annotations)
 
@@ -55,8 +45,6 @@ def _reference_value(reference: Any, llm: str) -> float:
 
 
 def _record(obj: Any) -> QueryRecord:
-    if not isinstance(obj, Mapping):
-        raise DataError(f"expected an object, got {type(obj).__name__}")
     qid = get_field(obj, "example_id", (str, int))
     question = get_field(obj, "question", str)
     raw = get_field(obj, "passages", list)
@@ -70,11 +58,7 @@ def _record(obj: Any) -> QueryRecord:
 
 
 def read_udcg_reference(path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """Read one of the UDCG reference files (default: ``dataset_with_udcg.json`` of the shared data).
-
-    Malformed input raises :class:`DataError` naming the file, the line where the record starts
-    and the field, e.g. ``[1].passages[2].is_relevant``; an ``example_id`` given twice and an empty
-    array are errors.
-    """
-    path = Path(path) if path is not None else reference_dir() / "dataset_with_udcg.json"
+    """Read one of the UDCG reference files (default: ``dataset_with_udcg.json`` of the shared data); errors
+    name the file, the line where the record starts and the field (``[1].passages[2].is_relevant``)."""
+    path = Path(path) if path is not None else shared_file("udcg_reference", "dataset_with_udcg.json")
     return parse_json_array(path, _record, unique=lambda r: r.qid, unique_field="example_id")
