@@ -153,7 +153,8 @@ def _world(n=18, seed=0):
 
 
 @pytest.mark.parametrize(("module", "spied", "params"), [
-    (distractors, "plot_bars", {"k": 3}), (oracle, "plot_bars", {"ks": (2,)}), (position, "_plot", {"k": 3})])
+    (distractors, "plot_bars", {"k": 3}), (oracle, "plot_bars", {"ks": (2,)}),
+    (position, "position_figure", {"k": 3})])
 def test_study_plots_name_the_data_set_split_and_queries(module, spied, params, tmp_path, monkeypatch):
     seen = []
     real = getattr(module, spied)

@@ -1,9 +1,8 @@
 """Length-sorted batches under a row and a token budget: the one batching rule of every model we run.
 
-Sorting sequences by length before cutting batches keeps padding small; a *token* budget on top
-of a row cap (rows x the batch's longest sequence <= ``max_tokens``) lets one setting fill an
-accelerator with many short sequences or few long ones: with a fixed row count, a GPU either runs
-out of memory on the longest batch or idles on the shortest.
+Sorting by length keeps padding small; a *token* budget on top of a row cap (rows x the batch's longest
+sequence <= ``max_tokens``) lets one setting fill an accelerator with many short sequences or few long ones:
+with a fixed row count, a GPU either runs out of memory on the longest batch or idles on the shortest.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ from tqdm.auto import tqdm
 
 
 def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None) -> Iterator[list[int]]:
-    """Indices sorted by length (longest first, ties in input order), cut into consecutive batches of at most
-    ``max_rows`` rows and, when ``max_tokens`` is set, at most ``max_tokens`` padded tokens (a sequence longer
-    than the budget gets a batch of its own)."""
+    """Indices sorted by length (longest first, ties in input order), cut into batches of at most ``max_rows``
+    rows and ``max_tokens`` padded tokens (a sequence longer than the budget gets a batch of its own)."""
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows}")
     if max_tokens is not None and max_tokens < 1:

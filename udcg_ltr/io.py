@@ -1,13 +1,9 @@
-"""Atomic file writes and compressed-or-plain file opening, shared by caches, checkpoints and reports.
+"""Atomic file writes and strict compressed-or-plain reading, shared by caches, checkpoints and reports.
 
-An atomic write goes to a temporary file in the destination folder, is flushed and fsynced, then
-renamed over the destination (``os.replace`` is atomic): a reader sees the old file or the new one,
-never half of one, and a killed writer leaves the old file intact.
-
-Reading (:func:`open_text`) is strict: a missing file, bytes that are not UTF-8 and a damaged gzip
-stream are :class:`DataError` s naming the file (and line), never a bare ``UnicodeDecodeError`` /
-``EOFError`` / ``zlib.error``. :class:`DataError` lives here, the lowest layer that reports bad input;
-the data model re-exports it as ``udcg_ltr.data.schema.DataError``.
+An atomic write goes to a temporary sibling, fsynced, then renamed over the destination: a reader sees
+the old file or the new one, never half of one. Reading (:func:`open_text`) turns a missing file, bytes
+that are not UTF-8 and a damaged gzip stream into :class:`DataError` s naming the file (and line).
+:class:`DataError` lives here, the lowest layer that reports bad input (re-exported by the data model).
 """
 
 from __future__ import annotations
@@ -57,8 +53,7 @@ class DataError(ValueError):
 
 
 class MissingFileError(DataError, FileNotFoundError):
-    """A missing data file: a :class:`DataError`, and a ``FileNotFoundError`` for ``except FileNotFoundError``
-    callers."""
+    """A missing data file: a :class:`DataError` that ``except FileNotFoundError`` catches too."""
 
 
 @contextlib.contextmanager
@@ -70,12 +65,9 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         raw = os.fdopen(fd, "wb")
-        stream: IO = raw
-        gz = None
-        if path.suffix == ".gz":
-            # mtime=0 keeps gzip output byte-identical across runs (same seed, same bytes).
-            gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
-            stream = gz
+        # mtime=0 keeps gzip output byte-identical across runs (same seed, same bytes).
+        gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else None
+        stream: IO = raw if gz is None else gz
         if not binary:
             stream = io.TextIOWrapper(stream, encoding=encoding, newline="\n")
         try:
@@ -117,9 +109,8 @@ _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
 
 class TextReader:
-    """A strict UTF-8 reader of a plain or gzipped file: iterating yields lines (CRLF read as LF) and counts
-    them in :attr:`line`; :meth:`read` returns the whole text. Bad UTF-8 names its line and column, a
-    damaged gzip stream the line it broke in."""
+    """A strict UTF-8 reader of a plain or gzipped file (lines, CRLF read as LF, counted in :attr:`line`):
+    bad UTF-8 names its line and column, a damaged gzip stream the line it broke in."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
@@ -222,13 +213,9 @@ def json_safe(obj: Any) -> Any:
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
+    if isinstance(obj, (np.ndarray, np.generic)):  # arrays and scalars -> Python lists and scalars
         return json_safe(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, (np.floating, float)):
+    if isinstance(obj, float):
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, Path):
         return str(obj)

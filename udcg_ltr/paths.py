@@ -1,9 +1,6 @@
-"""Where things live: the shared data folder and the cache folder, both configurable.
-
-* ``UDCG_LTR_DATA`` (or the Hydra key ``paths.data_dir``): the read-only real data folder,
-  default ``../shared/data`` relative to the project root.
-* ``UDCG_LTR_CACHE`` (or ``paths.cache_dir``): caches (assembled models, LLM annotations),
-  default ``~/.cache/udcg_ltr``.
+"""Where things live, both configurable: the read-only shared data folder (``UDCG_LTR_DATA`` or the
+Hydra key ``paths.data_dir``; default ``../shared/data`` from the project root) and the caches of
+assembled models and LLM annotations (``UDCG_LTR_CACHE`` or ``paths.cache_dir``; ``~/.cache/udcg_ltr``).
 """
 
 from __future__ import annotations
@@ -15,13 +12,11 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def data_dir() -> Path:
-    env = os.environ.get("UDCG_LTR_DATA")
-    return Path(env) if env else (PROJECT_ROOT.parent / "shared" / "data")
+    return Path(os.environ.get("UDCG_LTR_DATA") or PROJECT_ROOT.parent / "shared" / "data")
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("UDCG_LTR_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "udcg_ltr"
+    return Path(os.environ.get("UDCG_LTR_CACHE") or Path.home() / ".cache" / "udcg_ltr")
 
 
 def shared_file(*parts: str) -> Path:

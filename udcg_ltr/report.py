@@ -1,9 +1,8 @@
 """Report helpers for every study and job: tables (markdown + CSV), figures (PNG), number formats. A leaf.
 
-A table is a list of row dicts plus an ordered list of :class:`Column` s (key, header, formatter); a figure is a
-matplotlib figure saved atomically (the ``*_figure`` functions return it unsaved: tests read its artists). Number
-formats turn NaN into ``NA``. Logging tables and figures to W&B is the run logger's job
-(:meth:`udcg_ltr.tracking.RunLogger.log_results`).
+A table is a list of row dicts plus an ordered list of :class:`Column` s (key, header, formatter); a figure
+is saved atomically (the ``*_figure`` functions return it unsaved: tests read its artists). Number formats
+turn NaN into ``NA``.
 """
 
 from __future__ import annotations
@@ -22,9 +21,6 @@ import numpy as np
 
 from udcg_ltr.io import atomic_open, atomic_write_bytes, atomic_write_text
 
-# ---------------------------------------------------------------------------------------------
-# formatting
-
 
 def _isnan(x) -> bool:
     try:
@@ -40,9 +36,8 @@ def fmt_float(x, digits: int = 3) -> str:
 
 def fmt_ci(value, lo, hi, digits: int = 3) -> str:
     """``0.412 [0.350, 0.470]``; NA parts stay NA."""
-    if _isnan(value):
-        return "NA"
-    return f"{fmt_float(value, digits)} [{fmt_float(lo, digits)}, {fmt_float(hi, digits)}]"
+    return ("NA" if _isnan(value)
+            else f"{fmt_float(value, digits)} [{fmt_float(lo, digits)}, {fmt_float(hi, digits)}]")
 
 
 def fmt_pct(x, digits: int = 1) -> str:
@@ -73,10 +68,6 @@ class Column:
     header: str | None = None
     fmt: Callable[[Any], str] | None = None
 
-    @property
-    def title(self) -> str:
-        return self.header or self.key
-
     def render(self, row: Mapping[str, Any]) -> str:
         value = row.get(self.key)
         if self.fmt is not None:
@@ -92,13 +83,8 @@ def row_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _columns(rows: Sequence[Mapping[str, Any]], columns) -> list[Column]:
-    if columns is None:
-        return [Column(k) for k in row_keys(rows)]
+    columns = row_keys(rows) if columns is None else columns
     return [c if isinstance(c, Column) else Column(c) for c in columns]
-
-
-# ---------------------------------------------------------------------------------------------
-# tables
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str] | None = None, *,
@@ -108,7 +94,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column |
     align = align or ("l" + "r" * (len(cols) - 1))
     marks = {"l": ":--", "r": "--:", "c": ":-:"}
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(esc(c.title) for c in cols) + " |",
+    lines = ["| " + " | ".join(esc(c.header or c.key) for c in cols) + " |",
              "| " + " | ".join(marks.get(a, "---") for a in align) + " |"]
     lines += ["| " + " | ".join(esc(c.render(row)) for c in cols) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -139,9 +125,8 @@ def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], column
     cols = _columns(rows, columns)
     path = Path(path)
     with atomic_open(path, "w") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow([c.key for c in cols])
-        writer.writerows([_csv_value(row.get(c.key)) for c in cols] for row in rows)
+        values = ([_csv_value(row.get(c.key)) for c in cols] for row in rows)
+        csv.writer(f, lineterminator="\n").writerows([[c.key for c in cols], *values])
     return path
 
 
@@ -160,10 +145,6 @@ def write_table(stem: str | os.PathLike, rows: Sequence[Mapping[str, Any]], colu
     atomic_write_text(md_path, md)
     csv_path = write_csv(stem.with_suffix(".csv"), rows, csv_columns if csv_columns is not None else columns)
     return {"md": md_path, "csv": csv_path}
-
-
-# ---------------------------------------------------------------------------------------------
-# figures
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, figsize=(6.4, 4.4)):
@@ -232,12 +213,9 @@ def merge_identical(series: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray
 
 
 def draw_lines(ax, x: Sequence, series: Mapping[str, Any], *, dodge: float = 0.25, first_style: int = 0) -> list:
-    """Draw ``series`` (``y`` or ``{"y", "lo", "hi"}``) on ``ax`` so that none hides another; returns the lines.
-
-    Identical series are merged (:func:`merge_identical`); each series gets its own colour, marker and
-    dash (:func:`series_style`); series are shifted sideways by up to ``dodge`` of the x spacing in all
-    (so points and CI whiskers at one x sit side by side); CIs are error bars.
-    """
+    """Draw ``series`` (``y`` or ``{"y", "lo", "hi"}``: CI error bars) on ``ax`` so that none hides another;
+    returns the lines. Identical series are merged (:func:`merge_identical`), each gets its own style
+    (:func:`series_style`), and they are shifted sideways by up to ``dodge`` of the x spacing in all."""
     x = np.asarray(x, dtype=np.float64)
     merged = merge_identical(series)
     steps = np.diff(np.unique(x[np.isfinite(x)]))
@@ -263,9 +241,7 @@ def lines_figure(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequ
     draw_lines(ax, x, series)
     if hline is not None:
         ax.axhline(hline, color="grey", lw=0.5)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_xticks(list(xticks) if xticks is not None else list(np.asarray(x)))
+    ax.set(xlabel=xlabel, ylabel=ylabel, xticks=list(xticks) if xticks is not None else list(np.asarray(x)))
     set_title(ax, title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)  # outside: hides no point
@@ -274,8 +250,7 @@ def lines_figure(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequ
 
 def plot_lines(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], path: str | os.PathLike,
                **kwargs) -> Path:
-    """One line per series, saved as a PNG (keyword arguments: :func:`lines_figure`); a series is ``y`` or
-    ``{"y": ..., "lo": ..., "hi": ...}`` (CI error bars). NaN gaps allowed. No series hides another."""
+    """:func:`lines_figure` saved as a PNG (a series: ``y`` or ``{"y", "lo", "hi"}``; NaN gaps allowed)."""
     return save_figure(lines_figure(x, series, **kwargs), path)
 
 
@@ -289,10 +264,8 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
     ok = ~np.isnan(v)
     lo_ = np.asarray(lo, float) if lo is not None else np.full(len(v), np.nan)
     hi_ = np.asarray(hi, float) if hi is not None else np.full(len(v), np.nan)
-    xerr = None
-    if lo is not None and hi is not None:
-        xerr = np.vstack([np.where(ok, v - lo_, 0), np.where(ok, hi_ - v, 0)])
-        xerr = np.nan_to_num(np.clip(xerr, 0, None))[:, ok]
+    xerr = (np.nan_to_num(np.clip(np.vstack([v - lo_, hi_ - v]), 0, None))[:, ok]
+            if lo is not None and hi is not None else None)
     ax.barh(y[ok], v[ok], color=[c for c, o in zip(colors, ok) if o], xerr=xerr, capsize=3)
     # Each bar's label sits beyond its whisker, on the side the bar points to: never on top of another bar.
     ends = np.where(np.isfinite(hi_), np.fmax(v, hi_), v)
@@ -302,18 +275,12 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
     pad = 0.015 * span
     for yi, vi, a, b, li, hi_i in zip(y, v, starts, ends, lo_, hi_):
         text = fmt_float(vi, digits) if _isnan(li) or _isnan(hi_i) else fmt_ci(vi, li, hi_i, digits)
-        if np.isnan(vi):
-            ax.text(pad, yi, text, va="center", ha="left", fontsize=7, color="grey")
-        elif vi < 0:
-            ax.text(a - pad, yi, text, va="center", ha="right", fontsize=7)
-        else:
-            ax.text(b + pad, yi, text, va="center", ha="left", fontsize=7)
+        x, ha = (pad, "left") if np.isnan(vi) else (a - pad, "right") if vi < 0 else (b + pad, "left")
+        ax.text(x, yi, text, va="center", ha=ha, fontsize=7, color="grey" if np.isnan(vi) else None)
     # room for the labels: about 40% of the data span on each side that has bars
     left = min(0.0, float(finite.min())) - (0.45 * span if (v[ok] < 0).any() else 0.02 * span)
     right = max(0.0, float(finite.max())) + (0.45 * span if (v[ok] >= 0).any() or not ok.any() else 0.02 * span)
-    ax.set_xlim(left, right)
-    ax.set_yticks(y)
-    ax.set_yticklabels(labels)
+    ax.set(xlim=(left, right), yticks=y, yticklabels=labels)
     ax.axvline(0.0, color="grey", lw=0.5)
     ax.set_xlabel(ylabel)
     set_title(ax, title, width=64)
@@ -322,7 +289,5 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
 
 
 def plot_bars(labels: Sequence[str], values: Sequence[float], path: str | os.PathLike, **kwargs) -> Path:
-    """Horizontal bars with optional CI error bars, each labelled with its value (and CI, ``digits`` decimals),
-    saved as a PNG (keyword arguments: :func:`bars_figure`); ``highlight`` labels drawn in a second colour. NaN
-    bars are not drawn and labelled ``NA``."""
+    """:func:`bars_figure` saved as a PNG (``highlight`` labels in a second colour; NaN bars read NA)."""
     return save_figure(bars_figure(labels, values, **kwargs), path)

@@ -1,10 +1,9 @@
 """Sweep bookkeeping: read the finished jobs of a Hydra multirun and write one summary table and plot.
 
-A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its overrides. A
-finished job wrote ``job_result.json`` (status, hash of its resolved config, metrics, the config itself) last
-and atomically; a restarted sweep skips exactly the jobs that finished *with the same configuration* (keyed by
-:func:`udcg_ltr.jobs.common.config_hash`: a folder name can stand for several configurations). The summary
-reads only those files, never W&B's private run log, so ``logger=csv`` / ``none`` sweeps summarise the same way.
+A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its overrides; a
+finished job wrote ``job_result.json`` (status, config hash, metrics, the config itself) last and atomically.
+The summary reads only those files, never W&B's private run log, so ``logger=csv`` / ``none`` sweeps summarise
+the same way.
 
 ``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``, ``.csv`` and
 ``.png`` into the sweep folder; the plot shows the metric the sweep optimised unless ``--metric`` names another.
@@ -50,16 +49,14 @@ def _overrides(job_dir: Path) -> list[str]:
         return []
     import yaml
 
-    with open(path, encoding="utf-8") as f:
-        return [str(o) for o in (yaml.safe_load(f) or [])]
+    return [str(o) for o in (yaml.safe_load(path.read_text(encoding="utf-8")) or [])]
 
 
 def collect_jobs(sweep_dir: str | Path) -> list[JobResult]:
     """Finished jobs of a sweep folder (sub-folders holding ``job_result.json``), sorted by folder."""
     jobs = []
     for path in sorted(Path(sweep_dir).rglob(RESULT_FILE)):
-        with open(path, encoding="utf-8") as f:
-            result = json.load(f)
+        result = json.loads(path.read_text(encoding="utf-8"))
         if result.get("status") == "finished":
             jobs.append(JobResult(job_dir=path.parent, overrides=_overrides(path.parent),
                                   metrics=dict(result.get("metrics", {})), config=dict(result.get("config") or {}),
@@ -67,15 +64,10 @@ def collect_jobs(sweep_dir: str | Path) -> list[JobResult]:
     return jobs
 
 
-def _fmt(value: Any) -> str:
-    return fmt_float(value, 4) if value is None or isinstance(value, float) else str(value)
-
-
 def plotted_metric(jobs: Sequence[JobResult], names: Sequence[str]) -> str | None:
     """The metric a sweep summary plots when none is asked for: the jobs' ``optimized_metric`` when they agree
-    and report it; ``"optimized_metric"`` (each job's own value, added to its metrics) when every job reports its
-    own but they differ (a sweep over ``k``); else the first metric (not a ``time/`` one) that varies across
-    jobs; else None."""
+    and report it; ``"optimized_metric"`` (each job's own value, added to its metrics) when they differ (a
+    sweep over ``k``); else the first metric (not a ``time/`` one) that varies across jobs, if any."""
     wanted = {j.optimized_metric for j in jobs}
     if None not in wanted and all(j.optimized_metric in j.metrics for j in jobs):
         if len(wanted) == 1:
@@ -83,13 +75,8 @@ def plotted_metric(jobs: Sequence[JobResult], names: Sequence[str]) -> str | Non
         for j in jobs:
             j.metrics["optimized_metric"] = j.metrics[j.optimized_metric]
         return "optimized_metric"
-    for name in names:
-        if name.startswith("time/"):
-            continue
-        values = {j.metrics.get(name) for j in jobs}
-        if len(values) > 1:
-            return name
-    return None
+    varying = (n for n in names if not n.startswith("time/") and len({j.metrics.get(n) for j in jobs}) > 1)
+    return next(varying, None)
 
 
 def job_label(job: JobResult) -> str:
@@ -148,13 +135,12 @@ def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None,
     header = ["job", *names]
     rows = [[job_label(j), *[j.metrics.get(n) for n in names]] for j in jobs]
     md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    cells = [[fmt_float(v, 4) if v is None or isinstance(v, float) else str(v) for v in row] for row in rows]
+    md += ["| " + " | ".join(row) + " |" for row in cells]
     out = {"markdown": sweep_dir / "sweep_summary.md", "csv": sweep_dir / "sweep_summary.csv"}
     atomic_write_text(out["markdown"], "\n".join(md) + "\n")
     with atomic_open(out["csv"], "w") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(rows)
+        csv.writer(f).writerows([header, *rows])
     if metric is not None:
         out["plot"] = save_figure(sweep_figure(jobs, metric, sweep_name=sweep_dir.name), sweep_dir / "sweep_summary.png")
     return out

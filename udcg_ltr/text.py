@@ -1,9 +1,8 @@
 """Answer normalisation and matching, shared by relevance labelling, answer grading, reader probes and eRAG.
 
-``normalize_answer`` is the SQuAD / DPR convention: lower-case, drop punctuation, drop the articles
-"a", "an", "the", collapse white space. ``has_answer`` is whole-token containment of a normalised
-gold answer in a normalised passage (the DPR ``has_answer`` convention, with its usual noise).
-``is_abstention`` recognises an answer that declines (the ``NO-RESPONSE`` string or a refusal phrase).
+``normalize_answer`` is the SQuAD / DPR convention (lower-case, drop punctuation and the articles "a", "an",
+"the", collapse white space); ``has_answer`` is whole-token containment of a normalised gold answer in a
+normalised passage (the DPR convention, with its usual noise); ``is_abstention`` spots a declining answer.
 """
 
 from __future__ import annotations
@@ -36,17 +35,10 @@ def has_answer(passage: str, answers: Iterable[str]) -> bool:
 
 
 def has_answer_tokens(tokens: Sequence[str], targets: Iterable[Sequence[str]]) -> bool:
-    """:func:`has_answer` on pre-normalised tokens.
-
-    ``tokens`` = ``answer_tokens(passage)``, ``targets`` = ``[answer_tokens(a) for a in answers]``.
-    Readers that test many (question, passage) pairs normalise each passage once with this.
-    """
+    """Pre-normalised :func:`has_answer`: readers testing many pairs tokenise each passage once."""
     tokens = list(tokens)
-    for target in map(list, targets):
-        n = len(target)
-        if n and any(tokens[i:i + n] == target for i, t in enumerate(tokens) if t == target[0]):
-            return True
-    return False
+    return any(g and any(tokens[i:i + len(g)] == g for i, t in enumerate(tokens) if t == g[0])
+               for g in map(list, targets))
 
 
 def exact_match(prediction: str, answers: Iterable[str]) -> float:
@@ -97,21 +89,18 @@ def distinct_answers(answers: Sequence[str]) -> list[str]:
     first: dict[str, str] = {}
     for a in answers:
         first.setdefault(normalize_answer(a), a)
-    first.pop("", None)
-    return list(first.values())
+    return [a for key, a in first.items() if key]
 
 
 ABSTENTION_STRING = "NO-RESPONSE"
 
 #: Refusal phrases (matched on the normalised answer) besides the abstention string itself.
 REFUSAL_PATTERNS: tuple[str, ...] = (
-    r"\bno[ -]?response\b",
-    r"\bi (do not|dont|don t) know\b",
+    r"\bno[ -]?response\b", r"\bi (do not|dont|don t) know\b",
     r"\b(cannot|can not|can t|unable to) (answer|be answered|determine|find|provide)\b",
     r"\b(does not|doesn t|do not|don t) (contain|mention|provide|specify|say|include)\b",
     r"\bnot (mentioned|provided|specified|stated|found|given|available)\b",
-    r"\bno (information|answer|relevant information|mention)\b",
-    r"\binsufficient information\b",
+    r"\bno (information|answer|relevant information|mention)\b", r"\binsufficient information\b",
     r"^(none|unknown|n a)$",
 )
 _REFUSAL = re.compile("|".join(REFUSAL_PATTERNS))

@@ -1,18 +1,14 @@
 """Experiment tracking behind one small interface: Weights & Biases (offline by default), CSV, or nothing.
 
-Every job (train.py, evaluate.py, the studies) logs through a :class:`RunLogger`: ``log_metrics`` (scalars,
-with a step), ``summary`` (final metrics), ``log_table`` (also written as CSV in the run folder),
-``log_image`` (PNGs), ``log_results`` (a whole report in one W&B step: the one way a study or job logs its
-results), ``lightning()`` (the matching Lightning logger, so a training run and its job share one W&B run)
-and ``finish()`` (so the next job of a sweep starts a new run). :func:`log_artifact` logs a model folder or
-weights file as a W&B artifact; :func:`as_run_logger` wraps a W&B run started elsewhere.
+Every job (train.py, evaluate.py, the studies) logs through a :class:`RunLogger`; ``log_results`` logs a whole
+report in one W&B step, ``lightning()`` gives the matching Lightning logger (a training run and its job share
+one W&B run) and ``finish()`` closes the run, so the next job of a sweep starts a new one.
 
-W&B runs offline unless ``mode: online`` is configured: it never asks for a key, and runs can be uploaded
-later with ``wandb sync <run folder>/wandb/offline-run-*``. A W&B run is meant to be shared, so it holds no
-machine paths: every string logged to it goes through :func:`redact_paths` (run folder -> ``<run>``, project
--> ``<project>``, data / cache folders -> ``<data>`` / ``<cache>``, Python environment -> ``<python>``, home
--> ``~``, any other absolute path -> ``<path>/<its file name>``), and W&B's own machine metadata (host,
-program path, git state) is not collected. The run folder's local files keep the real paths.
+W&B runs offline unless ``mode: online`` is configured (no key asked; upload later with ``wandb sync``).
+A W&B run is meant to be shared, so it holds no machine paths: every string logged to it goes through
+:func:`redact_paths` (run folder -> ``<run>``, data -> ``<data>``, home -> ``~``, any other absolute path
+-> ``<path>/<its file name>`` ...), and W&B's own machine metadata (host, program path, git state) is not
+collected. The run folder's local files keep the real paths.
 """
 
 from __future__ import annotations
@@ -36,11 +32,8 @@ from udcg_ltr.report import table_data
 
 def _plain(value: Any) -> Any:
     """JSON-safe scalars (numpy numbers, NaN -> None)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    value = value.item() if hasattr(value, "item") else value
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 _ABS_PATH = re.compile(r"(?<![\w.~<>:/-])/(?:[^/\s'\"<>:,;()\[\]{}|]+/)*([^/\s'\"<>:,;()\[\]{}|]+)")
@@ -54,16 +47,13 @@ def path_placeholders(run_dir: str | os.PathLike | None = None,
              (data_dir(), "<data>"), (paths.get("cache_dir"), "<cache>"), (cache_dir(), "<cache>"),
              (paths.get("root_dir"), "<project>"), (PROJECT_ROOT, "<project>"), (sys.prefix, "<python>"),
              (sys.base_prefix, "<python>"), (tempfile.gettempdir(), "<tmp>"), (os.path.expanduser("~"), "~")]
-    out, seen = [], set()
+    out: dict[str, str] = {}  # the first label of a prefix wins
     for prefix, label in pairs:
-        if not prefix or not isinstance(prefix, (str, os.PathLike)):
-            continue
-        for variant in {os.path.abspath(prefix), os.path.realpath(prefix)}:
-            variant = variant.rstrip("/")
-            if variant and variant != "/" and variant not in seen:
-                seen.add(variant)
-                out.append((variant, label))
-    return sorted(out, key=lambda pair: -len(pair[0]))
+        if prefix and isinstance(prefix, (str, os.PathLike)):
+            for variant in {os.path.abspath(prefix).rstrip("/"), os.path.realpath(prefix).rstrip("/")}:
+                if variant:  # not the root folder
+                    out.setdefault(variant, label)
+    return sorted(out.items(), key=lambda pair: -len(pair[0]))
 
 
 def redact_paths(value: Any, placeholders: Sequence[tuple[str, str]]) -> Any:
@@ -119,9 +109,7 @@ class RunLogger:
             return None
         path = self.run_dir / f"{name.replace('/', '_')}.csv"
         with atomic_open(path, "w") as f:
-            writer = csv.writer(f)
-            writer.writerow(columns)
-            writer.writerows([[_plain(v) for v in row] for row in rows])
+            csv.writer(f).writerows([columns, *([_plain(v) for v in row] for row in rows)])
         return path
 
     def log_image(self, name: str, path: str | os.PathLike) -> None:
@@ -135,7 +123,7 @@ class RunLogger:
 
 
 class CSVRunLogger(RunLogger):
-    """Metrics appended to ``metrics.csv`` in the run folder; Lightning gets its CSVLogger."""
+    """Metrics appended to ``metrics_log.jsonl`` in the run folder; Lightning gets its CSVLogger."""
 
     backend = "csv"
 
@@ -262,39 +250,30 @@ _ARTIFACT_NAME_JUNK = re.compile(r"[^\w.-]+")
 
 def log_artifact(run: Any, path: str | os.PathLike, name: str, type: str = "model",
                  metadata: Mapping[str, Any] | None = None) -> Any:
-    """Log the file or folder ``path`` as a W&B artifact ``name`` of ``type`` with ``metadata``; returns it.
-
-    ``run``: the job's :class:`RunLogger` (nothing is logged, ``None`` returned, unless its backend is
-    W&B) or a ``wandb`` run. The name keeps letters, digits, ``-``, ``_`` and ``.`` (W&B's rule; other
-    characters become ``-``); metadata is redacted like the rest of the run (:func:`redact_paths`).
-    The files are added with W&B's ``immutable`` policy: referenced where they are (saved model folders are
-    written once, atomically), not copied into a staging folder under the home folder, so an offline run's
-    artifact stays in the run folder and ``wandb sync`` uploads it from there.
-    """
+    """Log the file or folder ``path`` as a W&B artifact ``name`` (W&B's characters only, others become ``-``)
+    with redacted ``metadata``; returns it, or None unless ``run`` (a :class:`RunLogger` or a ``wandb`` run)
+    is W&B. The files are referenced where they are (W&B's ``immutable`` policy: saved model folders are
+    written once), not copied into a staging folder under the home folder, so an offline run's artifact stays
+    in the run folder and ``wandb sync`` uploads it from there."""
     if run is None or (isinstance(run, RunLogger) and not isinstance(run, WandbRunLogger)):
         return None
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"artifact {name!r}: {path} does not exist")
     logger = as_run_logger(run)
-    wandb_run, redact = logger.run, logger.redact
-    if wandb_run is None:
+    if logger.run is None:
         raise RuntimeError(f"cannot log artifact {name!r}: the W&B run is already finished")
     import wandb
 
     clean = _ARTIFACT_NAME_JUNK.sub("-", name).strip("-.") or "artifact"
-    artifact = wandb.Artifact(clean, type=type, metadata=redact(json_safe(dict(metadata or {}))))
-    if path.is_dir():
-        artifact.add_dir(str(path), policy="immutable")
-    else:
-        artifact.add_file(str(path), policy="immutable")
-    return wandb_run.log_artifact(artifact)
+    artifact = wandb.Artifact(clean, type=type, metadata=logger.redact(json_safe(dict(metadata or {}))))
+    (artifact.add_dir if path.is_dir() else artifact.add_file)(str(path), policy="immutable")
+    return logger.run.log_artifact(artifact)
 
 
 def as_run_logger(logger: Any) -> RunLogger:
-    """``logger`` itself when it is a :class:`RunLogger`; a W&B run started elsewhere (a ``wandb`` run, a Lightning
-    ``WandbLogger``: its ``experiment``, or anything with ``.log(dict)``) as a :class:`WandbRunLogger` without a
-    run folder."""
+    """``logger`` itself when it is a :class:`RunLogger`, else a W&B run started elsewhere (a ``wandb`` run, a
+    Lightning ``WandbLogger``, anything with ``.log(dict)``) as a :class:`WandbRunLogger` (no run folder)."""
     if isinstance(logger, RunLogger):
         return logger
     experiment = getattr(logger, "experiment", None)
@@ -308,8 +287,6 @@ BACKENDS = {"none": RunLogger, "csv": CSVRunLogger, "wandb": WandbRunLogger}
 
 
 def make_logger(backend: str, run_dir, **kwargs: Any) -> RunLogger:
-    try:
-        cls = BACKENDS[backend]
-    except KeyError:
-        raise ValueError(f"unknown logger backend {backend!r}; choose from {sorted(BACKENDS)}") from None
-    return cls(run_dir, **kwargs)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown logger backend {backend!r}; choose from {sorted(BACKENDS)}")
+    return BACKENDS[backend](run_dir, **kwargs)

@@ -1,15 +1,12 @@
 """``python -m udcg_ltr.annotate``: annotate a dataset's passages with an LLM (Hydra entry point).
 
-Reads the records (``dataset=<config with a _target_ reader>`` or ``input=path.jsonl``), optionally
-relabels relevance, fills ``Passage.annotations[<llm name>]`` through the persistent cache and writes
-the annotated JSONL (``output=``) plus ``<output>.meta.json`` (LLM, prompt and its version, fields,
-counts). The last stdout line is a JSON summary, e.g.
-``{"passages": 40, "computed": 12, "cached": 28, ...}``. Killing a run loses no finished batch:
-rerunning the same command recomputes only what is missing. See ``conf/annotate.yaml``.
-
-Bad input (:class:`~udcg_ltr.data.schema.DataError`: file, line, field) ends a single run with that
-one-paragraph message on stderr and exit status 1, without a traceback; in a multirun (shards) the
-error is raised so the other shards still run and Hydra reports it.
+Reads the records (``dataset=<config with a _target_ reader>`` or ``input=path.jsonl``), optionally relabels
+relevance, fills ``Passage.annotations[<llm name>]`` through the persistent cache and writes the annotated
+JSONL (``output=``) plus ``<output>.meta.json``. The last stdout line is a JSON summary (``{"passages": 40,
+"computed": 12, "cached": 28, ...}``). Killing a run loses no finished batch: rerunning the same command
+recomputes only what is missing. Bad input (a :class:`~udcg_ltr.data.schema.DataError`) ends a single run with
+its message on stderr and exit status 1, without a traceback; in a multirun (shards) it is raised so the other
+shards still run and Hydra reports it.
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ def load_records(cfg: DictConfig) -> tuple[list, str]:
 
 
 def select_shard(records: list, *, index: int, count: int) -> list:
-    """The questions of shard ``index`` of ``count``: every ``count``-th one from ``index`` (a strided split
-    gives every shard the same mix of short and long pools)."""
+    """Shard ``index`` of ``count``, strided: every shard gets the same mix of short and long pools."""
     if count < 1 or not 0 <= index < count:
         raise ValueError(f"shard.index must be in [0, shard.count), got index={index} count={count}")
     return records[index::count]
@@ -124,7 +120,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     output = Path(cfg.output)
     write_records(output, records)
     summary = {"output": str(output), "source": source, "questions": len(records), **stats.to_dict(),
-               "relevance": rel_stats.to_dict(), "cache": (cache.stats() if cache is not None else None),
+               "relevance": dataclasses.asdict(rel_stats),
+               "cache": cache.stats() if cache is not None else None,
                "cache_dir": str(cache.root) if cache is not None else None}
     meta = {"llm": scorer.describe(), "fields": list(cfg.fields), "summary": summary,
             "config": OmegaConf.to_container(cfg, resolve=True)}

@@ -1,10 +1,5 @@
-"""Re-annotating passages of the shared annotated SQuAD set and comparing with the stored values.
-
-The shared set (``annotated/squad_top10.jsonl.gz``) was annotated by the demo LLM with the prompt,
-decoding and batching its ``meta.json`` records. :func:`reannotate_shared` picks passages spread
-over the whole file (the first ``per_question`` passages of evenly spaced questions), scores them
-with a scorer configured from ``meta.json`` and reports how many reproduce ``p_no_response`` within
-a tolerance and the same greedy ``answer_alone``.
+"""Re-annotating passages of the shared annotated SQuAD set (annotated by the demo LLM as its ``meta.json``
+records) and counting how many reproduce the stored ``p_no_response`` within a tolerance and ``answer_alone``.
 """
 
 from __future__ import annotations
@@ -78,9 +73,7 @@ def reannotate_shared(scorer, pairs: Sequence[tuple[QueryRecord, Passage]], stor
     """Score ``pairs`` (question + one passage, greedy answer) and compare with ``stored_llm``'s annotations."""
     items = [PromptItem(r.question, [(p.title, p.text)]) for r, p in pairs]
     results = scorer.score(items, generate=True, progress=progress)
-    report = AgreementReport(tolerance=tolerance)
-    for (r, p), res in zip(pairs, results):
-        ann = p.annotations[stored_llm]
-        report.rows.append(AgreementRow(r.qid, p.pid, float(ann["p_no_response"]), res.p_no_response,
-                                        ann.get("answer_alone"), res.answer))
-    return report
+    rows = [AgreementRow(r.qid, p.pid, float(ann["p_no_response"]), res.p_no_response,
+                         ann.get("answer_alone"), res.answer)
+            for (r, p), res in zip(pairs, results) for ann in [p.annotations[stored_llm]]]
+    return AgreementReport(rows, tolerance)

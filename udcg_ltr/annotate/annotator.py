@@ -1,24 +1,13 @@
 """Annotating query records with an LLM, through the persistent cache.
 
-:class:`CachedScorer` wraps an :class:`~udcg_ltr.annotate.scorer.LLMScorer` (or anything with its
-methods) and an :class:`~udcg_ltr.annotate.cache.AnnotationCache`: cached prompts cost nothing,
-missing ones are scored in batches and each batch is appended (fsynced) to the cache before the
-next starts, so a killed run resumes where it stopped and nothing is scored twice.
-
-:func:`annotate_records` fills ``Passage.annotations[scorer.name]`` for every passage of every
-record (the passage alone with the question, as the UDCG paper's utility needs) with the fields
-asked for:
-
-========================  =============================================================
-``p_no_response``         P(first token of NO-RESPONSE) at the first answer position (Eq. 2)
-``answer_alone``          the greedy answer (max ``max_new_tokens``)
-``erag_em/f1/contains``   eRAG labels of ``answer_alone`` against the record's answers
-``answer_logprob``        ANSWER_PROB: teacher-forced log-likelihood of the best gold answer (one spelling per
-                          normalised answer)
-``p_no_response_mc``      black-box Monte Carlo P(NO-RESPONSE) (``n`` samples at ``T``)
-========================  =============================================================
-
-plus ``n_prompt_tokens`` and ``prompt_version`` (the hash of the prompt configuration used).
+:class:`CachedScorer` puts a scorer behind an :class:`.AnnotationCache`: cached prompts cost nothing, missing
+ones are scored in batches, each fsynced to the cache before the next starts (a killed run resumes where it
+stopped; nothing is scored twice). :func:`annotate_records` fills ``Passage.annotations[scorer.name]`` for
+every passage (alone with the question, as the UDCG paper's utility needs) with the fields asked for:
+``p_no_response`` (P(first token of NO-RESPONSE) at the first answer position, Eq. 2), ``answer_alone`` (the
+greedy answer), ``erag_em/f1/contains`` (its eRAG labels), ``answer_logprob`` (ANSWER_PROB: teacher-forced
+log-likelihood of the best gold answer), ``p_no_response_mc`` (black-box Monte Carlo P(NO-RESPONSE)),
+``n_prompt_tokens`` and ``prompt_version`` (the prompt configuration's hash).
 """
 
 from __future__ import annotations
@@ -70,11 +59,8 @@ class CachedScorer:
         self.scorer = scorer
         self.cache = cache
         self.stats = AnnotationStats()
-
-    @property
-    def counters(self) -> dict[str, dict[str, int]]:
-        """Per task, prompts computed by the LLM and prompts served by the cache."""
-        return self.stats.by_task
+        #: Per task, prompts computed by the LLM and prompts served by the cache.
+        self.counters: dict[str, dict[str, int]] = self.stats.by_task
 
     @property
     def name(self) -> str:
@@ -86,8 +72,7 @@ class CachedScorer:
 
     def _precision(self) -> str:
         dtype = str(getattr(self.scorer, "dtype", "float32")).replace("torch.", "")
-        quantize = getattr(self.scorer, "quantize", None)
-        if not quantize:
+        if not (quantize := getattr(self.scorer, "quantize", None)):
             return dtype
         tail = getattr(self.scorer, "exact_tail", None)
         return f"{dtype}+{quantize}" + (f"+tail{tail}" if tail is not None and "bf16" in str(quantize) else "")
@@ -100,7 +85,6 @@ class CachedScorer:
         return {"llm": self.name, "prompt_version": self.prompt_version, "task": task,
                 "question": item.question[:200], "n_passages": len(item.passages)}
 
-    # ---- P(NO-RESPONSE) and greedy answers ------------------------------------------------
     def score(self, items: Sequence[PromptItem], *, generate: bool = False,
               progress: bool | None = None) -> list[ScoreResult]:
         """Like ``LLMScorer.score``; cached entries are reused (an entry without an answer, or with
@@ -109,16 +93,15 @@ class CachedScorer:
         max_new = int(getattr(self.scorer, "max_new_tokens", 0))
         keys = [self.key("score", it) for it in items]
         results: list[ScoreResult | None] = [None] * len(items)
-        todo = []
         first: dict[str, int] = {}  # a prompt repeated within the call is computed once
         for i, entry in enumerate(lookup(self.cache, keys, "p_no_response")):
             answered = entry is not None and "answer" in entry and entry.get("max_new_tokens") == max_new
             if entry is not None and (answered or not generate):
                 results[i] = ScoreResult(float(entry["p_no_response"]), entry.get("answer"),
                                          int(entry.get("n_prompt_tokens", 0)))
-            elif keys[i] not in first:
-                first[keys[i]] = i
-                todo.append(i)
+            else:
+                first.setdefault(keys[i], i)
+        todo = list(first.values())
 
         def persist(batch: list[int], batch_results: list[ScoreResult]) -> None:
             rows = []
@@ -134,50 +117,40 @@ class CachedScorer:
 
         if todo:
             self.scorer.score([items[i] for i in todo], generate=generate, progress=progress, on_batch=persist)
-        for i, r in enumerate(results):
-            if r is None:
-                results[i] = results[first[keys[i]]]
+        results = [results[first[keys[i]]] if r is None else r for i, r in enumerate(results)]
         self.stats.add("score", len(todo), len(items) - len(todo))
         return results  # type: ignore[return-value]
 
-    # ---- ANSWER_PROB -----------------------------------------------------------------------
     def answer_logprob(self, items: Sequence[PromptItem], golds: Sequence[Sequence[str]], *,
                        progress: bool | None = None) -> list[float | None]:
-        """Max over each item's gold answers of the teacher-forced answer log-likelihood
-        (``None`` for an item without gold answers)."""
-        items = list(items)
+        """Max over each item's gold answers of the teacher-forced log-likelihood (``None`` without any)."""
+        task, items = "answer_logprob", list(items)
         golds = [distinct_answers(g) for g in golds]  # one spelling per normalised answer
-        keys = [self.key("answer_logprob", it, {"answers": g}) for it, g in zip(items, golds)]
-        found = lookup(self.cache, keys, "answer_logprob")
+        keys = [self.key(task, it, {"answers": g}) for it, g in zip(items, golds)]
+        found = lookup(self.cache, keys, task)
         out: list[float | None] = [None] * len(items)
         pairs: list[tuple[int, str]] = []
         for i, (entry, g) in enumerate(zip(found, golds)):
             if entry is not None:
-                out[i] = entry["answer_logprob"]
+                out[i] = entry[task]
             elif g:
                 pairs.extend((i, a) for a in g)
         todo = sorted({i for i, _ in pairs})
         chunk = max(1, 8 * int(getattr(self.scorer, "batch_size", 8)))
         for start in range(0, len(todo), chunk):
-            # One call per chunk, so length bucketing and the prefix cache work across its pairs;
-            # each chunk is persisted before the next starts (resumable).
+            # One call per chunk (bucketing and prefix reuse across its pairs), persisted before the next.
             part = set(todo[start:start + chunk])
             sub = [(i, a) for i, a in pairs if i in part]
             values = self.scorer.answer_logprobs([items[i] for i, _ in sub], [a for _, a in sub],
                                                  progress=progress)
-            best: dict[int, float] = {}
             for (i, _), v in zip(sub, values):
-                best[i] = max(best.get(i, float("-inf")), v)
-            rows = []
-            for i in sorted(part):
-                out[i] = best[i]
-                rows.append((keys[i], {"answer_logprob": best[i]}, self._meta("answer_logprob", items[i])))
+                out[i] = max(float("-inf") if out[i] is None else out[i], v)
             if self.cache is not None:
-                self.cache.put_many(rows)
-        self.stats.add("answer_logprob", len(todo), sum(e is not None for e in found))
+                self.cache.put_many([(keys[i], {task: out[i]}, self._meta(task, items[i]))
+                                     for i in sorted(part)])
+        self.stats.add(task, len(todo), sum(e is not None for e in found))
         return out
 
-    # ---- Monte Carlo P(NO-RESPONSE) ---------------------------------------------------------
     def p_no_response_mc(self, items: Sequence[PromptItem], config: MonteCarloConfig | None = None, *,
                          progress: bool | None = None) -> list[float]:
         """Share of abstentions among ``config.n`` sampled answers, per item (cached per item)."""
@@ -203,12 +176,8 @@ class CachedScorer:
 
 
 class DedupScorer:
-    """Scores each distinct prompt of a call once (identical ``(question, passages)`` items share a result).
-
-    Why: a prompt repeated within one call (two oracle schemas picking the same passages, a k = 1 resample
-    drawing one passage twice) would otherwise cost an LLM pass per copy when the scorer is not behind the
-    cache (:class:`CachedScorer` dedups a call itself). Everything else is delegated to the wrapped scorer.
-    """
+    """Scores each distinct prompt of a call once (two oracle schemas may pick the same passages) when the
+    scorer is not behind the cache (:class:`CachedScorer` dedups a call itself); the rest is delegated."""
 
     def __init__(self, scorer):
         self.scorer = scorer
@@ -233,28 +202,18 @@ class CacheMiss(RuntimeError):
 
 
 class CacheOnlyScorer:
-    """Stands in for an LLM whose answers are all in the annotation cache (reproducing a study offline).
-
-    It carries what :class:`CachedScorer` keys on -- the LLM ``name``, the
-    prompt version, the precision (``dtype`` / ``quantize``) and ``max_new_tokens`` -- so cached
-    entries written by the real ``LLMScorer`` are found; any prompt missing from the cache raises
-    :class:`CacheMiss` instead of loading a model.
-    """
+    """Stands in for an LLM whose answers are all cached (reproducing a study offline): it carries what
+    :class:`CachedScorer` keys on, so ``LLMScorer`` entries are found; a miss raises :class:`CacheMiss`."""
 
     def __init__(self, name: str, *, prompt=None, prompt_version: str | None = None, dtype: str = "float32",
                  quantize: str | None = None, exact_tail: int | None = None, max_new_tokens: int = 24):
         self.name = name
         self.prompt = PromptConfig.from_dict(prompt)
-        self._version = prompt_version
+        self.prompt_version = prompt_version or self.prompt.version()  # the version the cache keys use
         self.dtype = dtype
         self.quantize = quantize
         self.exact_tail = exact_tail
         self.max_new_tokens = int(max_new_tokens)
-
-    @property
-    def prompt_version(self) -> str:
-        """The version the cache keys use: ``prompt_version`` when given, else the prompt's hash."""
-        return self._version or self.prompt.version()
 
     def answer_logprobs(self, items, answers, **_: Any):
         raise CacheMiss(f"{len(items)} ANSWER_PROB prompts for {self.name!r} are not in the cache; compute them "
@@ -266,13 +225,7 @@ class CacheOnlyScorer:
 
 
 class LazyScorer(CacheOnlyScorer):
-    """A :class:`CacheOnlyScorer` that loads the real LLM (``load()``) on the first prompt the cache lacks.
-
-    Behind a ``CachedScorer`` it reproduces a study or bench from the cache without loading any model when
-    every answer is cached, and computes exactly what is missing otherwise (a fresh clone). The loaded
-    scorer must key the cache as this stand-in does (name, prompt version, precision, ``max_new_tokens``),
-    else the answers it computes could not be found again: a mismatch is an error.
-    """
+    """A :class:`CacheOnlyScorer` loading the real LLM (``load()``, same cache keys) at the first miss."""
 
     def __init__(self, name: str, load, **kwargs: Any):
         super().__init__(name, **kwargs)
@@ -302,11 +255,7 @@ class LazyScorer(CacheOnlyScorer):
 
 
 def with_cache(scorer, cache: AnnotationCache | None):
-    """``scorer`` behind ``cache``: the one way a scorer is put behind the annotation cache.
-
-    A :class:`CachedScorer` over ``cache`` is kept as is, one over another cache is rebuilt around its
-    scorer with ``cache``; ``cache=None`` leaves ``scorer`` as it is (a test fake needs no cache keys).
-    """
+    """``scorer`` behind ``cache`` (a :class:`CachedScorer` is rebuilt on it); ``None``: ``scorer`` as is."""
     if cache is None:
         return scorer
     if isinstance(scorer, CachedScorer):
@@ -322,24 +271,18 @@ def passage_items(records: Iterable[QueryRecord]) -> tuple[list[tuple[int, int]]
 
 
 def _normalise_fields(fields: Iterable[str]) -> list[str]:
-    """``fields`` in order, without repeats, ``erag`` expanded to the three eRAG labels."""
     expanded = [g for f in fields for g in (ERAG_FIELDS if str(f) == "erag" else (str(f),))]
-    for g in expanded:
-        if g not in KNOWN_FIELDS:
-            raise ValueError(f"unknown annotation field {g!r} (known: {', '.join(KNOWN_FIELDS)})")
+    if unknown := [g for g in expanded if g not in KNOWN_FIELDS]:
+        raise ValueError(f"unknown annotation field {unknown[0]!r} (known: {', '.join(KNOWN_FIELDS)})")
     return list(dict.fromkeys(expanded))
 
 
 def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCache | None = None, *,
                      fields: Iterable[str] = ("p_no_response", "answer_alone"),
                      mc: MonteCarloConfig | None = None, progress: bool | None = None) -> AnnotationStats:
-    """Fill ``Passage.annotations[scorer.name]`` for every passage of ``records`` (in place).
-
-    ``scorer`` is an :class:`LLMScorer` (wrapped with ``cache``) or a :class:`CachedScorer`.
-    ``p_no_response`` is computed unless the passage already has it (as a data set's own annotations)
-    and nothing else from the single-passage prompt is asked; the eRAG fields imply (and store)
-    ``answer_alone``. Returns how many prompts the LLM computed and how many came from the cache, per task.
-    """
+    """Fill ``Passage.annotations[scorer.name]`` for every passage of ``records`` (in place) with ``scorer``
+    (wrapped with ``cache``) or a :class:`CachedScorer`; ``p_no_response`` is kept where present unless the
+    prompt runs anyway; eRAG fields imply ``answer_alone``. Returns prompts computed and cached per task."""
     t0 = time.perf_counter()
     cached_scorer = scorer if isinstance(scorer, CachedScorer) else CachedScorer(scorer, cache)
     wanted = _normalise_fields(fields)
@@ -349,8 +292,7 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     name, version = cached_scorer.name, cached_scorer.prompt_version
     before = {task: dict(counts) for task, counts in cached_scorer.counters.items()}
 
-    # The single-passage prompt gives P(NO-RESPONSE) and the greedy answer; passages that already hold
-    # what it would give (e.g. a data set's shipped annotations, when only ANSWER_PROB is asked) skip it.
+    # Passages holding what the single-passage prompt would give (a data set's own annotations) skip it.
     needs_prompt = [i for i, (r_i, p_i) in enumerate(where)
                     if generate or "p_no_response" in wanted
                     or "p_no_response" not in records[r_i].passages[p_i].annotations.get(name, {})]
@@ -358,14 +300,12 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     for (r_i, p_i), res in zip([where[i] for i in needs_prompt], results):
         record = records[r_i]
         ann = record.passages[p_i].annotations.setdefault(name, {})
-        ann["p_no_response"] = res.p_no_response
-        ann["n_prompt_tokens"] = res.n_prompt_tokens
-        ann["prompt_version"] = version
+        ann.update(p_no_response=res.p_no_response, n_prompt_tokens=res.n_prompt_tokens,
+                   prompt_version=version)
         if generate and res.answer is not None:
             ann["answer_alone"] = res.answer  # kept with the eRAG labels too: they are derived from it
             if any(f in wanted for f in ERAG_FIELDS):
-                labels = erag_labels(res.answer, record.answers)
-                ann.update({k: v for k, v in labels.items() if k in wanted})
+                ann.update({k: v for k, v in erag_labels(res.answer, record.answers).items() if k in wanted})
 
     if "answer_logprob" in wanted:
         golds = [records[r_i].answers for r_i, _ in where]
@@ -395,19 +335,14 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
 
 
 def missing_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str]) -> int:
-    """Number of passages lacking one of ``fields`` in ``annotations[llm]``."""
     return sum(1 for r in records for p in r.passages
                if any(f not in p.annotations.get(llm, {}) for f in fields))
 
 
 def ensure_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str], scorer=None, *,
                        progress: bool = True) -> dict[str, Any]:
-    """Make sure every passage has ``fields`` under ``annotations[llm]``.
-
-    Missing ones are computed in place with :func:`~udcg_ltr.annotate.annotator.annotate_records`
-    (single-passage prompts, through the scorer's cache); without a scorer a missing annotation is
-    a :class:`DataError`. Returns ``{"missing": n, "computed": n, "cached": n}``.
-    """
+    """Compute (in place, with :func:`annotate_records`) the ``fields`` missing from ``annotations[llm]``;
+    without a scorer a missing one is a :class:`DataError`. Returns ``{"missing", "computed", "cached"}``."""
     n_missing = missing_annotations(records, llm, fields)
     info = {"missing": n_missing, "computed": 0, "cached": 0}
     if not n_missing:

@@ -1,14 +1,11 @@
 """Annotations of the baselines UDCG is compared with, computed from the same LLM and prompt.
 
-* **eRAG** (Salemi & Zamani, 2024): the LLM's answer with one passage alone (``answer_alone``)
-  scored against the gold answers: ``erag_em`` (normalised exact match), ``erag_f1`` (token F1)
-  and ``erag_contains`` (a gold answer occurs in the answer) -- :func:`erag_labels`;
-* **ANSWER_PROB**: the log-likelihood of the gold answer given the passage, teacher-forced after the
-  same prompt, max over the gold answers (``answer_logprob``) --
-  :meth:`udcg_ltr.annotate.scorer.LLMScorer.answer_logprobs`;
-* **Monte Carlo P(NO-RESPONSE)** for LLMs reachable only through a text API: the share of ``n``
-  answers sampled at temperature ``T`` that abstain (:func:`udcg_ltr.text.is_abstention`),
-  stored as ``p_no_response_mc`` -- :func:`monte_carlo_p_no_response`.
+* **eRAG** (Salemi & Zamani, 2024): the LLM's answer with one passage alone (``answer_alone``) scored against
+  the gold answers: ``erag_em`` (EM), ``erag_f1`` (token F1), ``erag_contains`` (:func:`erag_labels`);
+* **ANSWER_PROB**: the log-likelihood of the gold answer given the passage, teacher-forced after the same
+  prompt, max over the gold answers (``answer_logprob``; :meth:`.LLMScorer.answer_logprobs`);
+* **Monte Carlo P(NO-RESPONSE)** for LLMs reachable only through a text API: the share of ``n`` answers
+  sampled at temperature ``T`` that abstain (``p_no_response_mc``) -- :func:`monte_carlo_p_no_response`.
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ ERAG_FIELDS = ("erag_em", "erag_f1", "erag_contains")
 
 
 def erag_labels(answer_alone: str, gold: Sequence[str], *, abstention_string: str = ABSTENTION_STRING) -> dict[str, float]:
-    """eRAG labels of one passage: EM / token F1 / containment of ``answer_alone`` against ``gold``.
-
-    An abstention scores 0 on all three (``NO-RESPONSE`` never matches a gold answer, but a refusal
-    phrase that happens to quote the answer would otherwise earn containment credit).
-    """
+    """eRAG labels of one passage: EM / token F1 / containment of ``answer_alone`` against ``gold``. An
+    abstention scores 0 on all three (a refusal phrase quoting the answer would otherwise earn credit)."""
     if not gold or is_abstention(answer_alone, abstention_string):
         return {"erag_em": 0.0, "erag_f1": 0.0, "erag_contains": 0.0}
     return {"erag_em": exact_match(answer_alone, gold), "erag_f1": token_f1(answer_alone, gold),
@@ -59,11 +53,8 @@ def abstention_rate(answers: Sequence[str], *, abstention_string: str = ABSTENTI
 
 def monte_carlo_p_no_response(scorer, item, config: MonteCarloConfig = MonteCarloConfig(), *,
                               seed: int | None = None) -> tuple[float, list[str]]:
-    """Black-box P(NO-RESPONSE): sample ``config.n`` answers and count abstentions.
-
-    ``scorer`` needs only ``sample_answers(item, n, temperature, seed=..., max_new_tokens=...)``,
-    so an API client can stand in for the local LLM.
-    """
+    """Black-box P(NO-RESPONSE): sample ``config.n`` answers and count abstentions. ``scorer`` needs only
+    ``sample_answers(item, n, temperature, seed=..., max_new_tokens=...)``: an API client can stand in."""
     answers = scorer.sample_answers(item, config.n, config.temperature,
                                     seed=config.seed if seed is None else seed,
                                     max_new_tokens=config.max_new_tokens)

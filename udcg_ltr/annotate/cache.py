@@ -1,21 +1,13 @@
 """A persistent, crash-safe, multi-process annotation cache: append-only JSONL segments.
 
-One folder per cache (``cache_dir()/annotations/<llm name>`` by default) holds ``seg-<time>-<pid>-<random>``
-``.jsonl`` files. Every writing process appends to **its own** segment, one JSON line per computed entry,
-each batch in one ``write`` then flushed and fsynced; reading merges all segments into an in-memory index
-(key -> merged fields, later lines winning field by field). Why not SQLite: the annotator only appends,
-and segments need no locking -- concurrent writers (Hydra jobs, a SLURM array) share no file, where SQLite
-serialises writers and its WAL needs shared memory that network file systems lack; a killed run loses
-nothing it had fsynced; a last line without its newline (*torn*) is ignored until complete; every
-computation is one line, so "was anything scored twice?" is answerable from the files
-(:meth:`AnnotationCache.stats`).
-
-Values are validated (:func:`check_fields`) before a write and on every read: a bad line (a NaN or
-out-of-range ``p_no_response``, a negative count ...) is rejected with a warning naming its segment and
-line, and its entry is recomputed on demand. :meth:`~AnnotationCache.compact` rewrites the live entries
-into one segment. Keys (:func:`cache_key`) hash the LLM name, the prompt version, the task (``score``,
-``answer_logprob``, ``mc`` ...), the question, the passages' titles and texts, and task parameters:
-change any of them and the entry is recomputed, never silently reused.
+Every writing process appends to **its own** ``seg-<time>-<pid>-<random>.jsonl`` segment (each batch in one
+fsynced ``write``); reading merges all segments into an in-memory index, later lines winning field by field.
+Why not SQLite: concurrent writers (Hydra jobs, a SLURM array) share no file and need no locking, where SQLite
+serialises writers and its WAL needs shared memory that network file systems lack; a killed run loses nothing
+it had fsynced; a torn last line is ignored until complete; every computation is one line, so "was anything
+scored twice?" is answerable from the files. Values are validated (:func:`check_fields`) on write and read: a
+bad line is rejected with a warning and its entry recomputed. Keys (:func:`cache_key`) hash all that shapes a
+result (LLM, prompt version, task, question, passages, parameters): nothing is silently reused.
 """
 
 from __future__ import annotations
@@ -39,24 +31,18 @@ from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
-SEGMENT_PREFIX = "seg-"
-SEGMENT_SUFFIX = ".jsonl"
-
 
 def _segment_name(tag: str) -> str:
-    """A new segment's file name: creation time, process id and ``tag`` (a random token or ``compact``)."""
-    return f"{SEGMENT_PREFIX}{time.time_ns():020d}-{os.getpid()}-{tag}{SEGMENT_SUFFIX}"
+    return f"seg-{time.time_ns():020d}-{os.getpid()}-{tag}.jsonl"
 
 
 def default_cache_root(llm_name: str) -> Path:
-    """``<cache_dir()>/annotations/<name made path-safe>``: the annotation CLI, train.py and evaluate.py all
-    default to it, so annotations made by one are reused by the others."""
+    """``<cache_dir()>/annotations/<safe name>``: the CLI, train.py and evaluate.py share it by default."""
     return cache_dir() / "annotations" / re.sub(r"[^A-Za-z0-9._-]+", "_", llm_name)
 
 
 def open_cache(cache, llm_name: str) -> AnnotationCache | None:
-    """The annotation cache a job or study asked for: ``True`` -> :func:`default_cache_root` of ``llm_name``;
-    a path -> a cache there; a cache object as is; ``None`` / ``False`` -> no cache."""
+    """``True``: the :func:`default_cache_root` cache; a path: a cache there; a cache as is; else ``None``."""
     if cache is None or cache is False:
         return None
     if cache is True:
@@ -65,17 +51,14 @@ def open_cache(cache, llm_name: str) -> AnnotationCache | None:
 
 
 def passages_digest(passages: Sequence[tuple[str, str]]) -> str:
-    """sha256 of the passages' (title, text) pairs, in prompt order."""
     canonical = json.dumps([[t, x] for t, x in passages], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def cache_key(llm: str, prompt_version: str, task: str, question: str, passages: Sequence[tuple[str, str]],
               params: Mapping[str, Any] | None = None) -> str:
-    """The cache key of one computation (a sha256 hex string)."""
-    canonical = json.dumps([llm, prompt_version, task, question, passages_digest(passages),
-                            dict(sorted((params or {}).items()))],
-                           ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    blob = [llm, prompt_version, task, question, passages_digest(passages), dict(params or {})]
+    canonical = json.dumps(blob, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -89,21 +72,18 @@ PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
 
 
 def _non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
     if isinstance(value, Mapping):
-        return any(_non_finite(v) for v in value.values())
+        value = list(value.values())
     if isinstance(value, (list, tuple)):
-        return any(_non_finite(v) for v in value)
-    return False
+        return any(map(_non_finite, value))
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def _finite_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-#: The fields the annotator stores -> (is a value valid?, what is wrong with an invalid one). Other
-#: fields may hold any JSON value but a NaN or an infinity.
+#: Stored field -> (is a value valid?, what is wrong with it); other fields: any JSON value but NaN / inf.
 _FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], str]]] = {
     **dict.fromkeys(PROBABILITY_FIELDS, (lambda v: _finite_number(v) and 0.0 <= v <= 1.0,
                                          lambda v: f"probability {v!r:.40} is not a number in [0, 1]")),
@@ -130,8 +110,7 @@ def check_fields(fields: Mapping[str, Any]) -> None:
 
 
 class AnnotationCache:
-    """Append-only JSONL segment store (see the module docstring). ``fsync=False`` trades durability on
-    power loss (not on a killed process) for speed on slow disks."""
+    """Append-only JSONL segments; ``fsync=False`` trades durability on power loss for speed on slow disks."""
 
     def __init__(self, root: str | os.PathLike, *, fsync: bool = True, read_only: bool = False):
         self.root = Path(root)
@@ -149,16 +128,13 @@ class AnnotationCache:
         self._fh = None
         self.refresh()
 
-    # ---- reading ------------------------------------------------------------------------
     def segments(self) -> list[Path]:
-        return sorted(self.root.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}")) if self.root.is_dir() else []
+        return sorted(self.root.glob("seg-*.jsonl")) if self.root.is_dir() else []
 
     def refresh(self) -> int:
         """Read whatever complete lines other writers appended since the last call; returns how many."""
-        added = 0
-        present = set()
-        for seg in self.segments():
-            present.add(seg.name)
+        added, segments = 0, self.segments()
+        for seg in segments:
             offset = self._offsets.get(seg.name, 0)
             try:
                 with open(seg, "rb") as f:
@@ -179,7 +155,7 @@ class AnnotationCache:
                 self._torn[seg.name] = len(data) - end
             else:
                 self._torn.pop(seg.name, None)
-        for gone in set(self._offsets) - present:
+        for gone in set(self._offsets) - {seg.name for seg in segments}:
             for table in (self._offsets, self._torn, self._line_numbers):
                 table.pop(gone, None)
         return added
@@ -229,15 +205,13 @@ class AnnotationCache:
         return self._index.keys()
 
     def stats(self) -> dict[str, int]:
-        """``entries`` distinct keys, ``lines`` entries read, ``duplicate_lines`` lines whose key was
-        already present (a computation repeated or an entry extended), ``corrupt_lines`` (not
-        parseable), ``invalid_lines`` (parseable, with a value rejected by :func:`check_fields`),
-        ``torn_bytes`` of unfinished tails, ``segments``, ``written`` lines by this object."""
+        """``entries`` distinct keys, ``lines`` read, ``duplicate_lines`` (key already present: a computation
+        repeated or an entry extended), ``corrupt_lines`` (not parseable), ``invalid_lines`` (rejected by
+        :func:`check_fields`), ``torn_bytes`` of unfinished tails, ``segments``, ``written`` by this cache."""
         read = {k: self._counts[k] for k in ("lines", "duplicate_lines", "corrupt_lines", "invalid_lines")}
         return {"entries": len(self._index), **read, "torn_bytes": sum(self._torn.values()),
                 "segments": len(self._offsets), "written": self._counts["written"]}
 
-    # ---- writing ------------------------------------------------------------------------
     def _open_segment(self):
         if self.read_only:
             raise PermissionError(f"annotation cache {self.root} is read-only")
@@ -259,9 +233,7 @@ class AnnotationCache:
             except DataError as err:
                 raise DataError(f"refusing to cache {err.reason} (key {key[:12]}...)", path=str(self.root),
                                 field=err.field) from None
-            record = {"k": key, "v": dict(fields), "t": now}
-            if meta:
-                record["m"] = dict(meta)
+            record = {"k": key, "v": dict(fields), "t": now, **({"m": dict(meta)} if meta else {})}
             lines.append(json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
             staged.append((key, fields))
         if not lines:
@@ -272,7 +244,6 @@ class AnnotationCache:
         if self.fsync:
             os.fsync(fh.fileno())
         # Our own lines are indexed directly; advance our offset past them so refresh() skips them.
-        assert self._segment is not None
         self._offsets[self._segment.name] = fh.tell()
         self._line_numbers[self._segment.name] = self._line_numbers.get(self._segment.name, 0) + len(lines)
         for key, fields in staged:
@@ -295,12 +266,8 @@ class AnnotationCache:
         self.close()
 
     def compact(self) -> Path | None:
-        """Rewrite every valid entry into one new segment (atomically, one line per key) and delete every
-        segment read; torn tails (dropped with a warning naming the segment) and rejected lines go too.
-
-        Run it when no other process is writing the cache: a live writer's open segment would be
-        deleted under it (and a writer that is mid-line would lose that line).
-        """
+        """Rewrite every valid entry into one new segment and delete every segment read (with torn tails and
+        rejected lines); run it when no other process writes the cache (a live writer's file is deleted)."""
         self.refresh()
         self.close()
         # only the segments just read: one created since then is left for the next compaction
@@ -315,9 +282,8 @@ class AnnotationCache:
             for key, fields in self._index.items():
                 f.write(json.dumps({"k": key, "v": fields}, ensure_ascii=False, separators=(",", ":"),
                                    allow_nan=False) + "\n")
-        for path in segments:
-            if path != dest:
-                path.unlink(missing_ok=True)
+        for path in set(segments) - {dest}:
+            path.unlink(missing_ok=True)
         self._offsets = {dest.name: dest.stat().st_size}
         self._line_numbers = {dest.name: len(self._index)}
         self._torn = {}

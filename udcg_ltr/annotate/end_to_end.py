@@ -1,15 +1,9 @@
 """End-to-end runs, the one path by which an LLM answers whole contexts: answers graded CORRECT / ABSTAINED / WRONG.
 
-A context is a query plus passage ids in prompt order (a :class:`Context`, a
-:class:`~udcg_ltr.fit.sampling.SampledContext` or a :class:`~udcg_ltr.data.contexts.ContextRun`).
-:func:`run_contexts` turns each into the utility annotation's prompt (a ``PromptItem`` of the context's
-``(title, text)`` passages in order), asks the scorer for P(NO-RESPONSE) and the greedy answer, and grades
-the answer (:func:`udcg_ltr.annotate.grading.grade_answer`: correct only when the context holds a relevant
-passage, as in the UDCG paper). Every caller goes through it: the jobs, the studies and the kept-context
-evaluation :func:`end_to_end_selection`. With ``cache`` the scorer is put behind the annotation cache
-(:func:`udcg_ltr.annotate.annotator.with_cache`), whose key covers the LLM, the prompt version, the
-question and every passage's title and text in prompt order: a context is answered once, whatever study
-asks for it again. :func:`load_shared_runs` grades the shared annotated SQuAD's ready-made answers.
+A context is a query plus passage ids in prompt order (:class:`Context`, ``SampledContext``, ``ContextRun``).
+:func:`run_contexts` prompts the LLM with them (the utility annotation's prompt) and grades the greedy answer
+(correct only when the context holds a relevant passage, as in the UDCG paper); with ``cache``, the annotation
+cache (keyed on the LLM, prompt version, question and passages in order) answers each context only once.
 """
 
 from __future__ import annotations
@@ -31,8 +25,7 @@ from udcg_ltr.data.schema import DataError, Passage, QueryRecord, records_by_qid
 
 @dataclass(frozen=True)
 class Context:
-    """One context to answer: passage ids in prompt order (duck-compatible with ``ContextRun``);
-    ``kind``: the study arm / position / schema it belongs to, kept in the run's ``extra``."""
+    """Passage ids in prompt order (like a ``ContextRun``); ``kind`` (arm, schema) is kept in ``extra``."""
 
     qid: str
     context_id: int
@@ -41,8 +34,7 @@ class Context:
 
 
 def _record_of(by_qid: dict[str, QueryRecord], context) -> QueryRecord:
-    rec = by_qid.get(context.qid)
-    if rec is None:
+    if (rec := by_qid.get(context.qid)) is None:
         raise DataError(f"context ({context.qid!r}, {context.context_id}) refers to an unknown query", field="qid")
     return rec
 
@@ -50,8 +42,7 @@ def _record_of(by_qid: dict[str, QueryRecord], context) -> QueryRecord:
 def context_passages(record: QueryRecord, pids: Sequence[str]) -> list[Passage]:
     """The passages ``pids`` of ``record``, in that order (an unknown id is a :class:`DataError`)."""
     table = {p.pid: p for p in record.passages}
-    missing = [pid for pid in pids if pid not in table]
-    if missing:
+    if missing := [pid for pid in pids if pid not in table]:
         raise DataError(f"query {record.qid!r} has no passage(s) {missing}", field="pids")
     return [table[pid] for pid in pids]
 
@@ -91,25 +82,17 @@ def load_shared_runs(records=None, *, path=None, rule: str = "contains") -> list
 
 
 def prompt_items(records, contexts: Sequence) -> list[PromptItem]:
-    """One ``PromptItem(question, [(title, text), ...])`` per context, passages in prompt order."""
     by_qid = records_by_qid(records)
-    items = []
-    for c in contexts:
-        rec = _record_of(by_qid, c)
-        items.append(PromptItem(rec.question, [(p.title, p.text) for p in context_passages(rec, c.pids)]))
-    return items
+    return [PromptItem(rec.question, [(p.title, p.text) for p in context_passages(rec, c.pids)])
+            for c in contexts for rec in [_record_of(by_qid, c)]]
 
 
 def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: str | None = None,
                  rule: str = "contains", relevance_threshold: int = 1, progress: bool = True,
                  batch_items: int = 256) -> list[ContextRun]:
-    """Answer every context with the LLM (greedy) and grade it; returns graded :class:`ContextRun` s in input order.
-
-    ``scorer``: anything with ``score(items, *, generate=True) -> [result(p_no_response, answer, ...)]``
-    (an ``LLMScorer``, a ``CachedScorer``, a test fake). Items go to it in chunks of ``batch_items``, so
-    that a long run shows progress and a cache persists as it goes. A run's ``extra`` holds the context's
-    ``kind`` (when it has one) and the prompt length ``n_prompt_tokens`` (when the scorer reports it).
-    """
+    """Answer every context with the LLM (greedy) and grade it: graded :class:`ContextRun` s in input order.
+    ``scorer.score(items, generate=True)`` gets chunks of ``batch_items`` (a long run shows progress and a
+    cache persists as it goes); a run's ``extra`` holds the context's ``kind`` and ``n_prompt_tokens``."""
     scorer = with_cache(scorer, cache)
     by_qid = records_by_qid(records)
     contexts = list(contexts)
@@ -156,14 +139,10 @@ def end_to_end_selection(records: Sequence[QueryRecord], contexts: Sequence[Sequ
                          relevance_threshold: int = 1, match_rule: str = "contains", tokenizer: Any = None,
                          return_outcomes: bool = False) -> dict[str, Any]:
     """Grade the LLM's answer to each query's kept context (``contexts``: pids in prompt order, aligned with
-    ``records``), through :func:`run_contexts`.
-
-    An empty context (a selector's k = 0) is not sent: with no passage the instruction makes the LLM
-    abstain, so it counts as abstained with a 0-token prompt. Returns ``correct_rate``,
-    ``abstained_rate``, ``wrong_rate`` and the cost: ``mean_passages``, ``mean_prompt_tokens`` (the
-    scorer's prompt lengths) and ``mean_context_tokens`` (the kept passages' tokens with ``tokenizer``,
-    default the scorer's, or words when there is none); ``outcomes`` per query with ``return_outcomes``.
-    """
+    ``records``) through :func:`run_contexts`. An empty context (a selector's k = 0) is not sent: the
+    instruction makes the LLM abstain, so it counts as abstained with a 0-token prompt. Returns the
+    ``{correct,abstained,wrong}_rate`` and the cost: ``mean_passages``, ``mean_prompt_tokens`` and
+    ``mean_context_tokens`` (kept passages' tokens with ``tokenizer``, default the scorer's, else words)."""
     if len(records) != len(contexts):
         raise ValueError(f"{len(records)} records but {len(contexts)} contexts")
     tokenizer = tokenizer if tokenizer is not None else getattr(scorer, "tokenizer", None)
@@ -171,19 +150,16 @@ def end_to_end_selection(records: Sequence[QueryRecord], contexts: Sequence[Sequ
     runs = run_contexts({records[i].qid: records[i] for i in send},
                         [Context(records[i].qid, i, tuple(contexts[i])) for i in send], scorer,
                         rule=match_rule, relevance_threshold=relevance_threshold, progress=False)
-    outcomes = ["abstained"] * len(records)
-    prompt_tokens = np.zeros(len(records))
-    context_tokens = np.zeros(len(records))
+    outcomes, prompt_tokens, context_tokens = ["abstained"] * len(records), 0.0, 0.0
     for i, run in zip(send, runs):
         outcomes[i] = run.outcome
-        prompt_tokens[i] = float(run.extra.get("n_prompt_tokens", 0))
+        prompt_tokens += float(run.extra.get("n_prompt_tokens", 0))
         kept = context_passages(records[i], contexts[i])
-        context_tokens[i] = sum(_count_tokens(tokenizer, f"{p.title} {p.text}") for p in kept)
+        context_tokens += sum(_count_tokens(tokenizer, f"{p.title} {p.text}") for p in kept)
     n = max(len(records), 1)
     out: dict[str, Any] = {f"{name}_rate": c / n for name, c in outcome_counts(outcomes).items()}
     out.update(mean_passages=float(np.mean([len(c) for c in contexts])) if contexts else 0.0,
-               mean_prompt_tokens=float(prompt_tokens.sum()) / n,
-               mean_context_tokens=float(context_tokens.sum()) / n,
+               mean_prompt_tokens=prompt_tokens / n, mean_context_tokens=context_tokens / n,
                context_token_unit="tokens" if tokenizer is not None else "words")
     if return_outcomes:
         out["outcomes"] = outcomes

@@ -1,12 +1,10 @@
 """Grading an end-to-end answer as CORRECT / ABSTAINED / WRONG (the outcome order UDCG_theta learns).
 
-* ABSTAINED: the answer is the abstention string (``NO-RESPONSE``) or a usual refusal phrase
-  (:func:`udcg_ltr.text.is_abstention`);
-* CORRECT: the answer matches a gold answer under the chosen rule (``contains``: a normalised gold
-  answer occurs as whole tokens in the normalised answer, which includes exact match; ``em``:
-  normalised exact match; ``f1``: token F1 >= ``f1_threshold``) **and** the context holds at least
-  one relevant passage, as in the UDCG paper (a right answer from parametric memory alone is not
-  credited to the context);
+* ABSTAINED: the abstention string (``NO-RESPONSE``) or a refusal (:func:`udcg_ltr.text.is_abstention`);
+* CORRECT: the answer matches a gold answer under the chosen rule (``contains``: a normalised gold answer
+  occurs as whole tokens in the normalised answer; ``em``: normalised exact match; ``f1``: token F1 >=
+  ``f1_threshold``) **and** the context holds a relevant passage, as in the UDCG paper (a right answer from
+  parametric memory alone is not credited to the context);
 * WRONG: anything else.
 """
 

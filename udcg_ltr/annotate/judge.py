@@ -1,15 +1,9 @@
 """LLM judges: passage relevance (UDCG paper, Figure 5) and answer grading (Figure 6).
 
-Both prompts ask for a JSON object ``{"motivation": ..., "grade": ...}`` (relevance: ``A`` = RELEVANT,
-the passage directly supports an acceptable answer, ``B`` = IRRELEVANT; grading: ``A`` = CORRECT,
-``B`` = INCORRECT, ``C`` = ABSTAINED). The templates are faithful equivalents of the paper's prompts
-(same criteria, worked examples in spirit and answer format), not verbatim copies, and plain
-configuration (:class:`JudgeConfig`), so the published wording can be dropped in without code changes.
-
-Replies are parsed tolerantly (:func:`parse_judge_reply`): code fences, text around the object, single
-quotes, Python literals, a grade as a word (``"RELEVANT"``), in lower case or with its label
-(``"A: CORRECT"``), a bare ``grade: A`` line; anything else is *unparseable*, logged, counted and
-returned (never silently mapped to a grade).
+The templates are faithful equivalents of the paper's prompts (same criteria, a JSON reply with ``motivation``
+and ``grade``), not verbatim copies, and plain configuration (:class:`JudgeConfig`). Replies are parsed
+tolerantly (:func:`parse_judge_reply`: code fences, surrounding text, single quotes, a grade as a word or with
+its label, a bare ``grade: A``); anything else is *unparseable*: logged, counted, never mapped to a grade.
 """
 
 from __future__ import annotations
@@ -159,10 +153,6 @@ class JudgeReply:
     motivation: str | None
     raw: str
 
-    @property
-    def parsed(self) -> bool:
-        return self.grade is not None
-
 
 @dataclass
 class JudgeResults:
@@ -172,7 +162,7 @@ class JudgeResults:
 
     @property
     def unparseable(self) -> int:
-        return sum(1 for r in self.replies if not r.parsed)
+        return sum(r.grade is None for r in self.replies)
 
 
 def _normalise_grade(value: Any, allowed: Sequence[str]) -> str | None:
@@ -193,10 +183,8 @@ def _balanced_objects(text: str) -> list[str]:
     out, depth, start, quote, escape = [], 0, -1, "", False
     for i, ch in enumerate(text):
         if quote:
-            if escape:
-                escape = False
-            elif ch == "\\":
-                escape = True
+            if escape or ch == "\\":
+                escape = not escape
             elif ch == quote:
                 quote = ""
             continue
@@ -236,17 +224,15 @@ def parse_judge_reply(text: str, allowed: Sequence[str] = ("A", "B")) -> JudgeRe
     body = re.sub(r"```(?:json|JSON|python)?", "", raw)
     for obj in filter(None, map(_load_object, _balanced_objects(body))):
         lowered = {str(k).strip().lower(): v for k, v in obj.items()}
-        grade = _normalise_grade(lowered.get("grade"), allowed)
-        if grade is not None:
+        if (grade := _normalise_grade(lowered.get("grade"), allowed)) is not None:
             motivation = lowered.get("motivation")
             return JudgeReply(grade, str(motivation) if motivation is not None else None, raw)
     # No usable object: a bare `grade: A` / `"grade": "B"` anywhere (truncated JSON, prose).
     m = re.search(r"""["']?grade["']?\s*[:=]\s*["']?([A-Za-z][A-Za-z ]*?)["'\s,}.]""", body + " ")
-    if m:
-        grade = _normalise_grade(m.group(1), allowed)
-        if grade is not None:
-            mm = re.search(r"""["']?motivation["']?\s*[:=]\s*["'](.*?)["']\s*[,}]""", body, flags=re.S)
-            return JudgeReply(grade, mm.group(1) if mm else None, raw)
+    grade = _normalise_grade(m.group(1), allowed) if m else None
+    if grade is not None:
+        mm = re.search(r"""["']?motivation["']?\s*[:=]\s*["'](.*?)["']\s*[,}]""", body, flags=re.S)
+        return JudgeReply(grade, mm.group(1) if mm else None, raw)
     return JudgeReply(None, None, raw)
 
 
@@ -265,13 +251,10 @@ class JudgeConfig:
 
 
 RELEVANCE_JUDGE = JudgeConfig(RELEVANCE_TEMPLATE, ("A", "B"))
-GRADING_JUDGE = JudgeConfig(GRADING_TEMPLATE, ("A", "B", "C"))
 
 
 class LLMJudge:
-    """Prompt an LLM (anything with ``generate_chat(conversations, max_new_tokens=...)``, e.g. an
-    :class:`~udcg_ltr.annotate.scorer.LLMScorer`) with a judge template and parse the replies.
-    An :class:`~udcg_ltr.annotate.cache.AnnotationCache` makes replies persistent."""
+    """Prompts an LLM (``generate_chat``) with a judge template and parses the replies (kept in ``cache``)."""
 
     task = "judge"
     default_config: JudgeConfig | None = None
@@ -284,24 +267,22 @@ class LLMJudge:
         self.cache = cache
 
     def _run(self, prompts: Sequence[str], *, progress: bool | None = None) -> JudgeResults:
-        name = getattr(self.llm, "name", "llm")
-        keys = [cache_key(name, self.config.version(), self.task, p, [], {"max_new_tokens": self.config.max_new_tokens})
+        name, cfg = getattr(self.llm, "name", "llm"), self.config
+        keys = [cache_key(name, cfg.version(), self.task, p, [], {"max_new_tokens": cfg.max_new_tokens})
                 for p in prompts]
         replies = [None if hit is None else hit["reply"] for hit in lookup(self.cache, keys, "reply")]
-        todo = [i for i, r in enumerate(replies) if r is None]
-        if todo:
-            instruction = self.config.system_prompt
-            system = [{"role": "system", "content": instruction}] if instruction else []
+        if todo := [i for i, r in enumerate(replies) if r is None]:
+            system = [{"role": "system", "content": cfg.system_prompt}] if cfg.system_prompt else []
             texts = self.llm.generate_chat([system + [{"role": "user", "content": prompts[i]}] for i in todo],
-                                           max_new_tokens=self.config.max_new_tokens, progress=progress)
+                                           max_new_tokens=cfg.max_new_tokens, progress=progress)
             for i, t in zip(todo, texts):
                 replies[i] = t
             if self.cache is not None:
                 self.cache.put_many([(keys[i], {"reply": replies[i]}, {"task": self.task, "llm": name})
                                      for i in todo])
-        results = JudgeResults([parse_judge_reply(r or "", self.config.allowed) for r in replies])
+        results = JudgeResults([parse_judge_reply(r or "", cfg.allowed) for r in replies])
         if results.unparseable:
-            bad = next(r.raw for r in results.replies if not r.parsed)
+            bad = next(r.raw for r in results.replies if r.grade is None)
             log.warning("%s judge (%s): %d of %d replies unparseable (first: %r)", self.task, name,
                         results.unparseable, len(results.replies), bad[:200])
         return results
@@ -325,7 +306,7 @@ class AnswerJudge(LLMJudge):
     """Grades an end-to-end answer as CORRECT (A) / INCORRECT (B) / ABSTAINED (C)."""
 
     task = "judge_grading"
-    default_config = GRADING_JUDGE
+    default_config = JudgeConfig(GRADING_TEMPLATE, ("A", "B", "C"))
     _OUTCOMES = {"A": Outcome.CORRECT, "B": Outcome.WRONG, "C": Outcome.ABSTAINED}
 
     def prompt(self, question: str, gold: Sequence[str], predicted: str) -> str:
@@ -334,13 +315,8 @@ class AnswerJudge(LLMJudge):
     def grade_many(self, cases: Sequence[tuple[str, Sequence[str], str]], *,
                    context_has_relevant: Sequence[bool] | None = None, fallback: str | None = "rule",
                    progress: bool | None = None) -> tuple[list[Outcome | None], JudgeResults]:
-        """Outcomes for ``(question, gold answers, predicted answer)`` cases.
-
-        As in :func:`~udcg_ltr.annotate.grading.grade_answer`, a CORRECT verdict on a context without
-        a relevant passage becomes WRONG. Unparseable replies fall back to the rule-based grade
-        (``fallback="rule"``) or stay ``None`` (``fallback=None``); either way they are counted in
-        the returned :class:`JudgeResults`.
-        """
+        """Outcomes of ``(question, gold, predicted answer)`` cases: as in :func:`.grade_answer`, CORRECT
+        without a relevant passage is WRONG; unparseable ones get the rule's grade (``fallback="rule"``)."""
         results = self._run([self.prompt(q, g, a) for q, g, a in cases], progress=progress)
         outcomes: list[Outcome | None] = []
         for i, ((_, gold, answer), reply) in enumerate(zip(cases, results.replies)):

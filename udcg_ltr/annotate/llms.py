@@ -1,14 +1,9 @@
 """Resolving an LLM configuration to a loaded :class:`~udcg_ltr.annotate.scorer.LLMScorer`.
 
-``load_llm`` accepts a preset name (``"demo"``: Qwen2.5-Coder-0.5B-Instruct, set up on first use by
-:mod:`udcg_ltr.annotate.demo_llm`; ``"smollm2"``: the SmolLM2-135M test fixture), the stem of any
-``conf/llm/<name>.yaml``, a Hugging Face id or local folder, or a mapping / Hydra node with the keys of
-``conf/llm/*.yaml`` (``model`` plus :data:`_SCORER_KEYS`, the :class:`LLMScorer` options; ``prompt`` is a
-mapping of :class:`~udcg_ltr.annotate.prompts.PromptConfig` fields or ``null`` for the paper's prompt).
-``_target_`` is ignored, so ``hydra.utils.instantiate(cfg.llm)`` and ``load_llm(cfg.llm)`` agree.
-
-Keyword arguments override the configuration. Loaded weights are memoised per (path, GGUF file,
-dtype, device, quantisation): several scorers (other prompts, batch sizes) share one model.
+``load_llm`` accepts a preset (``"demo"``: Qwen2.5-Coder-0.5B-Instruct, ``"smollm2"``: the test fixture, set
+up on first use), the stem of a ``conf/llm/<name>.yaml``, a Hugging Face id or local folder, or a mapping with
+those files' keys (``_target_`` is ignored, so ``hydra.utils.instantiate(cfg.llm)`` and ``load_llm(cfg.llm)``
+agree); keyword arguments override it. Loaded weights are memoised: several scorers share one model.
 """
 
 from __future__ import annotations
@@ -25,10 +20,8 @@ from udcg_ltr.annotate.weights import load_model, resolve_device, torch_dtype
 from udcg_ltr.paths import PROJECT_ROOT
 
 #: Built-in model aliases -> (function returning a local folder, default annotation name).
-PRESETS = {
-    "demo": (demo_llm.ensure_demo_llm, demo_llm.DEMO_NAME),
-    "smollm2": (demo_llm.ensure_smollm2, demo_llm.SMOLLM2_NAME),
-}
+PRESETS = {"demo": (demo_llm.ensure_demo_llm, demo_llm.DEMO_NAME),
+           "smollm2": (demo_llm.ensure_smollm2, demo_llm.SMOLLM2_NAME)}
 LLM_CONF_DIR = PROJECT_ROOT / "conf" / "llm"
 _SCORER_KEYS = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "max_new_tokens", "prompt",
                 "num_threads", "prefix_cache", "quantize", "exact_tail", "trust_remote_code", "progress")
@@ -36,7 +29,6 @@ _LOADED: dict[tuple, tuple[Any, Any]] = {}
 
 
 def llm_config(name: str) -> dict[str, Any] | None:
-    """The ``conf/llm/<name>.yaml`` configuration as a dict, or ``None`` when there is none."""
     path = LLM_CONF_DIR / f"{name}.yaml"
     if not path.is_file():
         return None
@@ -62,8 +54,7 @@ def load_llm(cfg_or_name: Any = None, /, **overrides: Any) -> LLMScorer:
         cfg["model"] = cfg.pop("model_name_or_path")
     if not cfg.get("model"):
         raise ValueError("LLM configuration needs 'model' (a Hugging Face id, a local path, 'demo' or 'smollm2')")
-    unknown = set(cfg) - set(_SCORER_KEYS) - {"model"}
-    if unknown:
+    if unknown := set(cfg) - set(_SCORER_KEYS) - {"model"}:
         raise ValueError(f"unknown LLM configuration keys {sorted(unknown)} (known: model, {', '.join(_SCORER_KEYS)})")
     path, default_name = str(cfg.pop("model")), None
     if path in PRESETS:  # set up on demand
@@ -73,11 +64,10 @@ def load_llm(cfg_or_name: Any = None, /, **overrides: Any) -> LLMScorer:
     kwargs.setdefault("name", default_name)
     dtype = torch_dtype(kwargs.get("dtype", "float32"))
     device = resolve_device(kwargs.get("device", "cpu"))
+    trust = bool(kwargs.pop("trust_remote_code", False))
     memo = (path, kwargs.get("gguf_file"), str(dtype), device, kwargs.get("quantize"))
     if memo not in _LOADED:
         _LOADED[memo] = load_model(path, gguf_file=kwargs.get("gguf_file"), dtype=dtype, device=device,
-                                   quantize=kwargs.get("quantize"),
-                                   trust_remote_code=bool(kwargs.get("trust_remote_code", False)))
+                                   quantize=kwargs.get("quantize"), trust_remote_code=trust)
     model, tokenizer = _LOADED[memo]
-    kwargs.pop("trust_remote_code", None)
     return LLMScorer(path, model=model, tokenizer=tokenizer, **kwargs)

@@ -4,17 +4,15 @@
 * ``contains``: ``1`` when a normalised gold answer occurs as whole tokens in the passage text
   (:func:`udcg_ltr.text.has_answer`, the DPR convention), else ``0``;
 * ``llm``: the UDCG paper's relevance judge (Figure 5, :class:`~udcg_ltr.annotate.judge.RelevanceJudge`):
-  grade A -> 1, B -> 0; unparseable replies are counted, logged, and either left unlabelled or
-  labelled by containment (``fallback="contains"``).
-  The verdicts are kept in ``Passage.extra["relevance_judge"]`` (grade and motivation), so a label can
-  always be traced back.
+  grade A -> 1, B -> 0; unparseable replies are counted, logged, and either left unlabelled or labelled by
+  containment (``fallback="contains"``). Verdicts are kept in ``Passage.extra["relevance_judge"]``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from udcg_ltr.data.schema import DataError, QueryRecord
 from udcg_ltr.text import has_answer
@@ -32,17 +30,10 @@ class RelevanceStats:
     unlabelled: int = 0
     unparseable: int = 0
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def label_relevance(records: Sequence[QueryRecord], method: str = "dataset", *, judge=None,
                     fallback: str | None = None, progress: bool | None = None) -> RelevanceStats:
-    """Set ``Passage.relevance`` on every passage of ``records`` (in place) and return counts.
-
-    ``judge`` (for ``method="llm"``) is a :class:`~udcg_ltr.annotate.judge.RelevanceJudge`.
-    ``fallback="contains"`` labels passages whose judge reply could not be parsed by containment.
-    """
+    """Set ``Passage.relevance`` on every passage (in place); ``judge``: a :class:`.RelevanceJudge`."""
     if method not in METHODS:
         raise ValueError(f"unknown relevance method {method!r} (use one of {', '.join(METHODS)})")
     passages = [(r, p) for r in records for p in r.passages]

@@ -1,17 +1,14 @@
 """The LLM scorer: P(NO-RESPONSE) at the first answer position, greedy answers, answer log-likelihoods.
 
-For each (question, passages) prompt (UDCG paper, Figure 4; :mod:`udcg_ltr.annotate.prompts`)
-:meth:`LLMScorer.score` returns ``p_no_response``: the float32 softmax probability, over the full
-vocabulary, of the first token of the abstention string (``NO-RESPONSE`` -> ``NO``) at the first
-answer position (Eq. 2), and optionally the greedy answer.
+For each (question, passages) prompt (UDCG paper, Figure 4) :meth:`LLMScorer.score` returns ``p_no_response``:
+the float32 softmax probability, over the full vocabulary, of the abstention string's first token
+(``NO-RESPONSE`` -> ``NO``) at the first answer position (Eq. 2), and optionally the greedy answer.
 
-Throughput, exact in float32 (results agree with the unbatched :meth:`LLMScorer.score_reference` to ~1e-6):
-prompts are sorted by length and cut into left-padded batches (:func:`udcg_ltr.batching.length_batches`);
-the shared instruction prefix (up to the documents) is run once and its key/value cache expanded across
-every batch, the position ids counting only real tokens so RoPE sees the unpadded prompt's positions;
-only the last position goes through the LM head (``logits_to_keep``); greedy decoding drops finished
-rows. Prefix reuse is checked once against a full forward pass and switched off, with a warning, if the
-model disagrees (an architecture whose cache cannot be expanded).
+Throughput, exact in float32 (agrees with the unbatched :meth:`LLMScorer.score_reference` to ~1e-6): prompts
+are sorted by length and cut into left-padded batches; the shared instruction prefix is run once and its
+key/value cache expanded across every batch, position ids counting only real tokens (RoPE sees the unpadded
+prompt); only the last position goes through the LM head; greedy decoding drops finished rows. Prefix reuse is
+checked once against a full forward pass and switched off, with a warning, if the model disagrees.
 """
 
 from __future__ import annotations
@@ -37,24 +34,12 @@ _SENTINEL = "\u2063UDCG_DOCUMENTS_START\u2063"
 
 
 class LLMScorer:
-    """A causal LM from transformers, prompted as the UDCG paper prescribes.
-
-    Args:
-        model_name_or_path: a Hugging Face id, a local folder, or a folder holding ``gguf_file``.
-        name: the annotation key (``Passage.annotations[name]``); defaults to the model's folder name.
-        dtype: weights' dtype; probabilities are always computed in float32.
-        device: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (``device_map="auto"`` with ``accelerate``).
-        max_batch_tokens: also cap a batch at this many padded prompt tokens (rows x longest prompt):
-            on a GPU a large ``batch_size`` then fills it on short prompts without running out of
-            memory on long ones.
-        prompt: a :class:`PromptConfig` (or mapping of its fields); defaults to the paper's prompt.
-        max_new_tokens: greedy answer length cap (24, as the shared annotations).
-        prefix_cache: reuse the instruction prefix's key/value cache across prompts.
-        quantize: ``None``, ``"bf16-linear"`` (the fast CPU mode, :mod:`udcg_ltr.annotate.weights`; the
-            last ``exact_tail`` prompt tokens run with the original weights: 16 halves the bf16 error on
-            P(NO-RESPONSE) for ~10% of the cost) or ``"int8-dynamic"`` (``torch.ao``; CPU only).
-        model, tokenizer: already loaded objects to share (then nothing is loaded).
-    """
+    """A causal LM from transformers, prompted as the UDCG paper prescribes. ``name`` is the annotation key
+    (default the model's folder name); probabilities are float32 whatever ``dtype``. ``max_batch_tokens`` also
+    caps a batch's padded prompt tokens (rows x longest prompt), so a large ``batch_size`` fills a GPU on
+    short prompts without running out of memory on long ones. ``quantize``: ``"bf16-linear"`` (the fast CPU
+    mode; the last ``exact_tail`` prompt tokens run with the original weights: 16 halves the bf16 error on
+    P(NO-RESPONSE) for ~10% of the cost) or ``"int8-dynamic"`` (CPU only); ``model``/``tokenizer``: shared."""
 
     def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None,
                  gguf_file: str | None = None, dtype: str | torch.dtype = "float32", device: str = "cpu",
@@ -75,6 +60,7 @@ class LLMScorer:
         self.batch_size = int(batch_size)
         self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
         self.prompt = PromptConfig.from_dict(prompt)
+        self.prompt_version = self.prompt.version()  # keys the annotation cache
         self.max_new_tokens = int(max_new_tokens)
         self.prefix_cache = bool(prefix_cache)
         self.quantize = quantize
@@ -108,11 +94,6 @@ class LLMScorer:
         #: Forward passes and prompts scored by this object (for tests and progress reports).
         self.counters = {"prompts": 0, "forward_passes": 0, "generated_tokens": 0}
 
-    # ---- identity ---------------------------------------------------------------------------
-    @property
-    def prompt_version(self) -> str:
-        return self.prompt.version()
-
     def describe(self) -> dict[str, Any]:
         """What an annotation run records about the LLM and its prompt."""
         return {"name": self.name, "model": str(self.model_name_or_path), "gguf_file": self.gguf_file,
@@ -129,8 +110,7 @@ class LLMScorer:
         options = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "prompt",
                    "max_new_tokens", "prefix_cache", "quantize", "exact_tail", "progress")
         kwargs = {k: getattr(self, k) for k in options}
-        forbidden = {"dtype", "device", "quantize", "gguf_file"} & set(changes)
-        if forbidden:
+        if forbidden := {"dtype", "device", "quantize", "gguf_file"} & set(changes):
             raise ValueError(f"{sorted(forbidden)} change the weights: load another scorer instead")
         kwargs.update(changes)
         other = LLMScorer(self.model_name_or_path, model=self.model, tokenizer=self.tokenizer, **kwargs)
@@ -140,10 +120,8 @@ class LLMScorer:
             other._prefix_ok, other._prefix_ids = self._prefix_ok, self._prefix_ids
         return other
 
-    # ---- prompt encoding -------------------------------------------------------------------
     def render_chat(self, messages: list[dict[str, str]]) -> str:
-        """Apply the chat template (generation prompt added); a template that rejects a system
-        message gets the system text prepended to the first user message instead."""
+        """Apply the chat template; one rejecting a system message gets it prepended to the user turn."""
         if self._system_in_user:
             messages = _merge_system(messages)
         try:
@@ -164,8 +142,7 @@ class LLMScorer:
         return prompt.plain_text(item.question, item.passages)
 
     def _tokenize(self, text: str) -> list[int]:
-        # The chat template already holds the special tokens (BOS etc.): adding them again would
-        # double Llama's <|begin_of_text|>.
+        # The chat template holds the special tokens; adding them again doubles Llama's <|begin_of_text|>.
         return list(self.tokenizer(text, add_special_tokens=not self._use_chat)["input_ids"])
 
     def encode(self, item: PromptItem) -> list[int]:
@@ -177,11 +154,9 @@ class LLMScorer:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _no_response_token_id(self) -> int:
-        ids = self._answer_ids(self.prompt.abstention)
-        if not ids:
+        if not (ids := self._answer_ids(self.prompt.abstention)):
             raise ValueError(f"the tokenizer maps the abstention string {self.prompt.abstention!r} to no token")
-        expected = self.prompt.no_response_token
-        if expected is not None:
+        if (expected := self.prompt.no_response_token) is not None:
             got = self.tokenizer.convert_ids_to_tokens(ids[0])
             token_text = self.tokenizer.decode([ids[0]])
             if expected not in (got, token_text, token_text.strip()):
@@ -198,7 +173,6 @@ class LLMScorer:
             self._prefix_ids = self._tokenize(text[:cut]) if cut > 0 else []
         return self._prefix_ids
 
-    # ---- core forward passes ---------------------------------------------------------------
     def _forward(self, input_ids, attention_mask, position_ids, cache, keep: int):
         kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                       past_key_values=cache, use_cache=True)
@@ -206,21 +180,20 @@ class LLMScorer:
             kwargs["logits_to_keep"] = keep
         out = self.model(**kwargs)
         self.counters["forward_passes"] += 1
-        logits = out.logits if self._keep_kw else out.logits[:, -keep:]
-        return logits, out.past_key_values
+        return (out.logits if self._keep_kw else out.logits[:, -keep:]), out.past_key_values
 
-    def _new_cache(self):
+    def _new_cache(self, kv=(), rows: int = 1):
+        """A cache holding the prefix key/values ``kv`` expanded to ``rows`` (empty without ``kv``)."""
         from transformers import DynamicCache
-        return DynamicCache(config=self.model.config)
+        return DynamicCache([(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in kv],
+                            config=self.model.config)
 
     def _kv_for(self, prefix: tuple[int, ...]):
         """Key/value tensors of ``prefix`` (memoised; only a handful are kept)."""
-        kv = self._prefix_kv.get(prefix)
-        if kv is None:
+        if (kv := self._prefix_kv.get(prefix)) is None:
             ids = torch.tensor([list(prefix)], device=self._input_device)
-            mask = torch.ones_like(ids)
             pos = torch.arange(len(prefix), device=self._input_device)[None]
-            _, cache = self._forward(ids, mask, pos, self._new_cache(), keep=1)
+            _, cache = self._forward(ids, torch.ones_like(ids), pos, self._new_cache(), keep=1)
             kv = [(layer.keys, layer.values) for layer in cache.layers]
             if len(self._prefix_kv) >= 4:
                 self._prefix_kv.pop(next(iter(self._prefix_kv)))
@@ -228,12 +201,8 @@ class LLMScorer:
         return kv
 
     def _prefill(self, seqs: Sequence[Sequence[int]], prefix: Sequence[int], keep: int = 1):
-        """One forward pass over a left-padded batch whose rows all start with ``prefix``.
-
-        Returns ``(logits[B, keep, V], cache, attention_mask, last_positions)``.
-        """
-        from transformers import DynamicCache
-
+        """One forward pass over a left-padded batch whose rows all start with ``prefix``:
+        ``(logits[B, keep, V], cache, attention_mask, last_positions)``."""
         B, P = len(seqs), len(prefix)
         dev = self._input_device
         lengths = [len(s) - P for s in seqs]
@@ -246,15 +215,9 @@ class LLMScorer:
             mask[b, P + L - n:] = 1
         # Positions count only real tokens, so a padded row sees the positions of its unpadded prompt.
         pos = (mask[:, P:].cumsum(-1) - 1).clamp(min=0) + P
-        if P:
-            kv = self._kv_for(tuple(prefix))
-            cache = DynamicCache([(k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)) for k, v in kv],
-                                 config=self.model.config)
-        else:
-            cache = self._new_cache()
+        cache = self._new_cache(self._kv_for(tuple(prefix)) if P else (), B)
         input_ids, mask, pos = input_ids.to(dev), mask.to(dev), pos.to(dev)
-        # Fast mode: the bulk of the prompt with bfloat16 Linear layers, the last tokens (and every
-        # position whose logits are kept) with the exact weights, continuing the same cache.
+        # Fast mode: the prompt's bulk with bfloat16 Linear layers, its last (and kept) positions exactly.
         tail = max(self.exact_tail, keep) if self._fast_switch is not None else L
         if L > tail:
             with self._fast_switch.on():
@@ -272,13 +235,10 @@ class LLMScorer:
         rows = torch.arange(B, device=first_logits.device)
         next_tok = pick(first_logits)
         for step in range(max_new_tokens):
-            alive = []
-            for j, row in enumerate(rows.tolist()):
-                tok = int(next_tok[j])
-                if tok in self._eos_ids:
-                    continue
-                out[row].append(tok)
-                alive.append(j)
+            toks, row_ids = next_tok.tolist(), rows.tolist()
+            alive = [j for j, tok in enumerate(toks) if tok not in self._eos_ids]
+            for j in alive:
+                out[row_ids[j]].append(toks[j])
             self.counters["generated_tokens"] += len(alive)
             if not alive or step == max_new_tokens - 1:
                 break
@@ -331,21 +291,16 @@ class LLMScorer:
             self._prefix_kv.clear()
 
     def _batches(self, seqs: Sequence[Sequence[int]], desc: str, progress: bool | None) -> Iterator[list]:
-        """Length-bucketed batches of indices into ``seqs``, with a progress bar over the prompts."""
         with progress_bar(len(seqs), desc, self.progress if progress is None else progress) as bar:
             for batch in length_batches([len(s) for s in seqs], self.batch_size, self.max_batch_tokens):
                 yield batch
                 bar.update(len(batch))
 
-    # ---- public API --------------------------------------------------------------------------
     def score(self, items: Sequence[PromptItem], *, generate: bool = False, progress: bool | None = None,
               max_new_tokens: int | None = None,
               on_batch: Callable[[list[int], list[ScoreResult]], None] | None = None) -> list[ScoreResult]:
-        """P(NO-RESPONSE) (and the greedy answer when ``generate``) for every item, in input order.
-
-        ``on_batch(indices, results)`` is called after each batch with the input indices it covered,
-        so a caller can persist results as they come (the annotation cache does).
-        """
+        """P(NO-RESPONSE) (and the greedy answer when ``generate``) for every item, in input order;
+        ``on_batch(indices, results)`` after each batch lets a caller persist results as they come."""
         items = list(items)
         if not items:
             return []
@@ -371,8 +326,7 @@ class LLMScorer:
 
     def score_reference(self, items: Sequence[PromptItem], *, generate: bool = False,
                         max_new_tokens: int | None = None) -> list[ScoreResult]:
-        """The reference method: one unbatched full forward pass per prompt (all positions through the
-        LM head, no prefix reuse), greedy answers from ``model.generate``. Slow; for checks and benches."""
+        """Reference: unbatched full forward passes, no prefix reuse, answers by ``model.generate`` (slow)."""
         max_new = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
         out = []
         with torch.inference_mode():
@@ -412,10 +366,8 @@ class LLMScorer:
                 logits, *_ = self._prefill([seqs[i] for i in batch], prefix, keep=longest + 1)
                 logp = logits.float().log_softmax(-1)
                 for j, i in enumerate(batch):
-                    # Rows are right-aligned: the answer is the row's last n tokens; the logits that
-                    # predict them sit one column earlier.
-                    n = len(targets[i])
-                    cols = torch.arange(longest - n, longest, device=logp.device)
+                    # Right-aligned rows: the answer is the last tokens, predicted one column earlier.
+                    cols = torch.arange(longest - len(targets[i]), longest, device=logp.device)
                     out[i] = float(logp[j, cols, torch.tensor(targets[i], device=logp.device)].sum().item())
                 self.counters["prompts"] += len(batch)
         return out
@@ -425,17 +377,13 @@ class LLMScorer:
         """ANSWER_PROB: log-likelihood of the gold answer given the passage (max over several answers)."""
         passages = [passage] if isinstance(passage, tuple) and len(passage) == 2 and isinstance(passage[0], str) \
             else list(passage)
-        golds = [gold_answer] if isinstance(gold_answer, str) else list(gold_answer)
-        if not golds:
+        if not (golds := [gold_answer] if isinstance(gold_answer, str) else list(gold_answer)):
             raise ValueError("answer_logprob needs at least one gold answer")
         return max(self.answer_logprobs([PromptItem(question, passages)] * len(golds), golds, progress=False))
 
     def sample_answers(self, item: PromptItem, n: int, temperature: float = 1.0, *, seed: int = 0,
                        max_new_tokens: int | None = None) -> list[str]:
-        """``n`` answers sampled at ``temperature`` (for the black-box Monte Carlo P(NO-RESPONSE)).
-
-        The prompt is run once; its cache is repeated ``n`` times. ``temperature=0`` is greedy.
-        """
+        """``n`` answers at ``temperature`` (0: greedy) from one prompt pass (Monte Carlo P(NO-RESPONSE))."""
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         max_new = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
@@ -459,8 +407,7 @@ class LLMScorer:
 
     def generate_chat(self, conversations: Sequence[list[dict[str, str]]], *, max_new_tokens: int = 128,
                       progress: bool | None = None) -> list[str]:
-        """Greedy replies to arbitrary chat conversations (the LLM judges use this). Prompts sharing a
-        common token prefix (a long judge template) reuse its cache."""
+        """Greedy replies to chat conversations (the LLM judges); a shared token prefix reuses its cache."""
         if not conversations:
             return []
         with torch.inference_mode():
@@ -503,7 +450,6 @@ def _input_device(model) -> torch.device:
 
 
 def _id_list(ids: Any) -> list[int]:
-    """Token ids given as ``None``, one id or a list of ids, as a list."""
     return [] if ids is None else [int(x) for x in (ids if isinstance(ids, (list, tuple)) else [ids])]
 
 

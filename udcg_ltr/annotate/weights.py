@@ -1,9 +1,8 @@
 """Loading an LLM's weights (dtype, device, GGUF) and the ``bf16-linear`` fast CPU mode.
 
-``bf16-linear`` (:func:`install_bf16_linears`): the decoder's matrix products run with bfloat16 weights
-and inputs while a :class:`PrecisionSwitch` is on; the residual stream, norms, attention and the LM
-head stay in the model's dtype, and with the switch off every layer uses the original weights (the
-scorer runs the last prompt tokens that way).
+``bf16-linear`` (:func:`install_bf16_linears`): the decoder's matrix products run with bfloat16 weights and
+inputs while a :class:`PrecisionSwitch` is on; the residual stream, norms, attention and the LM head stay in
+the model's dtype, and with the switch off every layer uses the original weights (the scorer's last tokens).
 """
 
 from __future__ import annotations
@@ -18,11 +17,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-_DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-}
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32, "bf16": torch.bfloat16,
+           "bfloat16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}
 
 
 def torch_dtype(name: str | torch.dtype) -> torch.dtype:
@@ -93,8 +89,7 @@ class PrecisionSwitch:
 
 
 class DualPrecisionLinear(torch.nn.Module):
-    """A Linear layer that runs with bfloat16 weights and inputs while its switch is on (output cast
-    back to the input dtype, bias added in that dtype) and with the original weights otherwise."""
+    """A Linear run with bfloat16 weights and inputs while its switch is on (bias added after the cast)."""
 
     def __init__(self, linear: torch.nn.Linear, switch: PrecisionSwitch):
         super().__init__()
@@ -118,9 +113,8 @@ class DualPrecisionLinear(torch.nn.Module):
 
 
 class DualPrecisionMLP(torch.nn.Module):
-    """A gated MLP (``down(act(gate(x)) * up(x))``, the Llama / Qwen / Mistral / Gemma block) that runs
-    entirely in bfloat16 while its switch is on -- the wide intermediate never round-trips through
-    float32 -- and as the original module otherwise."""
+    """A gated MLP (``down(act(gate(x)) * up(x))``, the Llama / Qwen / Mistral / Gemma block) run entirely in
+    bfloat16 while its switch is on (the wide intermediate never round-trips through float32), else as is."""
 
     PARTS = ("gate_proj", "up_proj", "down_proj")
 
@@ -148,9 +142,8 @@ class DualPrecisionMLP(torch.nn.Module):
 
 
 def install_bf16_linears(model) -> PrecisionSwitch:
-    """Make the decoder's matrix products switchable to bfloat16 (see the module docstring): gated MLPs
-    become :class:`DualPrecisionMLP`, every other Linear layer but the LM head a :class:`DualPrecisionLinear`.
-    The returned switch is also stored as ``model._udcg_precision_switch``."""
+    """Make the decoder's matrix products switchable to bfloat16: gated MLPs become :class:`DualPrecisionMLP`,
+    other Linears but the LM head :class:`DualPrecisionLinear`; returns the switch (also on the model)."""
     switch = PrecisionSwitch()
     skip = {id(model.get_output_embeddings())}
     for module in list(model.modules()):

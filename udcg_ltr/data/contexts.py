@@ -1,8 +1,7 @@
 """End-to-end runs: an LLM's answer to a whole context (several passages, in prompt order).
 
-One :class:`ContextRun` per (query, context): the passage ids in prompt order, the LLM's greedy
-answer, its P(NO-RESPONSE) on that context, and once graded, the outcome (``correct``,
-``abstained`` or ``wrong``; see :mod:`udcg_ltr.annotate.grading`).
+One :class:`ContextRun` per (query, context): the passage ids, the LLM's greedy answer, its
+P(NO-RESPONSE) on that context and, once graded (:mod:`udcg_ltr.annotate.grading`), the outcome.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ class ContextRun:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, llm: str | None = None) -> ContextRun:
-        """A run from its JSON object; every field type-checked (``null`` ids, a ``"3"`` context id,
-        a string for ``pids``, a NaN probability are :class:`DataError` s naming the field)."""
+        """A run from its JSON object, every field type-checked (a :class:`DataError` names the field)."""
         if not isinstance(obj, Mapping):
             raise DataError(f"expected a JSON object, got {type(obj).__name__}")
         pids = get_str_list(obj, "pids")

@@ -2,17 +2,15 @@
 
 Why synthetic: the UDCG signal is only meaningful when the LLM must rely on the passages, and every
 name here is built from syllables (``Varno Keltis``, ``Kelmora``), so no LLM knows the facts.
-Entities of four types (:data:`ATTRIBUTES`) come in *families* of look-alikes (siblings sharing a
-surname, towns or rivers sharing a stem, companies sharing a first word) whose values all differ: the
-hard distractors. Each entity gets a few 20-60 word passages titled with its name, each stating one
-or two of its facts (every fact at least once) among fact-free filler.
+Entities of four types (:data:`ATTRIBUTES`) come in *families* of look-alikes (siblings, towns or
+rivers sharing a stem ...) whose values all differ: the hard distractors. Each entity gets a few
+20-60 word passages titled with its name, each stating one or two of its facts among filler.
 
-One question per sampled (entity, attribute) pair; its pool (``pool_size``) holds the 1-2 passages
-stating the fact (``relevance=1``, ``extra["kind"]="answer"``), hard distractors (``is_distractor``:
-``"same_entity"``, ``"similar_entity"`` (a family member's same attribute), ``"mentions_entity"``) and
-``"unrelated"`` passages of the split; no other passage contains a gold answer. Scores are lexical
-overlap plus seeded noise, passages stored in the rank order they imply. Splits are assigned per
-family. Same arguments, same records: :func:`write_demo_world` writes the same bytes.
+One question per sampled (entity, attribute) pair; its pool holds the 1-2 passages stating the fact
+(``relevance=1``, ``extra["kind"]="answer"``), hard distractors (``is_distractor``: ``"same_entity"``,
+``"similar_entity"`` (a family member's same attribute), ``"mentions_entity"``) and ``"unrelated"``
+passages of the split; no other passage contains a gold answer. Splits are per family. Same
+arguments, same records: :func:`write_demo_world` writes the same bytes.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from udcg_ltr.text import has_answer
 
 ENTITY_TYPES = ("person", "city", "company", "river")
 
-#: Attributes per entity type, in a fixed order.
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "person": ("birth_year", "birthplace", "profession"),
     "city": ("population", "founded", "province"),
@@ -44,10 +42,7 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
 
 DEFAULT_SPLIT_RATIOS = {"train": 0.6, "val": 0.2, "test": 0.2}
 
-# ---- names ---------------------------------------------------------------------------------
-
-_ONSETS = ("b", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "kr", "th",
-           "st", "")
+_ONSETS = (*"b d f g h k l m n p r s t v z br dr kr th st".split(), "")
 _VOWELS = ("a", "e", "i", "o", "u", "a", "e", "o")
 _CODAS = ("", "", "", "n", "r", "l", "s", "m", "k", "nd", "rn", "st")
 #: Hard-to-say joins are rejected: three consonants or two vowels in a row.
@@ -57,14 +52,12 @@ _CITY_ENDS = ("mora", "dal", "vik", "holm", "ford", "stad", "ene", "ith", "wick"
 _RIVER_ENDS = ("a", "en", "is", "ura", "ette", "on")
 _COMPANY_ENDS = ("Works", "Brothers", "& Co.", "Holdings", "Company", "Group", "Partners")
 
-_PROFESSIONS = ("botanist", "cartographer", "violinist", "engineer", "poet", "astronomer",
-                "glassblower", "architect", "geologist", "painter", "clockmaker", "surgeon", "sculptor",
-                "shipwright", "mathematician", "beekeeper")
+_PROFESSIONS = tuple("""botanist cartographer violinist engineer poet astronomer glassblower architect
+geologist painter clockmaker surgeon sculptor shipwright mathematician beekeeper""".split())
 _PRODUCTS = ("ceramic tiles", "bicycles", "woollen blankets", "pocket watches", "paper lanterns",
              "glass bottles", "pipe organs", "copper kettles", "fishing nets", "leather saddles",
              "typewriters", "hot-air balloons", "wooden toys", "oil lamps")
 
-# ---- templates -----------------------------------------------------------------------------
 # {n}: the entity's display name, {v}: the value; {a} the indefinite article for {v}.
 
 _FACTS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -132,8 +125,6 @@ _FILLERS: dict[str, tuple[str, ...]] = {
 }
 
 
-# ---- the world -----------------------------------------------------------------------------
-
 @dataclass
 class Entity:
     eid: str
@@ -162,15 +153,21 @@ class DemoWorld:
     passages: list[WorldPassage]
 
     def entity(self, eid: str) -> Entity:
-        for e in self.entities:
-            if e.eid == eid:
-                return e
-        raise KeyError(eid)
+        return {e.eid: e for e in self.entities}[eid]
 
 
 def _stem(rng: random.Random, n_syllables: int) -> str:
     s = "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(n_syllables))
     return s[:1].upper() + s[1:]
+
+
+def _retry(draw: Callable[[], Any], accept: Callable[[Any], bool], message: str) -> Any:
+    """The first of up to 1000 ``draw()`` s that ``accept`` takes."""
+    for _ in range(1000):
+        value = draw()
+        if accept(value):
+            return value
+    raise RuntimeError(message)
 
 
 def _words(name: str) -> list[str]:
@@ -179,22 +176,18 @@ def _words(name: str) -> list[str]:
 
 
 class _Names:
-    """Fresh made-up names. A name, or a capitalised word of one, is never drawn twice; look-alikes
-    are made on purpose from one drawn stem or surname (:meth:`family`), so answers never collide by
-    accident."""
+    """Fresh made-up names: a name, or a capitalised word of one, is never drawn twice, so answers never
+    collide by accident; look-alikes are made on purpose from one stem (:meth:`family`)."""
 
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.used: set[str] = set()
 
     def take(self, make) -> str:
-        for _ in range(1000):
-            name = make()
-            if self.ok(name):
-                self.used.add(name.lower())
-                self.used.update(_words(name))
-                return name
-        raise RuntimeError("could not find a fresh name; use fewer entities")
+        name = _retry(make, self.ok, "could not find a fresh name; use fewer entities")
+        self.used.add(name.lower())
+        self.used.update(_words(name))
+        return name
 
     def ok(self, name: str) -> bool:
         key = name.lower()
@@ -203,14 +196,14 @@ class _Names:
 
     def family(self, endings: Sequence[str], size: int, lo: int = 1, hi: int = 2) -> list[str]:
         """``size`` look-alike names: one fresh stem with different endings (``Kelmora``, ``Keldal``)."""
-        for _ in range(1000):
+        def fits() -> list[str]:
             stem = self.stem(lo, hi)
-            fits = [stem + end for end in endings if self.ok(stem + end)]
-            if len(fits) >= size:
-                chosen = self.rng.sample(fits, size)
-                self.used.update(name.lower() for name in chosen)
-                return chosen
-        raise RuntimeError("could not find fresh names; use fewer entities")
+            return [stem + end for end in endings if self.ok(stem + end)]
+
+        chosen = self.rng.sample(_retry(fits, lambda names: len(names) >= size,
+                                        "could not find fresh names; use fewer entities"), size)
+        self.used.update(name.lower() for name in chosen)
+        return chosen
 
     def stem(self, lo: int = 2, hi: int = 2) -> str:
         return self.take(lambda: _stem(self.rng, self.rng.randint(lo, hi)))
@@ -218,12 +211,9 @@ class _Names:
 
 def _distinct(draw: Callable[[dict[str, Any]], Any], values: dict[str, Any], taken: list) -> Any:
     """A value ``draw(values)`` not in ``taken`` (which it joins): family members' values all differ."""
-    for _ in range(1000):
-        v = draw(values)
-        if v not in taken:
-            taken.append(v)
-            return v
-    raise RuntimeError("could not draw distinct attribute values")
+    v = _retry(lambda: draw(values), lambda v: v not in taken, "could not draw distinct attribute values")
+    taken.append(v)
+    return v
 
 
 def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
@@ -236,9 +226,7 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
     rng = random.Random(seed)
     names = _Names(rng)
     per_type = [n_entities // 4 + (1 if i < n_entities % 4 else 0) for i in range(4)]
-    provinces = [names.stem(2, 2) for _ in range(6)]
-    lakes = [names.stem(2, 2) for _ in range(8)]
-    ranges = [names.stem(2, 2) for _ in range(6)]
+    provinces, lakes, ranges = ([names.stem() for _ in range(k)] for k in (6, 8, 6))
 
     entities: list[Entity] = []
     families: dict[str, list[Entity]] = {}
@@ -248,11 +236,11 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
             size = min(family_size, per_type[t] - start)
             if etype == "person":
                 surname = names.take(lambda: _stem(rng, 1) + rng.choice(_SURNAME_ENDS))
-                members = [f"{names.stem(2, 2)} {surname}" for _ in range(size)]
+                members = [f"{names.stem()} {surname}" for _ in range(size)]
             elif etype == "city":
                 members = names.family(_CITY_ENDS, size)
             elif etype == "company":
-                stem = names.stem(2, 2)
+                stem = names.stem()
                 members = [f"{stem} {end}" for end in rng.sample(_COMPANY_ENDS, size)]
             else:
                 members = [f"{name} River" for name in names.family(_RIVER_ENDS, size)]
@@ -294,16 +282,8 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
             for e in families[f]:
                 e.split = split
 
-    passages: list[WorldPassage] = []
-    for e in entities:
-        passages.extend(_entity_passages(e, rng))
+    passages = [p for e in entities for p in _entity_passages(e, rng)]
     return DemoWorld(seed=seed, entities=entities, passages=passages)
-
-
-def _pick_template(e: Entity, attribute: str, rng: random.Random, avoid: str | None = None) -> str:
-    """A fact template for ``attribute``; a fact stated twice is phrased differently the second time."""
-    options = [t for t in _FACTS[(e.etype, attribute)] if t != avoid]
-    return rng.choice(options or list(_FACTS[(e.etype, attribute)]))
 
 
 def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
@@ -321,9 +301,9 @@ def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
     fillers: list[str] = []
     for i, group in enumerate(groups):
         sentences = []
-        for a in group:
-            template = _pick_template(e, a, rng, avoid=used_templates.get(a))
-            used_templates[a] = template
+        for a in group:  # a fact stated twice is phrased differently the second time
+            options = [t for t in _FACTS[(e.etype, a)] if t != used_templates.get(a)]
+            template = used_templates[a] = rng.choice(options)
             v = f"{e.values[a]:,}" if a == "population" else str(e.values[a])
             sentences.append(template.format(n=e.name, v=v, a="an" if v[:1].lower() in "aeiou" else "a"))
         target = rng.randint(20, 40)
@@ -340,8 +320,6 @@ def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
         out.append(WorldPassage(pid=f"{e.eid}-{i}", eid=e.eid, title=e.name, text=text, attributes=tuple(group)))
     return out
 
-
-# ---- questions and pools -------------------------------------------------------------------
 
 #: Accepted answer forms per attribute (``{v}``: the value), the canonical one first; others: ``("{v}",)``.
 _ANSWER_FORMS = {"population": ("{v:,}", "{v}"), "length": ("{v} kilometres", "{v} km", "{v}"),
@@ -365,12 +343,9 @@ def _lexical(question: str, text: str) -> float:
 def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 60, pool_size: int = 12, *,
                         family_size: int = 2, score_noise: float = 0.6,
                         split_ratios: Mapping[str, float] | None = None) -> list[QueryRecord]:
-    """Questions with candidate pools over a seeded synthetic world (see the module doc).
-
-    ``n_questions`` (entity, attribute) pairs are drawn round-robin over the entity types;
-    ``pool_size`` caps each pool (smaller worlds may give smaller pools); ``score_noise`` is the
-    standard deviation of the noise in ``score = 3 * overlap + noise``.
-    """
+    """Questions with candidate pools over a seeded synthetic world (module doc), (entity, attribute) pairs
+    drawn round-robin over the entity types; ``score = 3 * overlap + noise`` with noise of standard
+    deviation ``score_noise``."""
     if pool_size < 2:
         raise ValueError(f"pool_size must be >= 2, got {pool_size}")
     world = build_world(seed, n_entities, family_size=family_size, split_ratios=split_ratios)
@@ -380,16 +355,12 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         by_entity.setdefault(p.eid, []).append(p)
     eid_of = {e.eid: e for e in world.entities}
 
-    queues = []
-    for etype in ENTITY_TYPES:
-        pairs = [(e, a) for e in world.entities if e.etype == etype for a in ATTRIBUTES[etype]]
-        rng.shuffle(pairs)
-        queues.append(pairs)
-    chosen: list[tuple[Entity, str]] = []
-    while len(chosen) < n_questions and any(queues):
-        for q in queues:
-            if q and len(chosen) < n_questions:
-                chosen.append(q.pop())
+    queues = [[(e, a) for e in world.entities if e.etype == etype for a in ATTRIBUTES[etype]]
+              for etype in ENTITY_TYPES]
+    for q in queues:
+        rng.shuffle(q)
+    # round-robin over the types, each queue popped from its end
+    chosen = [pair for pair in chain(*zip_longest(*(q[::-1] for q in queues))) if pair][:n_questions]
     if len(chosen) < n_questions:
         raise ValueError(f"the world has only {len(chosen)} (entity, attribute) pairs; "
                          f"raise n_entities for {n_questions} questions")
@@ -400,7 +371,6 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         answers = gold_answers(e, attribute)
         family = {m.eid for m in world.entities if m.family == e.family and m.eid != e.eid}
         own = by_entity[e.eid]
-        answer_ps = [p for p in own if attribute in p.attributes]
         same_entity = [p for p in own if attribute not in p.attributes]
         similar = [p for m in sorted(family) for p in by_entity[m] if attribute in p.attributes]
         rng.shuffle(similar)
@@ -409,31 +379,23 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         rng.shuffle(mentions)
         mentions = mentions[:1]
         # one of each distractor kind first, so that small pools stay varied
-        candidates: list[tuple[WorldPassage, str]] = [(p, "answer") for p in answer_ps]
+        candidates: list[tuple[WorldPassage, str]] = [(p, "answer") for p in own if attribute in p.attributes]
         candidates += [(p, "similar_entity") for p in similar[:1]] + [(p, "same_entity") for p in same_entity[:1]]
         candidates += [(p, "mentions_entity") for p in mentions]
         candidates += [(p, "similar_entity") for p in similar[1:2]] + [(p, "same_entity") for p in same_entity[1:]]
-        skip = {p.pid for p in mentions}
         others = [p for p in world.passages if eid_of[p.eid].split == e.split and p.eid != e.eid
-                  and p.eid not in family and p.pid not in skip]
+                  and p.eid not in family and p not in mentions]
         rng.shuffle(others)
-        pool: list[tuple[WorldPassage, str]] = []
-        for p, kind in candidates + [(p, "unrelated") for p in others]:
-            if len(pool) >= pool_size:
-                break
-            if kind != "answer" and has_answer(p.text, answers):
-                continue  # keep the question answerable from its answer passages only
-            pool.append((p, kind))
-        passages = []
-        for p, kind in pool:
-            score = 3.0 * _lexical(question, f"{p.title} {p.text}") + rng.gauss(0.0, score_noise)
-            passages.append(Passage(
-                pid=p.pid, title=p.title, text=p.text, score=round(score, 4),
-                relevance=int(kind == "answer"), is_distractor=kind not in ("answer", "unrelated"),
-                extra={"kind": kind, "entity": p.eid, "attributes": list(p.attributes)}))
-        passages.sort(key=lambda p: (-p.score, p.pid))
-        for rank, p in enumerate(passages, start=1):
-            p.rank = rank
+        # keep the question answerable from its answer passages only
+        pool = [(p, kind) for p, kind in candidates + [(p, "unrelated") for p in others]
+                if kind == "answer" or not has_answer(p.text, answers)][:pool_size]
+        scores = [round(3.0 * _lexical(question, f"{p.title} {p.text}") + rng.gauss(0.0, score_noise), 4)
+                  for p, _ in pool]
+        ranked = sorted(zip(scores, pool), key=lambda x: (-x[0], x[1][0].pid))
+        passages = [Passage(pid=p.pid, title=p.title, text=p.text, rank=rank, score=score,
+                            relevance=int(kind == "answer"), is_distractor=kind.endswith("_entity"),
+                            extra={"kind": kind, "entity": p.eid, "attributes": list(p.attributes)})
+                    for rank, (score, (p, kind)) in enumerate(ranked, start=1)]
         record = QueryRecord(qid=f"demo-{i:04d}", question=question, answers=answers, passages=passages,
                              split=e.split, extra={"entity": e.eid, "entity_name": e.name, "entity_type": e.etype,
                                                    "attribute": attribute, "family": e.family,
@@ -450,14 +412,10 @@ def write_demo_world(path: str | os.PathLike, **kw: Any) -> Path:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write the seeded demo world as query-record JSONL.")
     parser.add_argument("path")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-entities", type=int, default=48)
-    parser.add_argument("--n-questions", type=int, default=60)
-    parser.add_argument("--pool-size", type=int, default=12)
-    args = parser.parse_args(argv)
-    path = write_demo_world(args.path, seed=args.seed, n_entities=args.n_entities, n_questions=args.n_questions,
-                            pool_size=args.pool_size)
-    print(path)
+    for name, default in (("seed", 0), ("n-entities", 48), ("n-questions", 60), ("pool-size", 12)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    args = vars(parser.parse_args(argv))
+    print(write_demo_world(args.pop("path"), **args))
     return 0
 
 

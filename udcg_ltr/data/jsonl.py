@@ -1,11 +1,9 @@
 """JSONL in and out for :class:`~udcg_ltr.data.schema.QueryRecord` (``*.jsonl`` or ``*.jsonl.gz``).
 
-Round trip is exact: ``write_records(read_records(f))`` reproduces a file this module wrote, byte
-for byte. Strict JSON, shared by every JSON reader (:func:`loads_json`, :func:`raw_decode_json`):
-``NaN``, ``Infinity`` and numbers too large for a float (``1e999``) are not JSON numbers (RFC 8259)
-and are refused with the field that holds them (``passages[1].score``), so no reader lets one into a
-metric; :func:`dumps_json` refuses them too, so the toolkit never writes what it would refuse to read.
-A file of records must hold at least one record and no query id twice (:func:`parse_lines`).
+Round trip is exact: ``write_records(read_records(f))`` reproduces a file this module wrote, byte for
+byte. JSON is strict in every reader: ``NaN``, ``Infinity`` and ``1e999`` are not JSON numbers (RFC
+8259) and are refused with the field that holds them, so none reaches a metric; :func:`dumps_json`
+refuses them too, so the toolkit never writes what it would refuse to read.
 """
 
 from __future__ import annotations
@@ -44,15 +42,13 @@ def non_finite_field(obj: Any, where: str = "") -> str | None:
     if isinstance(obj, float):
         return None if math.isfinite(obj) else (where or "(value)")
     if isinstance(obj, dict):
-        for key, value in obj.items():
-            found = non_finite_field(value, f"{where}.{key}" if where else str(key))
-            if found is not None:
-                return found
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            found = non_finite_field(value, f"{where}[{i}]")
-            if found is not None:
-                return found
+        children = [(f"{where}.{key}" if where else str(key), value) for key, value in obj.items()]
+    else:
+        children = [(f"{where}[{i}]", value) for i, value in enumerate(obj)] if isinstance(obj, list) else []
+    for name, value in children:
+        found = non_finite_field(value, name)
+        if found is not None:
+            return found
     return None
 
 
@@ -85,8 +81,7 @@ def invalid_json(err: json.JSONDecodeError, path: str | os.PathLike, line: int, 
 
 
 def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, parsed_object)`` for each non-blank line; bad bytes, invalid JSON and non-finite
-    numbers are :class:`DataError` s naming the file and line (and the field of a non-finite number)."""
+    """``(line, object)`` of each non-blank line; bad input is a :class:`DataError` naming the line."""
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
@@ -104,8 +99,7 @@ def parse_lines(path: str | os.PathLike, parse: Callable[[Any], T], *,
                 unique: Callable[[T], Hashable] | None = None, unique_field: str = "qid",
                 allow_empty: bool = False) -> Iterator[T]:
     """Apply ``parse`` to every JSON line, its :class:`DataError` s given file and line; a repeated
-    ``unique(item)`` (query id) names ``unique_field`` and the first line; no item is "no records" (unless
-    ``allow_empty``)."""
+    ``unique(item)`` (query id) names ``unique_field``; no item is "no records" (unless ``allow_empty``)."""
     seen: dict[Hashable, int] = {}
     n = 0
     for lineno, obj in iter_json_lines(path):
@@ -162,8 +156,7 @@ def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> Path:
     """Write ``lines`` (without their newlines) atomically, gzipped when the name ends in ``.gz``."""
     path = Path(path)
     with atomic_open(path, "w") as f:
-        for line in lines:
-            f.write(line + "\n")
+        f.writelines(line + "\n" for line in lines)
     return path
 
 

@@ -39,22 +39,19 @@ def content_terms(text: str) -> set[str]:
     return {t for t in answer_tokens(text) if t not in STOP_WORDS}
 
 
-class CorpusIdf(Mapping[str, float]):
-    """``idf(t) = log((N + 1) / (df(t) + 0.5))`` over ``N`` documents; unseen terms get the largest value."""
+class CorpusIdf(dict):
+    """``{term: idf(t)}``, ``idf(t) = log((N + 1) / (df(t) + 0.5))`` over ``N`` documents; an unseen term
+    (``df = 0``) gets the largest value."""
 
     def __init__(self, document_frequency: Mapping[str, int], n_documents: int):
         if n_documents < 0:
             raise ValueError(f"n_documents must be >= 0, got {n_documents}")
-        self.document_frequency, self.n_documents = dict(document_frequency), int(n_documents)
+        super().__init__((term, math.log((n_documents + 1) / (df + 0.5)))
+                         for term, df in document_frequency.items())
+        self.unseen = math.log((n_documents + 1) / 0.5)
 
-    def __getitem__(self, term: str) -> float:
-        return math.log((self.n_documents + 1) / (self.document_frequency.get(term, 0) + 0.5))
-
-    def __iter__(self):
-        return iter(self.document_frequency)
-
-    def __len__(self) -> int:
-        return len(self.document_frequency)
+    def __missing__(self, term: str) -> float:
+        return self.unseen
 
 
 def corpus_idf(texts: Iterable[str]) -> CorpusIdf:
@@ -65,8 +62,7 @@ def corpus_idf(texts: Iterable[str]) -> CorpusIdf:
 
 def records_idf(records) -> CorpusIdf:
     """:func:`corpus_idf` over the distinct passages (by id) of ``records``' pools."""
-    texts = {p.pid: p.text for r in records for p in r.passages}
-    return corpus_idf(texts.values())
+    return corpus_idf({p.pid: p.text for r in records for p in r.passages}.values())
 
 
 def lexical_features(question: str, texts: Sequence[str], idf: Mapping[str, float]) -> dict[str, list[float]]:
@@ -74,13 +70,7 @@ def lexical_features(question: str, texts: Sequence[str], idf: Mapping[str, floa
     terms = content_terms(question)
     weights = {t: idf[t] for t in terms}
     total = sum(weights.values())
-    out: dict[str, list[float]] = {name: [] for name in LEXICAL_FEATURES}
-    for text in texts:
-        covered = terms & set(answer_tokens(text))
-        out["lexical_coverage"].append(len(covered) / len(terms) if terms else 0.0)
-        out["lexical_coverage_idf"].append(sum(weights[t] for t in covered) / total if total > 0 else 0.0)
-    return out
-
-
-__all__ = ["LEXICAL_FEATURES", "STOP_WORDS", "CorpusIdf", "content_terms", "corpus_idf", "lexical_features",
-           "records_idf"]
+    covered = [terms & set(answer_tokens(text)) for text in texts]
+    return {"lexical_coverage": [len(c) / len(terms) if terms else 0.0 for c in covered],
+            "lexical_coverage_idf": [sum(weights[t] for t in c) / total if total > 0 else 0.0
+                                     for c in covered]}

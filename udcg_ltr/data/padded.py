@@ -1,41 +1,37 @@
 """From :class:`QueryRecord` lists to the padded ``[n_queries, k]`` arrays the metrics consume.
 
 The judged pool of a query (:func:`judged_pools`) is what recall-style metrics and nDCG's ideal
-divide by. With TREC-style judgements (``record.extra["judged_grades"]``, ``{"grade": count}`` over
-every qrel, as :mod:`udcg_ltr.data.readers.trec` writes it, or ``record.extra["qrels"]``,
-``{pid: grade}``) it is the qrels, retrieved or not, as trec_eval reads them: ``R`` = judged passages
-with ``grade >= relevance_threshold`` (trec_eval ``-l``), the ideal = every positive grade, and a
-query without any judgement is *unjudged* (callers leave it out and report the count). Without qrels
-the record's own passages are the pool and every query is judged.
+divide by. With TREC-style judgements (``record.extra["judged_grades"]``, ``{"grade": count}``, or
+``record.extra["qrels"]``, ``{pid: grade}``) it is the qrels, retrieved or not, as trec_eval reads them:
+``R`` = judged passages with ``grade >= relevance_threshold`` (trec_eval ``-l``), the ideal = every
+positive grade, and a query without any judgement is *unjudged* (callers leave it out and report the
+count). Without qrels the record's own passages are the pool and every query is judged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from udcg_ltr.data.lexical import LEXICAL_FEATURES, lexical_features, records_idf
 from udcg_ltr.data.probes import ANSWER_PROBES, answer_probes
-from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.data.schema import Passage, QueryRecord
 
 
 @dataclass
 class PaddedSlates:
-    """Aligned ``[n_queries, width]`` arrays, one row per query, columns in the order requested.
-
-    ``relevance`` holds the raw labels (0 when unlabelled), ``relevant`` the binarised ones. ``probes``:
-    label-free per-passage signals that selectors read as ``extra_features``: the lexical features of
-    :mod:`udcg_ltr.data.lexical` and, when every passage has the LLM's ``answer_alone``, the reader
-    probes of :mod:`udcg_ltr.data.probes`.
-    """
+    """Aligned ``[n_queries, width]`` arrays, one row per query. ``probes``: label-free per-passage signals
+    that selectors read as ``extra_features`` (:mod:`udcg_ltr.data.lexical` and, when every passage has
+    the LLM's ``answer_alone``, :mod:`udcg_ltr.data.probes`)."""
 
     qids: list[str]
     pids: np.ndarray  # object [Q, W], "" for padding
     mask: np.ndarray  # bool [Q, W]
-    relevance: np.ndarray  # float [Q, W]
-    relevant: np.ndarray  # bool [Q, W]
+    relevance: np.ndarray  # float [Q, W], the raw labels (0 when unlabelled)
+    relevant: np.ndarray  # bool [Q, W], binarised
     retrieval_score: np.ndarray  # float [Q, W], -inf for missing
     retrieval_rank: np.ndarray  # int [Q, W], 0 for missing
     p_no_response: np.ndarray  # float [Q, W] (NaN when not annotated)
@@ -92,69 +88,44 @@ def qrels_grades(record: QueryRecord) -> list[int] | None:
 def judged_pools(records: Sequence[QueryRecord], relevance_threshold: int = 1) -> JudgedPools:
     """:class:`JudgedPools` of ``records``: from their qrels, else from their passages. Only positive grades
     enter the ideal rows (trec_eval's ``ndcg``: grades <= 0 carry no gain)."""
-    n = len(records)
-    n_relevant = np.zeros(n)
-    judged = np.ones(n, dtype=bool)
-    from_qrels = np.zeros(n, dtype=bool)
-    positives: list[list[float]] = []
-    for i, rec in enumerate(records):
-        grades = qrels_grades(rec)
-        if grades is None:
-            grades = [p.relevance for p in rec.passages if p.relevance is not None]
-        else:
-            from_qrels[i] = True
-            judged[i] = len(grades) > 0
-        n_relevant[i] = sum(g >= relevance_threshold for g in grades)
-        positives.append(sorted((float(g) for g in grades if g > 0), reverse=True))
+    qrels = [qrels_grades(rec) for rec in records]
+    grades = [[p.relevance for p in rec.passages if p.relevance is not None] if g is None else g
+              for g, rec in zip(qrels, records)]
+    positives = [sorted((float(g) for g in gs if g > 0), reverse=True) for gs in grades]
     width = max((len(g) for g in positives), default=0)
-    ideal = np.zeros((n, width))
-    ideal_mask = np.zeros((n, width), dtype=bool)
-    for i, g in enumerate(positives):
-        ideal[i, :len(g)] = g
-        ideal_mask[i, :len(g)] = True
+    ideal_mask = np.arange(width) < np.array([len(g) for g in positives], dtype=int)[:, None]
+    ideal = np.zeros((len(records), width))
+    ideal[ideal_mask] = [g for row in positives for g in row]
+    n_relevant = np.array([sum(g >= relevance_threshold for g in gs) for gs in grades], dtype=float)
+    judged = np.array([g is None or len(g) > 0 for g in qrels], dtype=bool)
     return JudgedPools(n_relevant=n_relevant, ideal_gains=ideal, ideal_mask=ideal_mask, judged=judged,
-                       from_qrels=from_qrels)
+                       from_qrels=np.array([g is not None for g in qrels], dtype=bool))
 
 
 def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width: int | None = None,
                 relevance_threshold: int = 1, order: str = "given",
                 idf: Mapping[str, float] | None = None, selector_features: bool = True) -> PaddedSlates:
-    """Stack records into padded arrays.
-
-    ``order="given"`` keeps each record's passage order; ``order="retrieval"`` sorts by retrieval rank
-    (then score, then input order). ``width`` truncates or pads rows (default: the largest pool).
-    Utilities follow Eq. 2 with the annotations of ``llm`` (required when given); reader probes are
-    computed over each whole pool. The lexical features use ``idf`` (default:
-    :func:`~udcg_ltr.data.lexical.records_idf` of ``records``; pass one corpus's idf to every split so
-    that they agree). ``selector_features=False`` skips all ``probes`` (most of the time) for callers
-    that only compute metrics. The judged-pool fields come from :func:`judged_pools`.
-    """
+    """Stack records into padded arrays; ``order="retrieval"`` sorts each pool by retrieval rank (then
+    score, then input order). Utilities follow Eq. 2 with the annotations of ``llm`` (required when given).
+    The lexical features use ``idf`` (default: :func:`~udcg_ltr.data.lexical.records_idf` of ``records``;
+    pass one corpus's idf to every split so that they agree). ``selector_features=False`` skips all
+    ``probes`` (most of the time) for callers that only compute metrics."""
     if order not in ("given", "retrieval"):
         raise ValueError(f"order must be 'given' or 'retrieval', got {order!r}")
     n = len(records)
-    pool_sizes = [len(r.passages) for r in records]
-    w = width if width is not None else max(pool_sizes, default=0)
-    pids = np.full((n, w), "", dtype=object)
-    mask = np.zeros((n, w), dtype=bool)
-    relevance = np.zeros((n, w))
-    relevant = np.zeros((n, w), dtype=bool)
-    score = np.full((n, w), -np.inf)
-    rank = np.zeros((n, w), dtype=np.int64)
-    pnr = np.full((n, w), np.nan)
-    utility = np.zeros((n, w))
-    distractor = np.zeros((n, w), dtype=bool)
-    pools = judged_pools(records, relevance_threshold)
+    w = width if width is not None else max((len(r.passages) for r in records), default=0)
+    ordered = [list(r.passages) for r in records]
+    if order == "retrieval":  # by rank, then score descending, then input order (the sort is stable)
+        for passages in ordered:
+            passages.sort(key=lambda p: (p.rank if p.rank is not None else np.inf,
+                                         -(p.score if p.score is not None else -np.inf)))
     answers = selector_features and llm is not None and n > 0 and all(
         isinstance(p.annotations.get(llm, {}).get("answer_alone"), str) for r in records for p in r.passages)
     lexical = LEXICAL_FEATURES if selector_features else ()
     probes = {name: np.zeros((n, w)) for name in (*lexical, *(ANSWER_PROBES if answers else ()))}
     if lexical and idf is None:
         idf = records_idf(records)
-    for i, rec in enumerate(records):
-        passages = list(rec.passages)
-        if order == "retrieval":  # by rank, then score descending, then input order (the sort is stable)
-            passages.sort(key=lambda p: (p.rank if p.rank is not None else np.inf,
-                                         -(p.score if p.score is not None else -np.inf)))
+    for i, (rec, passages) in enumerate(zip(records, ordered)):
         if lexical:
             for name, values in lexical_features(rec.question, [p.text for p in passages[:w]], idf).items():
                 probes[name][i, :len(values)] = values
@@ -162,20 +133,22 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
             pool = answer_probes([p.text for p in passages], [p.annotations[llm]["answer_alone"] for p in passages])
             for name, values in pool.items():
                 probes[name][i, :min(w, len(values))] = values[:w]
-        for j, p in enumerate(passages[:w]):
-            pids[i, j] = p.pid
-            mask[i, j] = True
-            relevance[i, j] = p.relevance or 0
-            relevant[i, j] = p.is_relevant(relevance_threshold)
-            if p.score is not None:
-                score[i, j] = p.score
-            rank[i, j] = p.rank or 0
-            distractor[i, j] = bool(p.is_distractor)
-            if llm is not None:
-                pnr[i, j] = p.p_no_response(llm)
-                utility[i, j] = p.utility(llm, relevance_threshold)
-    return PaddedSlates(qids=[r.qid for r in records], pids=pids, mask=mask, relevance=relevance,
-                        relevant=relevant, retrieval_score=score, retrieval_rank=rank, p_no_response=pnr,
-                        utility=utility, is_distractor=distractor, n_relevant=pools.n_relevant,
-                        probes=probes, ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask,
-                        judged=pools.judged)
+
+    def column(value: Callable[[Passage], Any], fill: Any, dtype: Any = float, known: bool = True):
+        """``[n, w]``: ``value(p)`` of each passage within the width (when ``known``), else ``fill``."""
+        out = np.full((n, w), fill, dtype=dtype)
+        for i, passages in enumerate(ordered if known else ()):
+            out[i, :len(passages[:w])] = [value(p) for p in passages[:w]]
+        return out
+
+    pools = judged_pools(records, relevance_threshold)
+    return PaddedSlates(
+        qids=[r.qid for r in records], pids=column(lambda p: p.pid, "", object),
+        mask=column(lambda p: True, False, bool), relevance=column(lambda p: p.relevance or 0, 0.0),
+        relevant=column(lambda p: p.is_relevant(relevance_threshold), False, bool),
+        retrieval_score=column(lambda p: -np.inf if p.score is None else p.score, -np.inf),
+        retrieval_rank=column(lambda p: p.rank or 0, 0, np.int64),
+        p_no_response=column(lambda p: p.p_no_response(llm), np.nan, known=llm is not None),
+        utility=column(lambda p: p.utility(llm, relevance_threshold), 0.0, known=llm is not None),
+        is_distractor=column(lambda p: bool(p.is_distractor), False, bool), n_relevant=pools.n_relevant,
+        probes=probes, ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask, judged=pools.judged)

@@ -1,10 +1,8 @@
 """Label-free *reader probes*: what the LLM itself said about each candidate passage, alone.
 
-A dynamic-k selector can only use what is known at inference. Every utility annotation
-(:mod:`udcg_ltr.annotate.annotator`) stores ``p_no_response`` and ``answer_alone`` (the greedy
-single-passage answer) in ``Passage.annotations``; this module turns the answers into features (as
-:mod:`udcg_ltr.data.lexical` does with the texts; both fill ``PaddedSlates.probes``). Per passage ``i``
-of a pool of ``n``, reading no gold answer or label:
+A dynamic-k selector can only use what is known at inference: every utility annotation stores
+``p_no_response`` and ``answer_alone`` (the greedy single-passage answer), which this module turns into
+features (``PaddedSlates.probes``, as :mod:`udcg_ltr.data.lexical`). Per passage ``i`` of a pool of ``n``:
 
 =============================  ==========================================================================
 ``p_no_response``              ``P_LLM(NO-RESPONSE | q, p_i)``; ``1 - p_no_response`` is ``|u_i|`` (Eq. 2)
@@ -37,13 +35,8 @@ def answer_probes(texts: Sequence[str], answers: Sequence[str]) -> dict[str, lis
     keys = [None if ab else normalize_answer(a) for a, ab in zip(answers, abstains)]
     counts = Counter(k for k in keys if k)
     others = max(len(texts) - 1, 1)
-    out: dict[str, list[float]] = {name: [] for name in ANSWER_PROBES}
-    for text, key, ab in zip(texts, keys, abstains):
-        quoted = bool(key) and has_answer_tokens(answer_tokens(text), [key.split()])
-        out["probe_abstains"].append(float(ab))
-        out["probe_answer_in_passage"].append(float(quoted))
-        out["probe_agreement"].append((counts[key] - 1) / others if key else 0.0)
-    return out
-
-
-__all__ = ["ANSWER_PROBES", "READER_PROBES", "answer_probes"]
+    quoted = [bool(key) and has_answer_tokens(answer_tokens(text), [key.split()])
+              for text, key in zip(texts, keys)]
+    return {"probe_abstains": [float(ab) for ab in abstains],
+            "probe_answer_in_passage": [float(q) for q in quoted],
+            "probe_agreement": [(counts[key] - 1) / others if key else 0.0 for key in keys]}

@@ -1,17 +1,13 @@
 """The data model: one :class:`QueryRecord` per question, holding its candidate :class:`Passage` s.
 
-* retrieval: each passage's ``rank`` (1-based) and ``score`` under the retriever that built the pool;
-* relevance: an integer label, binary (0/1) or graded (0..5, as RA-nWG uses; TREC qrels keep their
-  own scale, e.g. 0..3 for DL19); :meth:`Passage.is_relevant` binarises it with a threshold;
-* LLM annotations: ``annotations[llm_name]`` holds at least ``p_no_response`` (the probability of
-  the first token of ``NO-RESPONSE`` at the first answer position, UDCG paper Eq. 2) and any further
-  fields (``answer_alone``, ``erag_em``, ``answer_logprob`` ...).
+A passage has its retrieval ``rank`` (1-based) and ``score``, an integer relevance label (binary, or
+graded 0..5 as RA-nWG uses; TREC qrels keep their own scale, e.g. 0..3 for DL19) and per-LLM
+``annotations[llm]`` holding at least ``p_no_response`` (the probability of the first token of
+``NO-RESPONSE`` at the first answer position, UDCG paper Eq. 2).
 
-:func:`validate_record` reports, never drops: an empty id, an empty pool, a duplicate passage id, a
-rank below 1, a non-finite score, a probability outside [0, 1] or a label outside 0..5 is a
-:class:`DataError` naming the file, line and field. The typed field getters of every reader
-(:func:`get_field`, :func:`get_str_list`, :func:`get_probability`) live here too, so that JSON types
-are checked one way everywhere.
+:func:`validate_record` reports, never drops: each broken invariant is a :class:`DataError` naming
+the file, line and field. The typed field getters of every reader (:func:`get_field` ...) live here
+too, so that JSON types are checked one way everywhere.
 """
 
 from __future__ import annotations
@@ -21,10 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from udcg_ltr.io import DataError, MissingFileError
-
-__all__ = ["MAX_GRADE", "PROBABILITY_FIELDS", "DataError", "MissingFileError", "Passage", "QueryRecord", "get_field",
-           "get_probability", "get_str_list", "is_finite_number", "records_by_qid", "validate_record"]
+from udcg_ltr.io import DataError, MissingFileError  # noqa: F401 (the readers' errors, re-exported)
 
 #: Annotation fields that hold probabilities and must lie in [0, 1].
 PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
@@ -33,7 +26,9 @@ PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
 MAX_GRADE = 5
 
 
-_PASSAGE_KEYS = ("pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations", "extra")
+#: A passage's keys in file order, with their JSON types.
+_PASSAGE_KEYS = {"pid": str, "title": str, "text": str, "rank": int, "score": float, "relevance": int,
+                 "is_distractor": bool, "annotations": dict, "extra": dict}
 _RECORD_KEYS = ("qid", "question", "answers", "split", "passages", "extra")
 
 
@@ -71,18 +66,11 @@ class Passage:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, where: str = "passage") -> Passage:
-        _check_keys(obj, ("pid", "text"), _PASSAGE_KEYS, "an object", where)
-        return cls(
-            pid=_typed(obj["pid"], str, f"{where}.pid"),
-            title=_typed(obj.get("title", ""), str, f"{where}.title"),
-            text=_typed(obj["text"], str, f"{where}.text"),
-            rank=_typed(obj.get("rank"), int, f"{where}.rank", optional=True),
-            score=_number(obj.get("score"), f"{where}.score", optional=True),
-            relevance=_typed(obj.get("relevance"), int, f"{where}.relevance", optional=True),
-            is_distractor=_typed(obj.get("is_distractor"), bool, f"{where}.is_distractor", optional=True),
-            annotations=_typed(obj.get("annotations", {}), dict, f"{where}.annotations"),
-            extra=_typed(obj.get("extra", {}), dict, f"{where}.extra"),
-        )
+        _check_keys(obj, ("pid", "text"), tuple(_PASSAGE_KEYS), "an object", where)
+        defaults = {"title": "", "annotations": {}, "extra": {}}  # the other keys are required or nullable
+        return cls(**{key: _typed(obj.get(key, defaults.get(key)), kind, f"{where}.{key}",
+                                  optional=key in ("rank", "score", "relevance", "is_distractor"))
+                      for key, kind in _PASSAGE_KEYS.items()})
 
 
 @dataclass
@@ -193,44 +181,33 @@ def _check_keys(obj: Any, required: tuple[str, ...], known: tuple[str, ...], kin
 
 
 def _typed(value: Any, kind: type, name: str, *, optional: bool = False) -> Any:
+    """``value`` checked to be a ``kind``; a ``float`` is any finite JSON number."""
     if value is None and optional:
         return None
-    # bool is an int subclass: a JSON true must not pass for a rank or a label.
+    # bool is an int subclass: a JSON true must not pass for a rank, a label or a score.
+    if kind is float and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise DataError(f"expected a number, got {value!r:.60}", field=name)
+    if kind is float and not is_finite_number(value):
+        raise DataError(f"expected a finite number, got {value!r:.60}", field=name)
     if kind is int and isinstance(value, bool):
         raise DataError(f"expected an integer, got {value!r}", field=name)
-    if not isinstance(value, kind):
+    if kind is not float and not isinstance(value, kind):
         raise DataError(f"expected {kind.__name__}, got {type(value).__name__} {value!r:.60}", field=name)
     return value
 
 
-def _number(value: Any, name: str, *, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DataError(f"expected a number, got {value!r:.60}", field=name)
-    if not is_finite_number(value):
-        raise DataError(f"expected a finite number, got {value!r:.60}", field=name)
-    return value
-
-
-# ---- typed field access for the readers ------------------------------------------------------
-
 _MISSING = object()
 
-#: Human names for the JSON types :func:`get_field` checks against.
 _TYPE_NAMES = {str: "a string", bool: "true/false", int: "an integer", float: "a number",
                list: "a list", dict: "an object"}
 
 
 def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str = "",
               *, optional: bool = False, default: Any = None) -> Any:
-    """``obj[key]`` checked to be of JSON type ``kind``; a :class:`DataError` naming the field otherwise.
-
-    ``where`` is the field path of ``obj`` (``"passages[2]"``; the error names ``where.key``).
-    ``float`` accepts integers (JSON has one number type) and refuses NaN and infinities; ``int`` and
-    ``float`` refuse booleans. With ``optional=True`` a missing key or a ``null`` gives ``default``;
-    otherwise a ``null`` is an error (an id of ``null`` must not become the string ``'None'``).
-    """
+    """``obj[key]`` checked to be of JSON type ``kind``, else a :class:`DataError` naming ``where.key``:
+    ``float`` accepts integers and refuses NaN and infinities; ``int`` and ``float`` refuse booleans.
+    ``optional=True``: a missing key or a ``null`` gives ``default``; otherwise a ``null`` is an error
+    (an id of ``null`` must not become the string ``'None'``)."""
     name = f"{where}.{key}" if where else key
     if not isinstance(obj, Mapping):
         raise DataError(f"expected an object, got {type(obj).__name__}", field=where or None)
@@ -260,10 +237,8 @@ def get_probability(obj: Mapping[str, Any], key: str, where: str = "", *, option
 
 
 def get_str_list(obj: Mapping[str, Any], key: str, where: str = "", *, optional: bool = False) -> list[str]:
-    """A list of strings under ``key`` (e.g. gold answers), each element checked.
-
-    A bare string is refused: ``"answers": "yes"`` must not be read as ``['y', 'e', 's']``.
-    """
+    """A list of strings under ``key`` (e.g. gold answers), each element checked; a bare string is refused
+    (``"answers": "yes"`` must not be read as ``['y', 'e', 's']``)."""
     values = get_field(obj, key, list, where, optional=optional, default=[])
     name = f"{where}.{key}" if where else key
     for i, v in enumerate(values):

@@ -1,10 +1,7 @@
-"""Calibrating gamma of the training-free UDCG (Eq. 4) on a calibration split.
-
-gamma sets how much a distractor hurts relative to how much a useful passage helps (paper: 1/3). For
-each gamma of a grid, every calibration context is scored and the per-query Spearman correlation with
-the outcome order (correct > abstained > wrong; :mod:`udcg_ltr.stats.correlation`) is averaged over
-the queries where it is defined; the calibrated gamma maximises that mean (ties within ``1e-12``: the
-gamma closest to 1/3, then the smaller). Only the per-query *order* matters, so the logit is used.
+"""Calibrating gamma of the training-free UDCG (Eq. 4): how much a distractor hurts relative to how much a
+useful passage helps (paper: 1/3). The calibrated gamma of a grid maximises the per-query Spearman of UDCG
+with the outcome order (correct > abstained > wrong), averaged over the queries where it is defined (ties
+within ``1e-12``: the gamma closest to 1/3, then the smaller). Only the order matters: the logit is used.
 """
 
 from __future__ import annotations
@@ -61,12 +58,8 @@ def calibrate_gamma(utility: np.ndarray, mask: np.ndarray | None, outcome: np.nd
         ok = ~np.isnan(corr)
         ndef[i] = int(ok.sum())
         means[i] = float(corr[ok].mean()) if ok.any() else np.nan
-    if np.all(np.isnan(means)):
-        best = float(default)
-    else:
-        top = np.nanmax(means)
-        cands = grid_arr[np.where(means >= top - 1e-12)[0]]
-        best = float(cands[np.lexsort((cands, np.abs(cands - default)))][0])
+    cands = grid_arr[means >= np.nanmax(means) - 1e-12] if np.isfinite(means).any() else np.array([default])
+    best = float(cands[np.lexsort((cands, np.abs(cands - default)))][0])
     return GammaCalibration(gamma=best, grid=grid_arr, mean_spearman=means, n_defined=ndef,
                             n_queries=len(gi[0]), meta={"default": default})
 
@@ -77,9 +70,8 @@ def plot_gamma_curve(cal: GammaCalibration, path: str | os.PathLike, *, title: s
     ax.plot(cal.grid, cal.mean_spearman, "-o", ms=3)
     ax.axvline(cal.gamma, color="tab:orange", ls="--", label=f"calibrated gamma = {cal.gamma:.3g}")
     ax.axvline(cal.meta.get("default", DEFAULT_GAMMA), color="grey", ls=":", label="paper gamma = 1/3")
-    ax.set_xlabel("gamma")
-    ax.set_ylabel("mean per-query Spearman (calibration split)")
-    ax.set_title(title or f"gamma calibration ({cal.n_queries} queries)")
+    ax.set(xlabel="gamma", ylabel="mean per-query Spearman (calibration split)",
+           title=title or f"gamma calibration ({cal.n_queries} queries)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return save_figure(fig, path)

@@ -1,15 +1,12 @@
-"""From graded contexts to UDCG_theta features and SVM-rank training pairs.
+"""From graded contexts to UDCG_theta features (Eq. 3) and SVM-rank training pairs.
 
-A context ``C = (p_1, ..., p_k)`` (prompt order) is described by the utilities of its passages from the
-*single-passage* annotations (Eq. 2, ``u_i = R(q, p_i) * (1 - P(NO-RESPONSE | q, p_i))``), split into
-``u_i+ = max(u_i, 0)`` and ``u_i- = min(u_i, 0)``. The feature vector of Eq. 3 is
+A context ``C = (p_1, ..., p_k)`` (prompt order, left-aligned, zero-padded) is described by the
+single-passage utilities (Eq. 2) of its passages, ``u_i+ = max(u_i, 0)`` and ``u_i- = min(u_i, 0)``::
 
     x(C) = [u_1+, ..., u_k+, u_1-, ..., u_k-]       so that  w . x(C) = sum alpha_i u_i+ + sum beta_i u_i-
 
-Ablations: ``relevance_only`` keeps the ``u+`` half (``beta = 0``); ``binary`` replaces ``u_i+`` by
-the binary relevance ``R_i in {0, 1}``. Shorter contexts are left-aligned and zero-padded. Training
-pairs: within each query, every pair of contexts with different outcomes, correct (2) > abstained
-(1) > wrong (0), contributing ``x_i - x_j`` (better minus worse), which the model should score positive.
+Training pairs: within each query, every pair of contexts with different outcomes (correct 2 > abstained 1
+> wrong 0) gives ``x_i - x_j`` (better minus worse), which should score positive.
 """
 
 from __future__ import annotations
@@ -29,11 +26,8 @@ OUTCOME_SCORES = {"correct": 2.0, "abstained": 1.0, "wrong": 0.0}
 
 @dataclass
 class ContextTable:
-    """Aligned per-context arrays (one row per context, columns = prompt positions, left-aligned).
-
-    ``utility``/``relevant``/``p_no_response`` come from the single-passage annotations of ``llm``;
-    ``outcome`` is 2/1/0 for correct/abstained/wrong (NaN when ungraded).
-    """
+    """Aligned per-context arrays (one row per context, columns = prompt positions, left-aligned); the
+    per-passage ones come from the single-passage annotations of ``llm``."""
 
     qids: np.ndarray  # object [n]
     context_ids: np.ndarray  # int [n]
@@ -43,7 +37,7 @@ class ContextTable:
     relevant: np.ndarray  # bool [n, k]
     relevance: np.ndarray  # float [n, k] raw labels (0 for padding / unlabelled)
     p_no_response: np.ndarray  # float [n, k] (NaN for padding)
-    outcome: np.ndarray  # float [n]
+    outcome: np.ndarray  # float [n]: 2 / 1 / 0 for correct / abstained / wrong, NaN when ungraded
     llm: str
     extra: dict = field(default_factory=dict)
 
@@ -71,13 +65,10 @@ class ContextTable:
 
 def outcome_score(outcome) -> float:
     """2 / 1 / 0 for correct / abstained / wrong (an :class:`~udcg_ltr.annotate.grading.Outcome` or its value); NaN for None."""
-    if outcome is None:
-        return float("nan")
     value = getattr(outcome, "value", outcome)
-    try:
-        return OUTCOME_SCORES[value]
-    except KeyError:
-        raise ValueError(f"unknown outcome {outcome!r}") from None
+    if outcome is not None and value not in OUTCOME_SCORES:
+        raise ValueError(f"unknown outcome {outcome!r}")
+    return float("nan") if outcome is None else OUTCOME_SCORES[value]
 
 
 def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecord], contexts: Sequence, llm: str, *,
@@ -86,17 +77,10 @@ def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecor
     :class:`ContextTable` (``k``: default the longest context); :class:`DataError` for an unknown query or
     passage, or a context longer than ``k``."""
     by_qid = records_by_qid(records)
-    n = len(contexts)
     width = k if k is not None else max((len(c.pids) for c in contexts), default=0)
-    pids = np.full((n, width), "", dtype=object)
-    mask = np.zeros((n, width), dtype=bool)
-    utility = np.zeros((n, width))
-    relevant = np.zeros((n, width), dtype=bool)
-    relevance = np.zeros((n, width))
-    pnr = np.full((n, width), np.nan)
-    outcome = np.full(n, np.nan)
     lookups: dict[str, dict] = {}
-    for row, c in enumerate(contexts):
+    chosen = []  # each context's passages, in prompt order
+    for c in contexts:
         rec = by_qid.get(c.qid)
         if rec is None:
             raise DataError(f"context {c.context_id} refers to unknown query {c.qid!r}", field="qid")
@@ -106,30 +90,32 @@ def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecor
         table = lookups.get(c.qid)
         if table is None:
             table = lookups[c.qid] = {p.pid: p for p in rec.passages}
-        for j, pid in enumerate(c.pids):
-            p = table.get(pid)
-            if p is None:
+        for pid in c.pids:
+            if pid not in table:
                 raise DataError(f"query {c.qid!r} has no passage {pid!r}", field="pids")
-            pids[row, j] = pid
-            mask[row, j] = True
-            relevant[row, j] = p.is_relevant(relevance_threshold)
-            relevance[row, j] = p.relevance or 0
-            pnr[row, j] = p.p_no_response(llm)
-            utility[row, j] = p.utility(llm, relevance_threshold)
-        outcome[row] = outcome_score(getattr(c, "outcome", None))
+        chosen.append([table[pid] for pid in c.pids])
+
+    def grid(value, fill, dtype=np.float64) -> np.ndarray:
+        out = np.full((len(chosen), width), fill, dtype=dtype)
+        for row, passages in enumerate(chosen):
+            out[row, :len(passages)] = [value(p) for p in passages]
+        return out
+
+    outcome = np.array([outcome_score(getattr(c, "outcome", None)) for c in contexts], dtype=np.float64)
     return ContextTable(qids=np.array([c.qid for c in contexts], dtype=object),
-                        context_ids=np.array([int(c.context_id) for c in contexts], dtype=np.int64),
-                        pids=pids, mask=mask, utility=utility, relevant=relevant, relevance=relevance,
-                        p_no_response=pnr, outcome=outcome, llm=llm)
+                        context_ids=np.array([int(c.context_id) for c in contexts], dtype=np.int64), llm=llm,
+                        pids=grid(lambda p: p.pid, "", object), mask=grid(lambda p: True, False, bool),
+                        relevant=grid(lambda p: p.is_relevant(relevance_threshold), False, bool),
+                        relevance=grid(lambda p: p.relevance or 0, 0.0),
+                        p_no_response=grid(lambda p: p.p_no_response(llm), np.nan),
+                        utility=grid(lambda p: p.utility(llm, relevance_threshold), 0.0), outcome=outcome)
 
 
 def context_features(utility: np.ndarray, mask: np.ndarray | None = None, *, relevant: np.ndarray | None = None,
                      variant: str = "full") -> np.ndarray:
-    """Eq. 3 features per context, ``[n, 2k]`` (``[n, k]`` for ``relevance_only``).
-
-    ``full``: ``[u+, u-]``; ``relevance_only``: ``[u+]``; ``binary``: ``[R, u-]`` with ``R`` the binary
-    relevance (``relevant``; default ``u > 0``, which misses a relevant passage with P(NO-RESPONSE) = 1).
-    """
+    """Eq. 3 features per context: ``full`` ``[u+, u-]``; ``relevance_only`` ``[u+]`` (``beta = 0``);
+    ``binary`` ``[R, u-]`` with ``R`` the binary relevance (``relevant``; default ``u > 0``, which misses a
+    relevant passage with P(NO-RESPONSE) = 1)."""
     u = np.asarray(utility, dtype=np.float64)
     m = np.ones(u.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     u = np.where(m, u, 0.0)
@@ -157,8 +143,7 @@ def make_pairs(qids: Sequence, scores: np.ndarray) -> tuple[np.ndarray, np.ndarr
     if idx.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     s = to_padded(scores, idx)
-    better = s[:, :, None] > s[:, None, :]  # NaN (padding, ungraded) compares False
-    g, a, b = np.nonzero(better)
+    g, a, b = np.nonzero(s[:, :, None] > s[:, None, :])  # NaN (padding, ungraded) compares False
     return idx[g, a], idx[g, b]
 
 

@@ -1,11 +1,8 @@
 """Reference SVM-rank fit with scikit-learn (liblinear), to check :mod:`udcg_ltr.fit.svmrank`.
 
-The classic reduction of a pairwise ranking SVM to a binary SVM: every pair difference ``d_p`` is a
-positive example and ``-d_p`` a negative one (symmetrised, so the classes balance), fitted by
-``LinearSVC(loss="hinge", fit_intercept=False)``. With both signs each pair appears twice and
-liblinear minimises ``0.5 ||w||^2 + C_sk * sum_p 2 l(w . d_p)``; we pass ``C_sk = C / 2`` so that
-the objective is *identical* to ours (``0.5 ||w||^2 + C * sum_p l(w . d_p)``) and the two optima
-coincide.
+The pairwise SVM as a binary one: each pair difference ``d_p`` a positive example and ``-d_p`` a negative
+one, fitted by ``LinearSVC(fit_intercept=False)``; each pair appears twice, so ``C_sk = C / 2`` makes the
+objective identical to ours, ``0.5 ||w||^2 + C sum_p l(w . d_p)``, and the optima coincide.
 """
 
 from __future__ import annotations
@@ -17,9 +14,7 @@ import numpy as np
 
 def symmetrise(diffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     diffs = np.asarray(diffs, dtype=np.float64)
-    X = np.concatenate([diffs, -diffs])
-    y = np.concatenate([np.ones(len(diffs)), -np.ones(len(diffs))])
-    return X, y
+    return np.concatenate([diffs, -diffs]), np.repeat([1.0, -1.0], len(diffs))
 
 
 def fit_reference_sklearn(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", tol: float = 1e-6,

@@ -1,24 +1,16 @@
 """Context sampling for the metric / end-to-end accuracy study (the UDCG paper's protocol).
 
-For each query, ``n_contexts`` contexts of ``k`` passages are drawn from its top-``top_n``
-candidates (retrieval order). The set is *balanced*: about ``positive_fraction`` of the contexts hold
-at least one relevant passage ("positive") and the rest none ("negative"), so that the end-to-end
-outcomes of one query vary and the per-query correlation is defined. The order inside a context is a
-uniformly random permutation, and **it is the prompt order** (document ``[1]`` first).
-
-Positive contexts are uniform over the ``k``-subsets with a relevant passage: the number ``j >= 1``
-of relevant passages follows the truncated hypergeometric law ``P(j) ~ C(R, j) C(N, k - j)``, then
-``j`` relevant and ``k - j`` non-relevant passages are drawn without replacement. Negative contexts
-are uniform ``k``-subsets of the non-relevant ones. Fallbacks (:attr:`SampledContext.kind`): no
-relevant candidate: every context is negative (the study reports the query's missing correct
-outcome rather than hiding it); fewer than ``k`` non-relevant candidates: "min_relevant" contexts of
-every non-relevant candidate plus the fewest relevant ones needed; fewer than ``k`` candidates: the
-whole pool in random orders.
-
-Contexts of one query are distinct as ordered tuples when the pool allows (up to ``max_tries``
-redraws each). Ids interleave as in the shared SQuAD set: even ``context_id`` positive, odd negative
-(while both remain). Everything is seeded per query from ``(seed, crc32(qid))``, so a query's
-contexts do not depend on which other queries are sampled or in which order.
+Per query, ``n_contexts`` contexts of ``k`` passages from its top-``top_n`` candidates (retrieval order),
+*balanced*: about ``positive_fraction`` hold a relevant passage, the rest none, so that one query's outcomes
+vary and its correlation is defined. The order inside a context is a uniform permutation and **is the
+prompt order**. Positive contexts are uniform over the ``k``-subsets with a relevant passage (relevant count
+``j >= 1`` from the truncated hypergeometric ``P(j) ~ C(R, j) C(N, k - j)``), negative ones uniform over the
+non-relevant ``k``-subsets. Fallbacks (:attr:`SampledContext.kind`): no relevant candidate: all negative
+(the study reports the missing correct outcome rather than hiding it); fewer than ``k`` non-relevant:
+"min_relevant", every non-relevant candidate plus the fewest relevant ones; fewer than ``k`` candidates:
+the whole pool in random orders. Contexts are distinct when the pool allows (``max_tries`` redraws), even
+``context_id`` positive and odd negative while both remain, seeded from ``(seed, crc32(qid))`` so that
+they do not depend on the other queries.
 """
 
 from __future__ import annotations
@@ -28,7 +20,7 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -89,11 +81,8 @@ def candidates(record: QueryRecord, top_n: int) -> list[Passage]:
 def _positive_subset(rng: np.random.Generator, rel: np.ndarray, non: np.ndarray, k: int) -> np.ndarray:
     """A uniform ``k``-subset with >= 1 relevant index (truncated hypergeometric count, then draws)."""
     js = np.arange(max(1, k - len(non)), min(k, len(rel)) + 1)
-    logw = np.array([math.lgamma(len(rel) + 1) - math.lgamma(j + 1) - math.lgamma(len(rel) - j + 1)
-                     + math.lgamma(len(non) + 1) - math.lgamma(k - j + 1) - math.lgamma(len(non) - k + j + 1)
-                     for j in js])
-    p = np.exp(logw - logw.max())
-    j = int(rng.choice(js, p=p / p.sum()))
+    w = [math.comb(len(rel), j) * math.comb(len(non), k - j) for j in js.tolist()]  # exact ints: no overflow
+    j = int(rng.choice(js, p=[x / sum(w) for x in w]))
     return np.concatenate([rng.choice(rel, size=j, replace=False), rng.choice(non, size=k - j, replace=False)])
 
 
@@ -142,9 +131,7 @@ def sample_contexts(records: Iterable[QueryRecord], config: ContextSamplingConfi
                     **overrides) -> list[SampledContext]:
     """Balanced contexts for every query, in record order then context id; ``overrides`` replace fields of
     ``config`` (e.g. ``sample_contexts(records, k=3, seed=1)``)."""
-    config = config or ContextSamplingConfig()
-    if overrides:
-        config = ContextSamplingConfig(**{**asdict(config), **overrides})
+    config = replace(config or ContextSamplingConfig(), **overrides)
     return [c for record in records for c in sample_query_contexts(record, config)]
 
 
@@ -155,8 +142,7 @@ def truncate_contexts(contexts: Sequence, k: int, records_by_qid: dict[str, Quer
     for c in contexts:
         pids = tuple(c.pids[:k])
         if records_by_qid is not None:
-            rec = records_by_qid[c.qid]
-            has_rel = any(rec.passage(p).is_relevant(relevance_threshold) for p in pids)
+            has_rel = any(records_by_qid[c.qid].passage(p).is_relevant(relevance_threshold) for p in pids)
         else:
             has_rel = bool(getattr(c, "has_relevant", False))
         out.append(SampledContext(qid=c.qid, context_id=int(c.context_id), pids=pids, has_relevant=has_rel,

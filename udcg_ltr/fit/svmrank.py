@@ -4,22 +4,14 @@ Primal problem on the pair differences ``d_p = x_i - x_j`` (context ``i`` better
 
     min_w  0.5 ||w||^2 + C * sum_p  l(w . d_p)                                    (SVM-rank)
 
-with ``l(m) = max(0, 1 - m)`` (``loss="hinge"``, Joachims' SVM-rank) or ``l(m) = max(0, 1 - m)^2``
-(``loss="squared_hinge"``); no bias (it cancels in a difference). Strictly convex: any correct solver
-finds the same ``w`` (checked against scikit-learn, :mod:`udcg_ltr.fit.reference`).
-
-The hinge is replaced by its softplus smoothing ``l_s(m) = s * log(1 + exp((1 - m) / s))``
-(``0 <= l_s - hinge <= s log 2``), minimised for a decreasing sequence of ``s`` (continuation: each
-stage warm-starts from the previous one; one Lightning epoch per stage). The objective is divided by
-``C * P`` (same minimiser) so that tolerances do not depend on the number of pairs. Optimisers:
-
-* ``"newton"`` (default): damped Newton with an Armijo line search. With only ``2k`` weights the exact
-  gradient ``g = w/(CP) + (1/P) D^T l'(Dw)`` and Hessian ``H = I/(CP) + (1/P) D^T diag(l''(Dw)) D``
-  are one pass over the pairs each, and it converges quadratically within a stage (as liblinear's
-  primal Newton solver). For ``squared_hinge`` the generalised Hessian gives finite termination.
-* ``"lbfgs"``: ``torch.optim.LBFGS`` with a strong-Wolfe line search (full batch, autograd).
-* ``"adam"``: mini-batches of pairs (``batch_size``), the continuation spread over the epochs;
-  approximate, meant for pair sets that do not fit in memory.
+with ``l(m) = max(0, 1 - m)`` (``"hinge"``, Joachims' SVM-rank) or ``max(0, 1 - m)^2`` (``"squared_hinge"``);
+no bias (it cancels in a difference). Strictly convex: any correct solver finds the same ``w`` (checked
+against :mod:`udcg_ltr.fit.reference`). The hinge is smoothed, ``l_s(m) = s log(1 + exp((1 - m) / s))``
+(``0 <= l_s - hinge <= s log 2``), for decreasing ``s``, each stage (one epoch) warm-starting the next; the
+objective is divided by ``C * P`` (same minimiser) so that tolerances do not depend on the number of pairs.
+Optimisers: ``"newton"`` (default; exact ``g`` and ``H`` of only ``2k`` weights in one pass over the pairs,
+quadratic convergence within a stage, as liblinear's primal solver), ``"lbfgs"`` (full batch, autograd)
+and ``"adam"`` (mini-batches of pairs: approximate, for pair sets that do not fit in memory).
 """
 
 from __future__ import annotations
@@ -43,43 +35,36 @@ DEFAULT_SMOOTHING = (1.0, 0.1, 0.01, 1e-3)
 def quiet_lightning(level: int = logging.WARNING) -> Iterator[None]:
     """Silence Lightning's info banners (GPU/TPU availability, barebones notice) for short internal fits."""
     names = ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning")
-    loggers = [logging.getLogger(n) for n in names]
-    old = [lg.level for lg in loggers]
-    for lg in loggers:
+    old = {lg: lg.level for lg in map(logging.getLogger, names)}
+    for lg in old:
         lg.setLevel(level)
     try:
         yield
     finally:
-        for lg, lvl in zip(loggers, old):
+        for lg, lvl in old.items():
             lg.setLevel(lvl)
 
 
-def smoothed_hinge(margins: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """``s * softplus((1 - m) / s)``: a smooth upper bound of ``max(0, 1 - m)`` within ``s log 2``."""
-    if smoothing <= 0:
-        return torch.clamp(1.0 - margins, min=0.0)
-    return smoothing * torch.nn.functional.softplus((1.0 - margins) / smoothing)
-
-
 def _loss_derivatives(margins: torch.Tensor, smoothing: float, loss: str):
-    """``(l, l', l'')`` of the (smoothed) hinge or the squared hinge at the margins, elementwise."""
+    """``(l, l', l'')`` elementwise at the margins: the smoothed hinge ``s * softplus((1 - m) / s)`` (the
+    plain hinge, with no second derivative, for ``s <= 0``) or the squared hinge."""
+    slack = torch.clamp(1.0 - margins, min=0.0)
+    if loss == "hinge" and smoothing <= 0:
+        return slack, -(slack > 0).to(margins.dtype), torch.zeros_like(margins)
     if loss == "hinge":
         z = (1.0 - margins) / smoothing
         sig = torch.sigmoid(z)
         return smoothing * torch.nn.functional.softplus(z), -sig, sig * (1.0 - sig) / smoothing
-    slack = torch.clamp(1.0 - margins, min=0.0)
     return slack ** 2, -2.0 * slack, 2.0 * (slack > 0).to(margins.dtype)
 
 
 class DampedNewton(torch.optim.Optimizer):
     """Damped Newton for one small parameter vector, with an Armijo backtracking line search.
 
-    ``step(closure)``: ``closure(True)`` returns ``(f, g, H)`` at the current parameters,
-    ``closure(False)`` returns ``(f, None, None)``. Sets ``state["converged"]`` once the Newton decrement
-    ``-g . step`` falls below ``tol * max(1, |f|)``. The full step is tried first with derivatives,
-    which the next step reuses when it is accepted (one evaluation per iteration in the usual case);
-    call :meth:`reset` when the objective changes.
-    """
+    ``closure(True)`` returns ``(f, g, H)``, ``closure(False)`` ``(f, None, None)``; ``state["converged"]``
+    once the Newton decrement ``-g . step`` falls below ``tol * max(1, |f|)``. The full step is tried first
+    with derivatives, which the next step reuses when it is accepted: clear ``state`` when the objective
+    changes."""
 
     def __init__(self, params, *, tol: float = 1e-12, armijo: float = 1e-4, min_step: float = 1e-10):
         super().__init__(params, dict(tol=tol, armijo=armijo, min_step=min_step))
@@ -93,13 +78,11 @@ class DampedNewton(torch.optim.Optimizer):
         state = self.state[w]
         tol = group["tol"] if tol is None else tol
         # (f, g, H) at the current point: kept from the previous accepted step (its trial evaluation).
-        cached = state.pop("derivatives", None)
-        f, g, H = cached if cached is not None else closure(True)
+        f, g, H = state.pop("derivatives", None) or closure(True)
         direction = torch.linalg.solve(H, -g)
         decrement = float(-(g @ direction))
         if decrement <= tol * max(1.0, abs(float(f))):
-            state["converged"] = True
-            state["derivatives"] = (f, g, H)
+            state.update(converged=True, derivatives=(f, g, H))
             return f
         state["converged"] = False
         w0 = w.detach().clone()
@@ -117,12 +100,6 @@ class DampedNewton(torch.optim.Optimizer):
                 break
             t *= 0.5
         return f_new
-
-    def reset(self) -> None:
-        """Forget the cached derivatives (the objective changed, e.g. a new smoothing level)."""
-        for st in self.state.values():
-            st.pop("derivatives", None)
-            st.pop("converged", None)
 
 
 class PairwiseSVMRank(pl.LightningModule):
@@ -148,20 +125,17 @@ class PairwiseSVMRank(pl.LightningModule):
     def objective(self, diffs: torch.Tensor, smoothing: float, *, batch_fraction: float = 1.0) -> torch.Tensor:
         """``(0.5 ||w||^2 * batch_fraction + C * sum_batch l(w . d)) / (C * P)``; its full-batch minimiser is the SVM's."""
         hp = self.hparams
-        margins = diffs @ self.w
-        if hp.loss == "hinge":
-            losses = smoothed_hinge(margins, smoothing)
-        else:
-            losses = torch.clamp(1.0 - margins, min=0.0) ** 2
+        losses = _loss_derivatives(diffs @ self.w, smoothing, hp.loss)[0]
         reg = 0.5 * (self.w @ self.w) * batch_fraction
         return (reg + hp.C * losses.sum()) / (hp.C * hp.n_pairs)
 
     def objective_derivatives(self, diffs: torch.Tensor, smoothing: float, with_hessian: bool = True):
-        """Analytic ``(f, g, H)`` of :meth:`objective` (full batch), for the Newton optimiser."""
+        """Analytic ``(f, g, H)`` of :meth:`objective` (full batch), for the Newton optimiser:
+        ``g = w / (CP) + D^T l'(Dw) / P`` and ``H = I / (CP) + D^T diag(l''(Dw)) D / P``."""
         hp = self.hparams
         scale = 1.0 / (hp.C * hp.n_pairs)
         w = self.w.detach()
-        loss, dl, d2l = _loss_derivatives(diffs @ w, smoothing if hp.loss == "hinge" else 0.0, hp.loss)
+        loss, dl, d2l = _loss_derivatives(diffs @ w, smoothing, hp.loss)
         f = (0.5 * (w @ w) + hp.C * loss.sum()) * scale
         if not with_hessian:
             return f, None, None
@@ -171,12 +145,8 @@ class PairwiseSVMRank(pl.LightningModule):
         # linear (l'' ~ 0): the same optimum, at a fraction of the cost of the [P, d] x [d, P] product.
         d32 = self._float32(diffs)
         curved = d2l > d2l.max() * 1e-12
-        h32 = d2l.to(torch.float32)
-        if bool(curved.all()):
-            H = d32.T @ (d32 * h32[:, None])
-        else:
-            dc = d32[curved]
-            H = dc.T @ (dc * h32[curved][:, None])
+        dc, hc = (d32, d2l) if bool(curved.all()) else (d32[curved], d2l[curved])  # all: no copy of the pairs
+        H = dc.T @ (dc * hc.to(torch.float32)[:, None])
         H = H.to(w.dtype) / hp.n_pairs + torch.eye(len(w), dtype=w.dtype) * scale
         return f, g, H
 
@@ -193,25 +163,22 @@ class PairwiseSVMRank(pl.LightningModule):
         return primal_objective(self.weights, diffs.detach().cpu().numpy(), C=hp.C, loss=hp.loss)
 
     def training_step(self, batch, batch_idx):
-        diffs = batch[0] if isinstance(batch, (list, tuple)) else batch
-        diffs = diffs.to(self.w.dtype)
+        diffs = (batch[0] if isinstance(batch, (list, tuple)) else batch).to(self.w.dtype)
         opt = self.optimizers()
         stage = self.current_epoch // max(1, self.hparams.epochs_per_stage)
         s = self.stages[min(stage, len(self.stages) - 1)]
+        if self.hparams.optimizer != "adam":
+            # a full-batch epoch is a new smoothing level: the cached derivatives / curvature pairs are stale
+            opt.optimizer.state.clear()
         if self.hparams.optimizer == "newton":
-            newton = opt.optimizer
-            newton.reset()
             # Intermediate smoothing levels only provide a warm start: a loose tolerance is enough.
             last = self.current_epoch >= len(self.stages) - 1
             tol = self.hparams.tolerance_grad if last else max(self.hparams.tolerance_grad, 1e-7)
             for _ in range(self.hparams.max_iter):
-                newton.step(lambda hess: self.objective_derivatives(diffs, s, hess), tol=tol)
-                if newton.state[self.w].get("converged"):
+                opt.optimizer.step(lambda hess: self.objective_derivatives(diffs, s, hess), tol=tol)
+                if opt.optimizer.state[self.w].get("converged"):
                     break
         elif self.hparams.optimizer == "lbfgs":
-            # one full-batch step per epoch, each a new smoothing level: old curvature pairs no longer apply
-            opt.optimizer.state.clear()
-
             def closure():
                 opt.zero_grad()
                 value = self.objective(diffs, s)
@@ -251,16 +218,13 @@ def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", 
                      smoothing: Sequence[float] = DEFAULT_SMOOTHING, max_iter: int | None = None,
                      batch_size: int = 8192, epochs_per_stage: int | None = None, lr: float = 0.2,
                      seed: int = 0, num_threads: int | None = 1) -> np.ndarray:
-    """Fit ``w`` of the SVM-rank objective on pair differences ``[P, d]`` with a Lightning ``Trainer``.
+    """Fit ``w`` of the SVM-rank objective on pair differences ``[P, d]`` (``w = 0`` with no pairs).
 
-    Newton / L-BFGS: full batch, one epoch per smoothing stage (``max_iter`` iterations at most per
-    stage; default 100 / 500). Adam: mini-batches of ``batch_size`` pairs, ``epochs_per_stage`` epochs
-    per stage (default 30), learning rate ``lr`` with cosine decay to ``lr / 1000``. With no pairs the
-    minimiser is ``w = 0``.
-
-    ``num_threads`` (default 1) sets torch's intra-op threads during the fit and restores them after:
-    the problem is a thin ``[P, 2k]`` matrix, where thread hand-offs cost more than they save (on a
-    busy 2-core machine, 30x more). ``None`` keeps the current setting.
+    Newton / L-BFGS: full batch, one epoch and at most ``max_iter`` iterations (default 100 / 500) per
+    smoothing stage. Adam: mini-batches of ``batch_size`` pairs, ``epochs_per_stage`` epochs per stage
+    (default 30), cosine decay of ``lr`` to ``lr / 1000``. ``num_threads`` (default 1; ``None``: keep)
+    sets torch's intra-op threads during the fit: on a thin ``[P, 2k]`` matrix thread hand-offs cost more
+    than they save (on a busy 2-core machine, 30x more).
     """
     diffs = np.asarray(diffs, dtype=np.float64)
     if diffs.ndim != 2:
@@ -268,16 +232,13 @@ def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", 
     n_pairs, d = diffs.shape
     if n_pairs == 0:
         return np.zeros(d)
-    if max_iter is None:
-        max_iter = 500 if optimizer == "lbfgs" else 100
-    if optimizer in ("newton", "lbfgs"):
-        epochs_per_stage = 1
-    elif epochs_per_stage is None:
-        epochs_per_stage = 30
+    full_batch = optimizer in ("newton", "lbfgs")
+    max_iter = (500 if optimizer == "lbfgs" else 100) if max_iter is None else max_iter
+    epochs_per_stage = 1 if full_batch else (30 if epochs_per_stage is None else epochs_per_stage)
     module = PairwiseSVMRank(d, C=C, n_pairs=n_pairs, loss=loss, optimizer=optimizer, smoothing=smoothing,
                              lr=lr, max_iter=max_iter, epochs_per_stage=epochs_per_stage)
     tensor = torch.from_numpy(diffs)
-    if optimizer in ("newton", "lbfgs"):
+    if full_batch:
         loader = DataLoader([tensor], batch_size=None, shuffle=False)  # one item: every pair
     else:
         ds = TensorDataset(tensor)

@@ -1,17 +1,13 @@
 """A seeded generative model of utilities and end-to-end outcomes, for benches and tests.
 
-Queries get a candidate pool whose passages are relevant with probability ``p_relevant`` (at least
-one relevant per query). Single-passage annotations follow the
-utility schema (Eq. 2): a relevant passage has ``P(NO-RESPONSE) ~ Beta(1.5, 4)`` (the LLM usually
-answers from it), a non-relevant one ``Beta(a_q, 2)`` with a per-query ``a_q`` (some queries have
-strong distractors). Contexts are drawn with :func:`udcg_ltr.fit.sampling.sample_contexts`, and the
-outcome of a context is an ordinal logit of a hidden score with known positional weights::
+Pool passages are relevant with probability ``p_relevant`` (at least one per query), with ``P(NO-RESPONSE)
+~ Beta(1.5, 4)`` if relevant, else ``Beta(a_q, 2)`` (per-query ``a_q``: some queries have strong
+distractors). A context's outcome is an ordinal logit of a hidden score with known positional weights::
 
     z = sum_i a_i u_i+ + sum_i b_i u_i-  (+ query effect + logistic noise / temperature)
     wrong if z < t1, abstained if t1 <= z < t2, correct if z >= t2 (and the context holds a relevant passage)
 
-``a`` is U-shaped over positions (lost in the middle: the ends weigh more) and ``b`` decreases, so
-that a learned UDCG_theta can recover the shape and UDCG must correlate positively with outcomes.
+with ``a`` U-shaped over positions (lost in the middle) and ``b`` decreasing, for UDCG_theta to recover.
 """
 
 from __future__ import annotations
@@ -21,7 +17,7 @@ import numpy as np
 from udcg_ltr.data.contexts import ContextRun
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.fit.pairs import build_context_table
-from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
+from udcg_ltr.fit.sampling import sample_contexts
 
 SYNTHETIC_LLM = "synthetic-llm"
 SPLITS = ("train", "val", "test")
@@ -51,8 +47,7 @@ def synthetic_records(n_queries: int, *, pool_size: int = 12, p_relevant: float 
         answer = f"answer {q}"
         passages = []
         for i in range(pool_size):
-            answers_from_it = rng.random() > pnr[i]
-            alone = (answer if rel[i] else f"distractor {q}-{i}") if answers_from_it else "NO-RESPONSE"
+            alone = (answer if rel[i] else f"distractor {q}-{i}") if rng.random() > pnr[i] else "NO-RESPONSE"
             logprob = float(np.log(np.clip((1 - pnr[i]) * (0.9 if rel[i] else 0.05), 1e-6, 1)))
             passages.append(Passage(
                 pid=f"q{q}-p{i}", title=f"T{q}", text=f"passage {i} of query {q}" + (f" says {answer}" if rel[i] else ""),
@@ -85,8 +80,7 @@ def synthetic_study_data(n_queries: int = 60, *, n_contexts: int = 10, k: int = 
                          ) -> tuple[list[QueryRecord], list[ContextRun]]:
     """Records plus graded runs (balanced contexts of ``k`` passages) drawn from the generative model."""
     records = synthetic_records(n_queries, pool_size=pool_size, p_relevant=p_relevant, seed=seed, llm=llm)
-    contexts = sample_contexts(records, ContextSamplingConfig(n_contexts=n_contexts, k=k, top_n=pool_size,
-                                                              seed=seed))
+    contexts = sample_contexts(records, n_contexts=n_contexts, k=k, top_n=pool_size, seed=seed)
     table = build_context_table(records, contexts, llm, k=k)
     alpha, beta = true_weights(k)
     outcomes = synthetic_outcomes(table.utility, table.mask, table.relevant.any(axis=1), table.qids,

@@ -1,7 +1,6 @@
-"""Fitting UDCG_theta (Eq. 3) per context size: Eq. 3 features of a :class:`~udcg_ltr.fit.pairs.ContextTable`,
-within-query pairs of contexts with different outcomes, the linear SVM-rank fit
-(:func:`udcg_ltr.fit.svmrank.fit_pairwise_svm`) and a :class:`~udcg_ltr.fit.weights.UDCGThetaWeights`
-with the fit's provenance in ``meta``.
+"""Fitting UDCG_theta (Eq. 3) per context size: Eq. 3 features of a ContextTable, within-query pairs of
+contexts with different outcomes, the linear SVM-rank fit (:func:`udcg_ltr.fit.svmrank.fit_pairwise_svm`)
+and a :class:`~udcg_ltr.fit.weights.UDCGThetaWeights` with the fit's provenance in ``meta``.
 """
 
 from __future__ import annotations
@@ -21,38 +20,31 @@ def fit_udcg_theta(table: ContextTable, *, variant: str = "full", C: float = 1.0
                    optimizer: str = "newton", meta: dict | None = None, **fit_kwargs) -> UDCGThetaWeights:
     """Fit UDCG_theta weights for the contexts of ``table`` with the SVM-rank objective; ungraded contexts
     (NaN outcome) take part in no pair. ``meta`` is merged into the weights' meta."""
-    X = table_features(table, variant)
-    pairs = build_pairs(X, table.qids, table.outcome)
+    pairs = build_pairs(table_features(table, variant), table.qids, table.outcome)
     w = fit_pairwise_svm(pairs.diffs, C=C, loss=loss, optimizer=optimizer, **fit_kwargs)
-    info = {
-        "variant": variant, "C": C, "loss": loss, "optimizer": optimizer, "llm": table.llm,
-        "n_contexts": int(len(table)), "n_queries": int(len(set(table.qids.tolist()))),
-        "n_pairs": int(len(pairs)), "n_queries_with_pairs": int(pairs.n_queries),
-        "train_pairwise_accuracy": pairwise_accuracy(w, pairs.diffs),
-    }
+    info = {"variant": variant, "C": C, "loss": loss, "optimizer": optimizer, "llm": table.llm,
+            "n_contexts": int(len(table)), "n_queries": int(len(set(table.qids.tolist()))),
+            "n_pairs": int(len(pairs)), "n_queries_with_pairs": int(pairs.n_queries),
+            "train_pairwise_accuracy": pairwise_accuracy(w, pairs.diffs)}
     return UDCGThetaWeights.from_vector(w, table.k, variant=variant, meta={**info, **(meta or {})})
 
 
 def fit_udcg_theta_records(records: Sequence[QueryRecord], runs: Sequence, llm: str, *, k: int | None = None,
-                           variant: str = "full", C: float = 1.0, relevance_threshold: int = 1,
-                           **kwargs) -> UDCGThetaWeights:
-    """Convenience: :func:`build_context_table` + :func:`fit_udcg_theta` from records and graded runs."""
+                           relevance_threshold: int = 1, **kwargs) -> UDCGThetaWeights:
+    """:func:`build_context_table` + :func:`fit_udcg_theta` (``kwargs``) from records and graded runs."""
     table = build_context_table(records, runs, llm, k=k, relevance_threshold=relevance_threshold)
-    return fit_udcg_theta(table, variant=variant, C=C, **kwargs)
+    return fit_udcg_theta(table, **kwargs)
 
 
 def fit_udcg_theta_per_k(records: Sequence[QueryRecord], runs: Sequence, llm: str, *,
-                         variants: Sequence[str] = ("full",), C: float = 1.0, relevance_threshold: int = 1,
+                         variants: Sequence[str] = ("full",),
                          **kwargs) -> dict[int, dict[str, UDCGThetaWeights]]:
     """One weight set per context size ``k`` present in ``runs`` (and per variant): ``{k: {variant: weights}}``."""
     by_k: dict[int, list] = {}
     for run in runs:
         by_k.setdefault(len(run.pids), []).append(run)
-    out: dict[int, dict[str, UDCGThetaWeights]] = {}
-    for k in sorted(by_k):
-        table = build_context_table(records, by_k[k], llm, k=k, relevance_threshold=relevance_threshold)
-        out[k] = {v: fit_udcg_theta(table, variant=v, C=C, **kwargs) for v in variants}
-    return out
+    return {k: {v: fit_udcg_theta_records(records, by_k[k], llm, k=k, variant=v, **kwargs) for v in variants}
+            for k in sorted(by_k)}
 
 
 DEFAULT_C_GRID: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -60,12 +52,9 @@ DEFAULT_C_GRID: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 
 def select_C(table: ContextTable, *, variant: str = "full", grid: Sequence[float] = DEFAULT_C_GRID, n_folds: int = 5,
              seed: int = 0, **fit_kwargs) -> tuple[float, list[dict]]:
-    """Choose C by query-grouped K-fold cross-validation on ``table`` (use the fit split only).
-
-    Each fold's weights are fitted on the other folds' queries and scored by the mean per-query
-    Spearman correlation of UDCG_theta with the outcomes on the held-out queries (NA queries left out).
-    Returns the best C (ties: the smaller C, i.e. more regularisation) and one row per grid point.
-    """
+    """Choose C by query-grouped K-fold cross-validation on ``table`` (use the fit split only): each fold is
+    scored by the mean per-query Spearman correlation of UDCG_theta with the outcomes on its held-out queries
+    (NA left out). Returns the best C (ties: the smaller, more regularised) and one row per grid point."""
     queries = np.array(sorted(set(table.qids.tolist())), dtype=object)
     rng = np.random.default_rng(seed)
     fold_of = dict(zip(queries.tolist(), rng.permutation(len(queries)) % max(2, min(n_folds, len(queries)))))
@@ -74,9 +63,8 @@ def select_C(table: ContextTable, *, variant: str = "full", grid: Sequence[float
     for C in sorted(set(float(c) for c in grid)):
         held = []
         for f in np.unique(folds):
-            train, test = np.flatnonzero(folds != f), np.flatnonzero(folds == f)
-            w = fit_udcg_theta(table.subset(train), variant=variant, C=C, **fit_kwargs)
-            t = table.subset(test)
+            w = fit_udcg_theta(table.subset(folds != f), variant=variant, C=C, **fit_kwargs)
+            t = table.subset(folds == f)
             corr = per_query_correlations(t.qids, w.score(t.utility, t.mask, relevant=t.relevant), t.outcome).spearman
             held.extend(corr[~np.isnan(corr)].tolist())
         rows.append({"C": C, "cv_mean_spearman": float(np.mean(held)) if held else float("nan"),

@@ -66,10 +66,8 @@ class UDCGThetaWeights:
         return np.where(rel, 1.0, np.minimum(u, 0.0))
 
     def score(self, utilities, mask=None, *, relevant=None, k: int | None = None) -> np.ndarray:
-        """UDCG_theta (Eq. 3) of each context, ``[n]``: ``utilities`` ``[n, <=k]`` in prompt order (Eq. 2).
-
-        ``relevant`` (binary variant only) gives the relevance labels; default ``u > 0``.
-        """
+        """UDCG_theta (Eq. 3) of each context, ``[n]``: ``utilities`` ``[n, <=k]`` in prompt order (Eq. 2);
+        ``relevant`` (binary variant only) gives the relevance labels, default ``u > 0``."""
         return udcg_theta(self._inputs(utilities, relevant), self.alpha, self.beta, mask, k=k)
 
     def logit(self, utilities, mask=None, *, relevant=None) -> np.ndarray:
@@ -140,11 +138,8 @@ def load_weight(path: str | os.PathLike, *, k: int | None = None, variant: str |
 
 def plot_weights(weights: Sequence[UDCGThetaWeights] | UDCGThetaWeights, path: str | os.PathLike, *,
                  title: str | None = None, reference: UDCGThetaWeights | None = None, normalize: bool = False) -> Path:
-    """PNG of ``alpha_i`` and ``beta_i`` by prompt position (1-based), one line per weight set.
-
-    ``reference`` (e.g. :meth:`UDCGThetaWeights.udcg_equivalent`) is drawn dashed. ``normalize``
-    divides each set by its ``sum(alpha)``: UDCG_theta's ranking is invariant to a positive scale.
-    """
+    """PNG of ``alpha_i`` and ``beta_i`` by prompt position, one line per weight set, ``reference`` dashed;
+    ``normalize`` divides each set by its ``sum(alpha)`` (UDCG_theta's ranking ignores a positive scale)."""
     items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
     fig, axes = new_figure(ncols=2, figsize=(10, 4))
     sets = [(w, "-o") for w in items] + ([(reference, "--")] if reference is not None else [])
@@ -154,9 +149,8 @@ def plot_weights(weights: Sequence[UDCGThetaWeights] | UDCGThetaWeights, path: s
         axes[0].plot(pos, w.alpha * scale, style, label=w.name)
         axes[1].plot(pos, w.beta * scale, style, label=w.name)
     for ax, sym, what in ((axes[0], "alpha", "useful (u+)"), (axes[1], "beta", "harmful (u-)")):
-        ax.set_xlabel("position in the prompt")
-        ax.set_ylabel(f"{sym}_i" + (" / sum(alpha)" if normalize else ""))
-        ax.set_title(f"{sym}: weight of {what} passages")
+        ax.set(xlabel="position in the prompt", ylabel=f"{sym}_i" + (" / sum(alpha)" if normalize else ""),
+               title=f"{sym}: weight of {what} passages")
         ax.axhline(0.0, color="grey", lw=0.5)
         ax.grid(alpha=0.3)
         if items:

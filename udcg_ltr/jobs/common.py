@@ -1,15 +1,11 @@
 """Plumbing every job shares: offline environment, seeds, run folder, config validation, resume check, logger,
 dataset, LLM.
 
-The life of a job (:func:`run_job`) is recorded in ``<run folder>/job_result.json``, written atomically:
-``{"status": "running", "config_hash": H}`` when it starts, ``{"status": "finished", "config_hash": H,
-"metrics": ..., "config": ...}`` last, once every artefact is complete, or ``{"status": "failed", ...,
-"error": ...}`` when it raised (its W&B run is marked failed).
-
-``H`` (:func:`config_hash`) covers the resolved configuration and the input files. A restarted sweep skips a
-job only when its folder holds a *finished* result of the *same* hash; a folder whose result came from another
-configuration is cleared and the job reruns; a killed or failed job reruns in place (its previous W&B run is
-removed; resumable artefacts such as ``last.ckpt`` stay).
+:func:`run_job` records a job's life in ``<run folder>/job_result.json``, written atomically: "running",
+then "finished" (with metrics and config, once every artefact is complete) or "failed" (with the error; its
+W&B run is marked failed). A restarted sweep skips a job only when its folder holds a finished result of the
+same :func:`config_hash` (configuration and input files); another configuration's folder is cleared and rerun;
+a killed or failed job reruns in place (its W&B run removed; resumable artefacts such as ``last.ckpt`` stay).
 """
 
 from __future__ import annotations
@@ -24,6 +20,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +90,7 @@ def prepare_environment(cfg) -> None:
 
 def _hydra_run():
     """Hydra's config of the running job (None outside Hydra)."""
-    try:
-        return HydraConfig.get()
-    except ValueError:
-        return None
+    return HydraConfig.get() if HydraConfig.initialized() else None
 
 
 def output_dir(cfg) -> Path:
@@ -145,8 +139,7 @@ def _file_fingerprint(path: str) -> list[int] | str:
 
 def config_hash(cfg) -> str:
     """sha256 of what determines a job's results: the resolved config minus :data:`RESULT_INDEPENDENT_KEYS`,
-    plus size and modification time of each input file named under ``dataset`` (a changed file at the same
-    path changes the hash too)."""
+    plus size and modification time of each input file named under ``dataset``."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     for key in RESULT_INDEPENDENT_KEYS:
         _drop(container, key)
@@ -175,16 +168,12 @@ def is_dedicated_run_dir(run_dir: Path) -> bool:
 def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None) -> list[str]:
     """Remove what an earlier attempt left in ``run_dir``; returns the removed names.
 
-    Always removed: ``job_result.json`` and the earlier attempt's W&B run (the one its state names, or all of
-    ``wandb/`` in a dedicated run folder), so a rerun logs exactly one run. ``keep_resumable=False`` (another
-    configuration's result, or ``force``) removes every artefact too, in a dedicated run folder only; Hydra's
-    ``.hydra/`` (this launch's config) and ``*.log`` files stay.
+    Always ``job_result.json`` and the attempt's W&B run (so a rerun logs exactly one run); with
+    ``keep_resumable=False`` every artefact too, in a dedicated run folder only, but ``.hydra/`` and logs.
     """
-    removed: list[str] = []
     if not run_dir.is_dir():
-        return removed
-    dedicated = is_dedicated_run_dir(run_dir)
-    if not dedicated:
+        return []
+    if not is_dedicated_run_dir(run_dir):
         if not keep_resumable:
             log.warning("%s is not a dedicated run folder: only the earlier attempt's job_result.json and W&B run "
                         "are removed; its other artefacts may remain", run_dir)
@@ -196,6 +185,7 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
         targets = [child for child in sorted(run_dir.iterdir())
                    if not (child.name == ".hydra" or (child.is_file() and child.suffix == ".log"))
                    and (not keep_resumable or child.name in (FINISHED_FILE, "wandb"))]
+    removed = []
     for target in targets:
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target, ignore_errors=True)
@@ -208,17 +198,6 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
 
 
 # ---- validation --------------------------------------------------------------------------------
-def _resolved(cfg, problems: list[str]) -> dict[str, Any] | None:
-    try:
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as err:
-        key = getattr(err, "full_key", None) or str(err)
-        problems.append(f"{key} is required but not set (e.g. `{key}=...` on the command line)")
-    except OmegaConfBaseException as err:
-        problems.append(f"the configuration does not resolve: {err}")
-    return None
-
-
 def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=None, high=None,
                   low_open=False) -> None:
     try:
@@ -325,14 +304,6 @@ def _check_selector(problems: list[str], where: str, kind: Any, hparams: Mapping
         problems.append(f"{where}: {err}")
 
 
-def _check_study(problems: list[str], name: str, params: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    _, config_cls = get_study(name)
-    try:
-        config_from({**defaults, **params}, config_cls)  # defaults: as evaluate_job.mode_study fills them in
-    except (TypeError, ValueError) as err:
-        problems.append(f"studies.{name}: {err}")
-
-
 #: evaluate.py's modes that run one of the paper's analyses, with the study's name.
 STUDY_MODES = {"distractors": "distractors", "position": "position", "oracle_contexts": "oracle",
                "context_size": "context_size"}
@@ -340,17 +311,16 @@ STUDY_MODES = {"distractors": "distractors", "position": "position", "oracle_con
 
 def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: Sequence[str] = (),
                     mode: str | None = None, known_modes: Sequence[str] = ()) -> None:
-    """Check a train.py (``stages``) or evaluate.py (``mode``) configuration before any stage runs.
-
-    Raises :class:`ConfigError` listing every problem: unknown stages / modes / losses / selector kinds /
-    LLM keys, ``k < 1``, ``gamma`` outside (0, 1], an unknown answer-matching rule, study parameters the
-    study rejects, a dataset reader that does not accept its arguments, and input files that do not exist.
-    Cheap: nothing is loaded (no data, no model).
-    """
+    """Check a train.py (``stages``) or evaluate.py (``mode``) configuration before any stage runs, cheaply
+    (no data, no model loaded); raises :class:`ConfigError` listing every problem."""
+    try:
+        c = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as err:
+        key = getattr(err, "full_key", None) or str(err)
+        raise ConfigError([f"{key} is required but not set (e.g. `{key}=...` on the command line)"]) from None
+    except OmegaConfBaseException as err:
+        raise ConfigError([f"the configuration does not resolve: {err}"]) from None
     problems: list[str] = []
-    c = _resolved(cfg, problems)
-    if c is None:
-        raise ConfigError(problems)
     _check_number(problems, "k", c.get("k"), low=1)
     _check_number(problems, "gamma", c.get("gamma"), kind=float, low=0.0, high=1.0, low_open=True)
     _check_number(problems, "seed", c.get("seed", 0))
@@ -413,11 +383,15 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
                 _check_number(problems, "correlation.C", cc.get("C"), kind=float, low=0.0, low_open=True)
         if mode == "sweep_summary" and not c.get("sweep_dir"):
             problems.append("mode=sweep_summary needs sweep_dir=<multirun folder>")
-        if mode in STUDY_MODES:
+        if mode in STUDY_MODES:  # with the defaults evaluate_job.mode_study fills in
             study = STUDY_MODES[mode]
-            defaults = {"seed": c.get("seed", 0), "rule": c.get("match_rule", "contains"),
-                        "relevance_threshold": (c.get("dataset") or {}).get("relevance_threshold", 1)}
-            _check_study(problems, study, (c.get("studies") or {}).get(study) or {}, defaults)
+            params = {"seed": c.get("seed", 0), "rule": c.get("match_rule", "contains"),
+                      "relevance_threshold": (c.get("dataset") or {}).get("relevance_threshold", 1),
+                      **((c.get("studies") or {}).get(study) or {})}
+            try:
+                config_from(params, get_study(study)[1])
+            except (TypeError, ValueError) as err:
+                problems.append(f"studies.{study}: {err}")
     if problems:
         raise ConfigError(problems)
 
@@ -426,15 +400,13 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
 def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
     lcfg = OmegaConf.to_container(cfg.logger, resolve=True) if cfg.get("logger") else {"backend": "none"}
     backend = lcfg.pop("backend", "none")
-    config = OmegaConf.to_container(cfg, resolve=True)
     if cfg.get("tags") and "tags" in lcfg:  # an experiment recipe's own tags join the logger's
         lcfg["tags"] = [*lcfg["tags"], *[str(t) for t in cfg.tags]]
-    name = None
-    if is_multirun():
-        name = run_dir.name
-        if lcfg.get("group") is None:
-            lcfg["group"] = f"{cfg.get('task_name', 'job')}/{cfg.get('sweep_name', 'default')}"
-    return make_logger(backend, run_dir, config=config, job_type=job_type, name=name, **lcfg)
+    multirun = is_multirun()
+    if multirun and lcfg.get("group") is None:
+        lcfg["group"] = f"{cfg.get('task_name', 'job')}/{cfg.get('sweep_name', 'default')}"
+    return make_logger(backend, run_dir, config=OmegaConf.to_container(cfg, resolve=True), job_type=job_type,
+                       name=run_dir.name if multirun else None, **lcfg)
 
 
 def load_records(cfg) -> list[QueryRecord]:
@@ -479,34 +451,29 @@ def has_annotations(records: Sequence[QueryRecord], llm: str | None) -> bool:
 
 
 class JobContext:
-    """What a job's stages (train.py) or modes (evaluate.py) share: config, run folder, logger, the records
-    and the configured LLM (``cfg.llm``), both loaded on first use: a job whose data already carries the
-    annotations and that needs no end-to-end answers never loads the LLM."""
+    """What a job's stages (train.py) or modes (evaluate.py) share; the records and the LLM load on first use,
+    so a job whose data carries the annotations and that needs no end-to-end answers never loads the LLM."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
         self.cfg, self.run_dir, self.logger = cfg, run_dir, logger
         self.llm_name: str | None = cfg.llm.get("name") if cfg.get("llm") else None
-        self._records: list[QueryRecord] | None = None
         self._idf = None  # lexical corpus statistics over every record (udcg_ltr.data.lexical)
-        self._scorer = None
 
-    @property
+    @cached_property
     def scorer(self):
         """The LLM (a ``_target_`` config) behind the persistent annotation cache (a CachedScorer)."""
-        if self._scorer is None:
-            if self.cfg.get("llm") is None:
-                raise ValueError("this job needs an LLM but none is configured (llm=...)")
-            t0 = time.perf_counter()
-            scorer = instantiate(self.cfg.llm, _convert_="all")
-            cache_dir = Path(self.cfg.paths.get("annotation_cache_dir") or default_cache_root(scorer.name))
-            self._scorer = with_cache(scorer, AnnotationCache(cache_dir))
-            log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0,
-                     cache_dir)
-        return self._scorer
+        if self.cfg.get("llm") is None:
+            raise ValueError("this job needs an LLM but none is configured (llm=...)")
+        t0 = time.perf_counter()
+        scorer = instantiate(self.cfg.llm, _convert_="all")
+        cache_dir = Path(self.cfg.paths.get("annotation_cache_dir") or default_cache_root(scorer.name))
+        cached = with_cache(scorer, AnnotationCache(cache_dir))
+        log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0,
+                 cache_dir)
+        return cached
 
     def ensure_annotations(self, records: list[QueryRecord], *, answers: bool = True) -> dict[str, Any]:
-        """Annotate every passage (P(NO-RESPONSE), and its single-passage answer when ``answers``) unless
-        present."""
+        """Annotate every passage (P(NO-RESPONSE), and its lone answer when ``answers``) unless present."""
         wanted = ["p_no_response"] + (["answer_alone"] if answers else [])
         if not missing_annotations(records, self.llm_name, wanted):
             log.info("annotations of %s already present: no LLM work", self.llm_name)
@@ -516,13 +483,12 @@ class JobContext:
         log.info("annotation: %s", summary)
         return summary
 
-    @property
+    @cached_property
     def records(self) -> list[QueryRecord]:
-        if self._records is None:
-            self._records = load_records(self.cfg)
-            log.info("dataset %s: %d queries, %d passages", self.cfg.dataset.name, len(self._records),
-                     sum(len(r.passages) for r in self._records))
-        return self._records
+        records = load_records(self.cfg)
+        log.info("dataset %s: %d queries, %d passages", self.cfg.dataset.name, len(records),
+                 sum(len(r.passages) for r in records))
+        return records
 
     @property
     def threshold(self) -> int:
@@ -542,12 +508,9 @@ class JobContext:
 # ---- the job -----------------------------------------------------------------------------------
 def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, float]],
             check: Callable[[], None] | None = None) -> dict[str, float]:
-    """The life of a train.py / evaluate.py job (module docstring): skip it when its run folder holds a
-    finished result of the same :func:`config_hash` (unless ``force``); ``check()`` the configuration; clear
-    what an earlier attempt left (:func:`clear_run_dir`); prepare the environment, open the logger, run
-    ``body(run_dir, logger)`` and record the result. Under Hydra a :class:`DataError` or :class:`ConfigError`
-    ends a single run with its message on stderr and exit status 1, without a traceback.
-    """
+    """The life of a train.py / evaluate.py job (module docstring) around ``body(run_dir, logger)``. Under
+    Hydra a :class:`DataError` or :class:`ConfigError` ends a single run with its message on stderr and exit
+    status 1, without a traceback."""
     job_log = logging.getLogger(f"udcg_ltr.{cfg.get('task_name', 'job')}")
     run_dir = output_dir(cfg)
     try:

@@ -52,7 +52,6 @@ def _rows_with_annotations(ctx: EvalContext, records: list[QueryRecord]) -> list
     return records
 
 
-# ---- modes -----------------------------------------------------------------------------------------
 def mode_metrics(ctx: EvalContext) -> dict[str, float]:
     """The metric table of the retriever's top-k (and a reranker's with ``reranker.path``) on ``splits``."""
     cfg, k = ctx.cfg, int(ctx.cfg.k)
@@ -98,8 +97,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     """Every configured dynamic-k selector, fitted on ``selectors.fit_split`` scores, evaluated on ``splits``."""
     from udcg_ltr.select.training import fit_selector_with_prior, select_k
 
-    cfg, k = ctx.cfg, int(ctx.cfg.k)
-    sc = cfg.selectors
+    cfg, k, sc = ctx.cfg, int(ctx.cfg.k), ctx.cfg.selectors
     fit_records = _rows_with_annotations(ctx, ctx.split(sc.fit_split))
     test_records = _rows_with_annotations(ctx, ctx.split(list(cfg.splits)))
     scores_of = (lambda rs: _reranker_scores(ctx, rs)) if sc.scores == "reranker" else retrieval_scores
@@ -130,9 +128,7 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     from udcg_ltr.studies.correlation import run_correlation_study
 
     cfg, cc = ctx.cfg, ctx.cfg.correlation
-    records = ctx.records
-    if cc.limit_queries:
-        records = records[: int(cc.limit_queries)]
+    records = ctx.records[: int(cc.limit_queries)] if cc.limit_queries else ctx.records
     k_sweep = list(cc.k_sweep) if cc.k_sweep is not None else None
     sweep_mode = str(cc.sweep_mode)
     scorer = None
@@ -172,9 +168,8 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
 
 
 def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
-    """One of the paper's analyses (:mod:`udcg_ltr.studies`) with the parameters under ``studies.<name>``; the
-    LLM answers through the annotation cache (a rerun costs no LLM time). ``context_size`` on a dataset with
-    ready-made runs (``contexts_path``) truncates those runs instead of asking the LLM."""
+    """One of the paper's analyses (:mod:`udcg_ltr.studies`) with the parameters under ``studies.<name>``;
+    ``context_size`` on a dataset with ready-made runs (``contexts_path``) truncates them, asking no LLM."""
     cfg = ctx.cfg
     run, _ = get_study(name)
     params = OmegaConf.to_container(cfg.studies[name], resolve=True) if cfg.get("studies") and name in cfg.studies else {}
@@ -201,20 +196,13 @@ def mode_sweep_summary(ctx: EvalContext) -> dict[str, float]:
 
 
 MODES: dict[str, Callable[[EvalContext], dict[str, float]]] = {
-    "metrics": mode_metrics,
-    "reranker": mode_reranker,
-    "selectors": mode_selectors,
-    "correlation": mode_correlation,
-    "sweep_summary": mode_sweep_summary,
-    **{mode: partial(mode_study, name=study) for mode, study in STUDY_MODES.items()},
-}
+    "metrics": mode_metrics, "reranker": mode_reranker, "selectors": mode_selectors,
+    "correlation": mode_correlation, "sweep_summary": mode_sweep_summary,
+    **{mode: partial(mode_study, name=study) for mode, study in STUDY_MODES.items()}}
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     mode = str(cfg.mode)
-
-    def check() -> None:
-        validate_config(cfg, mode=mode, known_modes=list(MODES))
 
     def body(run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()
@@ -225,4 +213,5 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         logger.log_metrics(metrics)
         return metrics
 
+    check = partial(validate_config, cfg, mode=mode, known_modes=list(MODES))
     return run_job(cfg, job_type=f"evaluate/{mode}", body=body, check=check)

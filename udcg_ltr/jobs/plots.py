@@ -1,9 +1,7 @@
 """The main job's comparison plots (PNG): metrics per system and end-to-end outcomes per system.
 
-:func:`udcg_ltr.jobs.systems.report_systems` saves the figures these functions return.
-Bars carry their values; metric bars carry 95% bootstrap CIs over queries
-(:func:`udcg_ltr.stats.bootstrap.bootstrap_ci`); titles name the data set, split and number of
-queries when the caller passes them (``title``), else at least the number of queries.
+Bars carry their values; metric bars carry 95% bootstrap CIs over queries; titles name at least the number
+of queries.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = MAIN_METR
                         rotation=90, fontsize=6.5)
                 top = max(top, end)
     ax.set_ylim(top=max(top * 1.18, 0.1) if top > 0 else None)
-    ax.set_xticks(x)
-    ax.set_xticklabels([r.name for r in results], rotation=15, fontsize=8)
+    ax.set_xticks(x, [r.name for r in results], rotation=15, fontsize=8)
     ax.set_ylabel("mean over queries (95% bootstrap CI)")
     n = max((len(v) for r in results for v in r.per_query.values()), default=0)
     set_title(ax, title or f"systems on the evaluation split: {n} queries")
@@ -67,8 +64,7 @@ def outcomes_figure(results: Sequence, *, title: str | None = None):
             if np.isfinite(sh) and sh > 0:
                 ax.text(xi, b + sh / 2, f"{100 * sh:.1f}%", ha="center", va="center", fontsize=7)
         bottom += np.nan_to_num(share)
-    ax.set_xticks(x)
-    ax.set_xticklabels([r.name for r in results], rotation=15, fontsize=8)
+    ax.set_xticks(x, [r.name for r in results], rotation=15, fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of queries")
     n = max((len(r.outcomes) for r in results if r.outcomes is not None), default=0)

@@ -1,12 +1,8 @@
 """Evaluating *systems* that each pick one context per query (retriever top-k, reranker top-k, a dynamic-k
 selector, an oracle ...): the metric table of every system's contexts and, with an LLM, end to end.
 
-A system's output is a list of passage-id lists, one per query, in prompt order, so any ranking or selection
-method plugs in the same way. Relevance is judged on each query's whole judged pool
-(:func:`udcg_ltr.data.padded.judged_pools`): with TREC qrels, R and nDCG's ideal come from every qrel, and a
-query the qrels do not judge is NA in the means and counted (``unjudged_queries``), as trec_eval does.
-:func:`trec_metrics` / :func:`report_trec` evaluate full rankings with trec_eval's measures (ties:
-:func:`udcg_ltr.metrics.rank_by_scores`).
+A system's output is one passage-id list per query, in prompt order. Relevance is judged on each query's
+whole judged pool: a query the TREC qrels do not judge is NA in the means and counted, as trec_eval does.
 """
 
 from __future__ import annotations
@@ -57,13 +53,9 @@ class SystemResult:
 
 def retrieval_scores(records: Sequence[QueryRecord]) -> list[np.ndarray]:
     """Scores that reproduce the retriever's order: minus the rank when ranks exist, else the score."""
-    out = []
-    for rec in records:
-        if all(p.rank is not None for p in rec.passages):
-            out.append(-np.array([p.rank for p in rec.passages], dtype=np.float64))
-        else:
-            out.append(np.array([p.score if p.score is not None else -np.inf for p in rec.passages]))
-    return out
+    return [-np.array([p.rank for p in r.passages], dtype=np.float64)
+            if all(p.rank is not None for p in r.passages)
+            else np.array([p.score if p.score is not None else -np.inf for p in r.passages]) for r in records]
 
 
 def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], *, llm: str | None, k: int,
@@ -71,10 +63,8 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
                     relevance_threshold: int = 1) -> dict[str, np.ndarray]:
     """The metric table of each query's context (columns in prompt order), relevance judged on the whole pool.
 
-    UDCG_theta uses the first ``len(context)`` positional weights when ``alpha``/``beta`` are given. eRAG
-    labels grade each passage's single-passage answer (``answer_alone``) with ``contains`` (the end-to-end
-    rule).
-    """
+    UDCG_theta uses the first ``len(context)`` weights ``alpha``/``beta``; eRAG labels grade each passage's
+    single-passage answer (``answer_alone``) with ``contains`` (the end-to-end rule)."""
     sub = [QueryRecord(qid=r.qid, question=r.question, answers=r.answers, split=r.split,
                        passages=[r.passage(pid) for pid in ctx]) for r, ctx in zip(records, contexts)]
     width = max(k, max((len(c) for c in contexts), default=0), 1)
@@ -98,11 +88,9 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
 def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *,
                      llm: str | None, k: int, gamma: float = DEFAULT_GAMMA, theta: Any = None, scorer: Any = None,
                      relevance_threshold: int = 1, match_rule: str = "contains") -> list[SystemResult]:
-    """Metric table (and, given an LLM ``scorer``, correct / abstained / wrong) for every system's contexts.
-    ``theta``: :class:`udcg_ltr.fit.weights.UDCGThetaWeights` for UDCG_theta. ``scorer`` answers through the
-    annotation cache, so systems that pick the same context for a query cost one LLM call."""
-    alpha = None if theta is None else np.asarray(theta.alpha)
-    beta = None if theta is None else np.asarray(theta.beta)
+    """Metric table (and, given an LLM ``scorer``, correct / abstained / wrong) for every system's contexts;
+    ``theta``: :class:`udcg_ltr.fit.weights.UDCGThetaWeights` for UDCG_theta."""
+    alpha, beta = (None, None) if theta is None else (np.asarray(theta.alpha), np.asarray(theta.beta))
     pools = judged_pools(records, relevance_threshold)
     n_unjudged = pools.n_unjudged if pools.from_qrels.any() else None
     results = []
@@ -110,10 +98,9 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
         contexts = [list(c) for c in contexts]
         per_query = context_metrics(records, contexts, llm=llm, k=k, gamma=gamma, alpha=alpha, beta=beta,
                                     relevance_threshold=relevance_threshold)
-        outcomes = None
-        if scorer is not None:
-            outcomes = end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
-                                            match_rule=match_rule, return_outcomes=True)["outcomes"]
+        outcomes = None if scorer is None else end_to_end_selection(
+            records, contexts, scorer, relevance_threshold=relevance_threshold, match_rule=match_rule,
+            return_outcomes=True)["outcomes"]
         results.append(SystemResult(name=name, per_query=per_query, outcomes=outcomes,
                                     context_sizes=np.array([len(c) for c in contexts], dtype=float),
                                     n_unjudged=n_unjudged))
@@ -122,10 +109,8 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
 
 def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *, relevance_threshold: int = 1,
                  cutoffs: Sequence[int] = (5, 10), ties: str = "stable") -> dict[str, np.ndarray]:
-    """trec_eval's measures (:func:`udcg_ltr.metrics.table.trec_table`) of each query's full ranking by
-    ``scores`` (per-record arrays aligned with ``record.passages``), R and the ideal from the judged pool.
-    With ``ties="trec"`` the values equal trec_eval's (``-l relevance_threshold``) on the run the scores make;
-    with ``"stable"`` they do wherever no two passages of a query share a score."""
+    """trec_eval's measures of each query's full ranking by ``scores``, R and the ideal from the judged pool:
+    trec_eval's values (``-l relevance_threshold``) with ``ties="trec"``, and with ``"stable"`` if no ties."""
     _, slates, padded = scored_slates(records, scores, None, relevance_threshold)
     order = rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask, ties=ties, ids=slates.pids)
     return trec_table(take_ranked(slates.relevance, order), take_ranked(slates.mask, order),
@@ -146,9 +131,8 @@ def _publish(run_dir, name: str, rows: list[dict[str, Any]], logger, **table_kw:
 def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[np.ndarray]], *, run_dir,
                 logger=None, title: str = "", relevance_threshold: int = 1, cutoffs: Sequence[int] = (5, 10),
                 ties: str = "stable") -> dict[str, float]:
-    """The TREC table: :func:`trec_metrics` of every ranking (``{system: per-record scores}``), written to
-    ``trec.md`` / ``trec.csv`` beside ``results`` and logged. Returns ``test/trec/{system}/{measure}`` plus
-    ``test/trec/judged_queries`` and ``test/trec/unjudged_queries`` (left out of every mean)."""
+    """The TREC table (``trec.md`` / ``.csv``, logged): :func:`trec_metrics` of every ranking. Returns
+    ``test/trec/{system}/{measure}`` plus ``test/trec/judged_queries`` and ``test/trec/unjudged_queries``."""
     pools = judged_pools(records, relevance_threshold)
     judged = int(pools.judged.sum())
     rows, metrics = [], {}
@@ -166,19 +150,16 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
 
 
 def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *, run_dir,
-                   logger=None, title: str = "", llm: str | None, k: int, gamma: float = DEFAULT_GAMMA,
-                   theta: Any = None, scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
-                   chosen_k: Mapping[str, np.ndarray] | None = None
-                   ) -> tuple[list[SystemResult], dict[str, float]]:
-    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots (metrics and
-    outcomes per system, chosen-k histograms) and their logging. Returns the results and flat metrics
-    ``test/{system}/{metric}``."""
+                   logger=None, title: str = "", k: int, chosen_k: Mapping[str, np.ndarray] | None = None,
+                   **evaluate_kw: Any) -> tuple[list[SystemResult], dict[str, float]]:
+    """:func:`evaluate_systems` (``evaluate_kw``: its keyword arguments), then the comparison table
+    (``results.md`` / ``.csv``), PNG plots (metrics and outcomes per system, chosen-k histograms) and their
+    logging. Returns the results and flat metrics ``test/{system}/{metric}``."""
     run_dir = Path(run_dir)
-    results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
-                               relevance_threshold=relevance_threshold, match_rule=match_rule)
+    results = evaluate_systems(records, systems, k=k, **evaluate_kw)
     _publish(run_dir, "results", [{"system": r.name, **r.summary()} for r in results], logger, title=title)
     plots = [save_figure(systems_figure(results, k, title=title), run_dir / "plots" / "systems.png")]
-    if scorer is not None:
+    if evaluate_kw.get("scorer") is not None:
         plots.append(save_figure(outcomes_figure(results, title=title), run_dir / "plots" / "outcomes.png"))
     if chosen_k:
         from udcg_ltr.select.evaluation import plot_k_histograms

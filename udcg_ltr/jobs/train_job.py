@@ -1,17 +1,11 @@
-"""The body of ``train.py``: run the configured stages in order and return the job's metrics.
+"""The body of ``train.py``: run the configured stages (``model.stages``) in order and return the metrics.
 
-Stages (``model.stages``):
-
-* ``annotate``: P(NO-RESPONSE) (and single-passage answers) of the configured LLM for every passage,
-  through the persistent annotation cache; skipped when the dataset already carries them;
-* ``udcg_theta``: end-to-end answers on sampled contexts of the fit splits, then the UDCG_theta
-  weights (pairwise hinge, Eq. 3) for the context size ``k``;
+* ``annotate``: P(NO-RESPONSE) (and single-passage answers) of the LLM for every passage, unless present;
+* ``udcg_theta``: end-to-end answers on sampled contexts, then the UDCG_theta weights (pairwise hinge, Eq. 3);
 * ``cross_encoder``: a reranker trained with ``loss`` on the train split, validated on UDCG@k;
 * ``dynamic_k``: a dynamic-k selector fitted on held-out (val) scores;
-* ``evaluate``: every system's contexts on the test split (retriever top-k, reranker top-k,
-  reranker + selector, utility oracle) scored with the metric table and, with an LLM, end to end.
-
-Artefacts land in the run folder and in the W&B run.
+* ``evaluate``: every system's contexts on the test split (retriever top-k, reranker top-k, reranker +
+  selector, utility oracle) scored with the metric table and, with an LLM, end to end.
 """
 
 from __future__ import annotations
@@ -58,7 +52,6 @@ class PipelineState(JobContext):
         self.logger.log_metrics(clean)
 
 
-# ---- stages --------------------------------------------------------------------------------------
 def stage_annotate(state: PipelineState) -> None:
     summary = state.ensure_annotations(state.records, answers=bool(state.cfg.annotate.answers))
     counts = {f"annotate/{task}_{kind}": n for task, c in summary.get("by_task", {}).items() for kind, n in c.items()}
@@ -80,9 +73,8 @@ def stage_udcg_theta(state: PipelineState) -> None:
     else:
         sampling = ContextSamplingConfig(n_contexts=int(mcfg.n_contexts), k=int(cfg.k), top_n=int(mcfg.top_n),
                                          seed=int(cfg.seed))
-        contexts = sample_contexts(fit_records, sampling)
-        runs = run_contexts(fit_records, contexts, state.scorer, rule=cfg.evaluation.match_rule,
-                            relevance_threshold=state.threshold)
+        runs = run_contexts(fit_records, sample_contexts(fit_records, sampling), state.scorer,
+                            rule=cfg.evaluation.match_rule, relevance_threshold=state.threshold)
     summary = run_summary(runs)
     log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
     table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k),
@@ -140,8 +132,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
         state.record_metrics({"retriever_fusion": weight, **{f"val_udcg_fusion_{w:g}": v for w, v in curve.items()}},
                              prefix="cross_encoder/")
         log.info("cross_encoder: retriever fusion weight %g (val UDCG@%d by weight: %s)", weight, int(cfg.k), curve)
-    for rec, s in zip(scored, scores):
-        state.scores[rec.qid] = np.asarray(s, dtype=np.float64)
+    state.scores.update({rec.qid: np.asarray(s, dtype=np.float64) for rec, s in zip(scored, scores)})
     log.info("cross_encoder: saved to %s", path)
 
 
@@ -168,10 +159,9 @@ def stage_dynamic_k(state: PipelineState) -> None:
         return _ranking_scores(state, records), state.slates(records)
 
     hparams = OmegaConf.to_container(mcfg.hparams, resolve=True) if mcfg.get("hparams") else {}
-    selector, metrics = fit_selector_with_prior(str(mcfg.selector), _ranking_scores(state, fit_records),
-                                                state.slates(fit_records), prior, gamma=float(cfg.gamma),
-                                                fit_on="train", output_dir=str(state.run_dir / "dynamic_k"), **hparams)
-    state.selector = selector
+    state.selector, metrics = fit_selector_with_prior(
+        str(mcfg.selector), _ranking_scores(state, fit_records), state.slates(fit_records), prior,
+        gamma=float(cfg.gamma), fit_on="train", output_dir=str(state.run_dir / "dynamic_k"), **hparams)
     state.record_metrics(metrics, prefix="dynamic_k/")
 
 

@@ -1,14 +1,8 @@
-"""Ranking losses on signed, continuous targets, one module per family, behind a registry (:data:`LOSSES`).
-
-Every loss is called ``loss(scores [Q, n], targets [Q, n], mask [Q, n])`` (see
-:mod:`udcg_ltr.losses.base`) and says which target it wants in ``loss.target`` (``"utility"``, the
-signed Eq. 2 utility of one LLM, or ``"relevance"``, binary labels).
+"""Ranking losses on signed targets (:mod:`udcg_ltr.losses.base`), behind a registry (:data:`LOSSES`).
 
 ``get_loss("udcg", k=5, tau=0.5)``; ``get_loss("combined", terms=[{"name": "udcg", "weight": 1.0,
 "tau": 0.5}, {"name": "listnet", "weight": 0.1}])`` (or the shorthand ``get_loss("udcg+listnet",
-weights=[1.0, 0.1], udcg={...}, listnet={...})``).
-
-sentence-transformers users train a ``CrossEncoder`` with ``CrossEncoderTrainer`` and the adapters of
+weights=[1.0, 0.1], udcg={...}, listnet={...})``). The sentence-transformers adapters live in
 :mod:`udcg_ltr.losses.sentence_transformers` (not imported here: an optional dependency, slow to import).
 """
 
@@ -28,12 +22,8 @@ from udcg_ltr.losses.pointwise import BCELoss, MSELoss
 
 
 class CombinedLoss(RankingLoss):
-    """``L = sum_m weight_m L_m`` over losses that all read the same target.
-
-    Utilities feed every term (a relevance loss such as BCE binarises them by sign, Eq. 2:
-    ``sign(u) = R``); the combination reads relevance only when every term does. Temperature
-    annealing is forwarded to the terms that support it.
-    """
+    """``L = sum_m weight_m L_m``, reading relevance only when every term does, else utilities (a relevance
+    loss such as BCE binarises them: Eq. 2, ``sign(u) = R``); ``anneal`` reaches the terms that have it."""
 
     def __init__(self, terms: Sequence[tuple[float, RankingLoss]]):
         super().__init__()
@@ -54,14 +44,8 @@ class CombinedLoss(RankingLoss):
 
 #: Registry names -> loss classes, plus ``"combined"`` (:class:`CombinedLoss`, a weighted sum of these).
 LOSSES: dict[str, type[RankingLoss]] = {
-    "mse": MSELoss,  # pointwise, utility
-    "bce": BCELoss,  # pointwise, relevance
-    "ranknet": RankNetLoss,  # pairwise, utility
-    "hinge": PairwiseHingeLoss,  # pairwise, utility
-    "listnet": ListNetLoss,  # listwise, utility
-    "listmle": ListMLELoss,  # listwise, utility
-    "lambda_udcg": LambdaUDCGLoss,  # LambdaLoss with UDCG deltas
-    "udcg": DirectUDCGLoss,  # direct UDCG@k / UDCG_theta
+    "mse": MSELoss, "bce": BCELoss, "ranknet": RankNetLoss, "hinge": PairwiseHingeLoss,
+    "listnet": ListNetLoss, "listmle": ListMLELoss, "lambda_udcg": LambdaUDCGLoss, "udcg": DirectUDCGLoss,
 }
 ALIASES = {"lambdaloss": "lambda_udcg", "direct_udcg": "udcg", "udcg_direct": "udcg", "pointwise_mse": "mse",
            "binary_cross_entropy": "bce"}
@@ -103,12 +87,9 @@ def _shared_for(name: str, shared: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[str, Any]:
-    """``kwargs`` for ``get_loss(name, ...)`` with the experiment's ``spec`` (``k``, ``gamma`` of Eq. 4) filled in.
-
-    One spec for the whole run: the context size and gamma the validation metrics and the report use
-    are also the loss's, for every term whose constructor takes them, unless ``kwargs`` (the loss
-    config, e.g. ``loss.gamma=0.2``) sets its own value.
-    """
+    """``kwargs`` for ``get_loss(name, ...)`` with the experiment's ``spec`` (``k``, ``gamma``, Eq. 4) filled
+    in for every term whose constructor takes them, unless ``kwargs`` (e.g. ``loss.gamma=0.2``) sets its own:
+    the validation metrics, the report and the loss share one context size and gamma."""
     out = dict(kwargs or {})
     if "+" in name:  # get_loss hands shorthand-level values to the terms that take them
         return {**spec, **out}
@@ -117,8 +98,3 @@ def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[
         return out
     return {**_shared_for(name, spec), **out}
 
-
-__all__ = [
-    "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
-    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "with_spec",
-]

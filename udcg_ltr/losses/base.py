@@ -1,14 +1,10 @@
-"""What every ranking loss of :mod:`udcg_ltr.losses` shares: the call signature and masking.
+"""What every ranking loss of :mod:`udcg_ltr.losses` shares: the call ``loss(scores, targets, mask)``.
 
-A loss is an :class:`torch.nn.Module` called as ``loss(scores, targets, mask)``, all ``[Q, n]``: the
-model's logits for the ``n`` slots of each query's slate; signed utilities in ``[-1, 1]`` (UDCG
-paper Eq. 2) or binary relevance, as :attr:`RankingLoss.target` says; real candidates (``True``)
-vs padding of shorter slates (``None``: every slot is real).
-
-Padding never enters a sum, a softmax or a pair: nothing clamps signed targets or fills padding with
-values that mean something (a 0 utility is "neutral passage", not "absent"). Every loss returns the
-mean over the queries where it is defined (a query with no valid pair adds nothing to a pairwise
-loss); a batch where it is defined nowhere gives a zero that still carries the graph.
+All three are ``[Q, n]``: the model's logits for each query's slate; signed utilities in ``[-1, 1]``
+(UDCG paper Eq. 2) or binary relevance, as :attr:`RankingLoss.target` says; real slots (``True``) vs
+padding (``None``: all real). Padding never enters a sum, a softmax or a pair (a 0 utility means
+"neutral passage", not "absent"). A loss is the mean over the queries where it is defined; where it
+is defined nowhere it is a zero that still carries the graph.
 """
 
 from __future__ import annotations
@@ -45,11 +41,8 @@ class RankingLoss(nn.Module):
 
 def prepare(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Check shapes; return float32 scores and targets (zeros at padding) and a bool mask.
-
-    Losses are computed in float32 even under bf16 autocast: softmaxes and pair sums over a slate
-    lose too much in 8 mantissa bits.
-    """
+    """Check shapes; return float32 scores and targets (zeros at padding) and a bool mask (float32 even
+    under bf16 autocast: softmaxes and pair sums over a slate lose too much in 8 mantissa bits)."""
     if scores.dim() == 1:
         scores, targets = scores[None], targets[None]
         mask = mask[None] if mask is not None else None
@@ -61,16 +54,12 @@ def prepare(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | No
     elif mask.shape != scores.shape:
         raise ValueError(f"mask shape {tuple(mask.shape)} differs from scores shape {tuple(scores.shape)}")
     mask = mask.to(torch.bool)
-    scores = scores.float()
-    targets = torch.where(mask, targets.float(), torch.zeros((), dtype=torch.float32, device=targets.device))
-    return scores, targets, mask
+    return scores.float(), torch.where(mask, targets.float(), 0.0), mask
 
 
 def masked_mean_over_queries(per_query: torch.Tensor, defined: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
     """Mean of ``per_query[defined]``; a graph-carrying zero (``0 * anchor.sum()``) when nothing is defined.
-
-    Written without data-dependent branching or boolean indexing, so it never waits for a GPU.
-    """
+    No data-dependent branching or boolean indexing, so it never waits for a GPU."""
     weight = defined.to(per_query.dtype)
     total = torch.where(defined, per_query, torch.zeros((), dtype=per_query.dtype, device=per_query.device)).sum()
     return total / weight.sum().clamp(min=1.0) + anchor.sum() * 0.0

@@ -1,26 +1,23 @@
 """Direct, differentiable UDCG@k: relax "the top k passages by score" and maximise UDCG of that set.
 
-UDCG@k of a ranking is Eq. 4 on its top-k set ``T``. Membership of ``T`` is piecewise constant in
-the scores, so it is replaced by a smooth inclusion weight ``w_i in [0, 1]`` with ``sum_i w_i = k``
-(or close), and the weighted UDCG (:mod:`udcg_ltr.metrics.torch_ops` with a soft mask) is maximised.
-Two relaxations, both with a temperature ``tau`` (the hard top-k is the ``tau -> 0`` limit):
+UDCG@k is Eq. 4 on the top-k set, whose membership is piecewise constant in the scores: it becomes
+smooth inclusion weights ``w_i in [0, 1]`` with ``sum_i w_i = k`` (or close), a soft mask of
+:mod:`udcg_ltr.metrics.torch_ops`. Two relaxations with a temperature ``tau`` (``tau -> 0``: the hard
+top-k; a slate of at most ``k`` real passages keeps them all, ``w = mask``):
 
 * ``relaxation="neuralsort"`` (Grover et al., ICLR 2019, Eq. 8): the relaxed permutation matrix
-  ``P_hat[r, :] = softmax(((n + 1 - 2r) s - A_s 1) / tau)``, ``A_s[j, l] = |s_j - s_l|``, whose
-  row ``r`` is a soft one-hot of the passage at rank ``r``, made doubly stochastic by Sinkhorn
-  scaling (``sinkhorn_iters``, as in NeuralNDCG) so that ``w = sum_{r <= k} P_hat[r, :]`` lies in
-  [0, 1] and sums to k (``n``: the real slots). The rows also give soft *positions*, hence
-  UDCG_theta (Eq. 3): ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
-* ``relaxation="sigmoid"``: ``w_i = sigmoid((s_i - theta_k) / tau)`` with the threshold
-  ``theta_k`` halfway between the k-th and (k+1)-th largest real score (held constant in the
-  backward pass, so the gradient moves scores across the boundary rather than the boundary).
+  ``P_hat[r, :] = softmax(((n + 1 - 2r) s - A_s 1) / tau)``, ``A_s[j, l] = |s_j - s_l|`` (``n``: the
+  real slots), row ``r`` a soft one-hot of the passage at rank ``r``, made doubly stochastic by
+  Sinkhorn scaling (``sinkhorn_iters``, as in NeuralNDCG) so that ``w = sum_{r <= k} P_hat[r, :]``
+  lies in [0, 1] and sums to k. Its rows are soft *positions*, hence UDCG_theta (Eq. 3):
+  ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
+* ``relaxation="sigmoid"``: ``w_i = sigmoid((s_i - theta_k) / tau)``, ``theta_k`` halfway between the
+  k-th and (k+1)-th largest real score, held constant in the backward pass (the gradient moves scores
+  across the boundary rather than the boundary).
 
-When a slate has at most ``k`` real passages, every real passage is in the context (``w = mask``).
-
-``objective`` chooses what is maximised per query: ``"udcg"`` (loss ``-UDCG``), ``"log_udcg"``
-(loss ``-log UDCG = softplus(-z)``, steeper on bad contexts) or ``"logit"`` (loss ``-z``).
-``tau_end`` anneals the temperature geometrically, ``tau_t = tau * (tau_end / tau) ** progress``,
-driven by :meth:`DirectUDCGLoss.anneal` (the Lightning module calls it with the training progress).
+``objective``, per query: ``"udcg"`` (loss ``-UDCG``), ``"log_udcg"`` (``-log UDCG = softplus(-z)``,
+steeper on bad contexts) or ``"logit"`` (``-z``). ``tau_end`` anneals the temperature geometrically,
+``tau_t = tau * (tau_end / tau) ** progress`` (:meth:`DirectUDCGLoss.anneal`, called with the progress).
 """
 
 from __future__ import annotations
@@ -37,12 +34,10 @@ from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, top_k_mask_torch, udcg_log
 
 def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: float = 1.0,
                rows: int | None = None, sinkhorn_iters: int = 0) -> torch.Tensor:
-    """NeuralSort relaxed sort (Grover et al. 2019, Eq. 8) over the real slots: ``[Q, rows, n]``.
-
-    Row ``r`` (0-based) is a distribution over slots for "the passage at rank r + 1"; padding slots
-    and rows past a query's real count are zero. ``sinkhorn_iters > 0`` makes the real block doubly
-    stochastic (NeuralNDCG, Pobrotyn & Bialobrzeski 2021): built on all rows, then cut.
-    """
+    """NeuralSort relaxed sort (Grover et al. 2019, Eq. 8) over the real slots: ``[Q, rows, n]``, row ``r``
+    (0-based) a distribution over slots for "the passage at rank r + 1" (padding slots and rows past a
+    query's real count: 0). ``sinkhorn_iters > 0`` makes the real block doubly stochastic (NeuralNDCG,
+    Pobrotyn & Bialobrzeski 2021): built on all rows, then cut."""
     if mask is None:
         mask = torch.ones_like(scores, dtype=torch.bool)
     q, n = scores.shape
@@ -55,8 +50,7 @@ def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: f
     r = torch.arange(1, built + 1, device=scores.device, dtype=scores.dtype)  # 1-based ranks
     coef = (m + 1.0 - 2.0 * r[None, :])  # [Q, rows]
     logits = (coef[:, :, None] * s[:, None, :] - b[:, None, :]) / tau
-    logits = torch.where(mask[:, None, :], logits, torch.full_like(logits, NEG_LARGE))
-    p = torch.softmax(logits, dim=-1)
+    p = torch.softmax(torch.where(mask[:, None, :], logits, NEG_LARGE), dim=-1)
     row_ok = (r[None, :] <= m)  # [Q, rows]
     p = p * (row_ok[:, :, None] & mask[:, None, :])
     if sinkhorn_iters > 0:
@@ -65,18 +59,14 @@ def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: f
 
 
 def sinkhorn(p: torch.Tensor, row_ok: torch.Tensor, col_ok: torch.Tensor, *, iters: int = 50) -> torch.Tensor:
-    """Alternate column and row normalisation of the real ``m x m`` block of each ``[n, n]`` matrix.
-
-    Rows go last, so the soft top-k mass is exactly k; after 50 iterations columns sum to 1 within
-    ~2e-3 on SQuAD-like slates (tau 0.5). No convergence test: reading the error back to the host
-    would synchronise a GPU every iteration.
-    """
-    eps = 1e-12
+    """Alternate column and row normalisation of the real ``m x m`` block of each ``[n, n]`` matrix. Rows go
+    last, so the soft top-k mass is exactly k; after 50 iterations columns sum to 1 within ~2e-3 on
+    SQuAD-like slates (tau 0.5). No convergence test: reading the error back would sync the GPU each time."""
     valid = (row_ok[:, :, None] & col_ok[:, None, :]).to(p.dtype)
     p = p * valid
     for _ in range(iters):
-        p = p / p.sum(-2, keepdim=True).clamp(min=eps) * valid
-        p = p / p.sum(-1, keepdim=True).clamp(min=eps) * valid
+        p = p / p.sum(-2, keepdim=True).clamp(min=1e-12) * valid
+        p = p / p.sum(-1, keepdim=True).clamp(min=1e-12) * valid
     return p
 
 
@@ -86,22 +76,18 @@ def soft_topk_weights(scores: torch.Tensor, mask: torch.Tensor | None, k: int, *
     if mask is None:
         mask = torch.ones_like(scores, dtype=torch.bool)
     if relaxation == "neuralsort":
-        # Doubly stochastic (Sinkhorn): each passage's mass over the first k ranks is in [0, 1]
-        # and the masses add up to k, so the soft context has exactly k passages' worth.
+        # Sinkhorn: each passage's mass over the first k ranks is in [0, 1] and the masses sum to k
         w = neuralsort(scores, mask, tau=tau, rows=k, sinkhorn_iters=sinkhorn_iters).sum(1)
         return torch.where(mask, w, torch.zeros_like(w))
     if relaxation == "sigmoid":
+        if scores.shape[1] <= k:
+            return mask.to(scores.dtype)
         key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
         top = torch.sort(key.detach(), dim=-1, descending=True).values
-        n = scores.shape[1]
-        if n <= k:
-            return mask.to(scores.dtype)
-        kth, next_ = top[:, k - 1], top[:, k]
-        full = mask.sum(-1) <= k  # every real passage fits in the context
-        thr = torch.where(full, torch.zeros_like(kth), 0.5 * (kth + next_))
-        w = torch.sigmoid((scores - thr[:, None]) / tau)
-        w = torch.where(full[:, None], torch.ones_like(w), w)
-        return torch.where(mask, w, torch.zeros_like(w))
+        full = mask.sum(-1) <= k  # every real passage fits in the context (and the threshold is -inf or NaN)
+        thr = torch.where(full, 0.0, 0.5 * (top[:, k - 1] + top[:, k]))
+        w = torch.where(full[:, None], 1.0, torch.sigmoid((scores - thr[:, None]) / tau))
+        return torch.where(mask, w, 0.0)
     raise ValueError(f"unknown relaxation {relaxation!r} (use 'neuralsort' or 'sigmoid')")
 
 
@@ -117,13 +103,9 @@ OBJECTIVES = {"udcg": lambda z: -torch.sigmoid(z), "log_udcg": lambda z: F.softp
 
 
 class DirectUDCGLoss(RankingLoss):
-    """Loss ``-UDCG@k`` (or ``-log UDCG@k``, ``-logit``) of a smooth top-k selection (module doc).
-
-    ``tau`` is in score units; ``alpha``/``beta`` (length ``k``) switch to UDCG_theta (Eq. 3,
-    NeuralSort only); ``sinkhorn_iters=0`` keeps plain NeuralSort rows, whose column sums may exceed 1.
-    """
-
-    target = "utility"
+    """Loss ``-UDCG@k`` (or ``-log UDCG@k``, ``-logit``) of a smooth top-k selection (module doc); ``tau`` in
+    score units; ``alpha``/``beta`` (length ``k``) switch to UDCG_theta (Eq. 3, NeuralSort only);
+    ``sinkhorn_iters=0`` keeps plain NeuralSort rows, whose column sums may exceed 1."""
 
     def __init__(self, k: int = 5, tau: float = 1.0, relaxation: str = "neuralsort",
                  gamma: float = DEFAULT_GAMMA, objective: str = "udcg", tau_end: float | None = None,

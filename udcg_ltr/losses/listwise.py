@@ -1,19 +1,16 @@
 """Listwise losses over a whole (variable-length, masked) slate, on signed continuous targets.
 
-* :class:`ListNetLoss` (Cao et al. 2007, top-one probabilities): cross-entropy between the target
-  distribution ``P_t = softmax(t / tau)`` and the model's ``P_s = softmax(s)`` over the real slots,
-  ``L_q = -sum_i P_t(i) log P_s(i)``. Signed utilities are valid softmax inputs: a harmful
-  passage (``u < 0``) simply gets less target mass than a neutral one; nothing is clamped.
-* :class:`ListMLELoss` (Xia et al. 2008): negative Plackett-Luce log-likelihood of the target
-  order ``pi`` (real slots sorted by descending target, padding excluded),
-  ``L_q = sum_{r=1}^{n} [log sum_{l >= r} exp(s_{pi(l)}) - s_{pi(r)}]``.
+* :class:`ListNetLoss` (Cao et al. 2007, top-one probabilities): cross-entropy
+  ``L_q = -sum_i P_t(i) log P_s(i)`` of ``P_t = softmax(t / tau)`` and ``P_s = softmax(s)`` over the
+  real slots. A harmful passage (``u < 0``) simply gets less target mass than a neutral one.
+* :class:`ListMLELoss` (Xia et al. 2008): negative Plackett-Luce log-likelihood of the target order ``pi``
+  (real slots by descending target), ``L_q = sum_{r=1}^{n} [log sum_{l >= r} exp(s_{pi(l)}) - s_{pi(r)}]``.
 * :class:`LambdaUDCGLoss` (LambdaLoss framework, Wang et al. 2018, with UDCG deltas): a pairwise
-  logistic loss ``sum_{t_i > t_j} |Delta UDCG@k_ij| log(1 + exp(-sigma (s_i - s_j)))`` where
-  ``|Delta UDCG@k_ij|`` is the change of UDCG@k (Eq. 4) of the *current* top-k (by score) when
-  ``i`` and ``j`` swap places. UDCG is a set function of the top k, so a swap changes it only when
-  exactly one of ``i, j`` is in the top k: with ``g(u) = u+ + gamma u-`` and ``z`` the current
-  logit ``(1/k) sum_{top k} g(u)``, swapping ``i`` (in) for ``j`` (out) gives
-  ``z' = z + (g(u_j) - g(u_i)) / k`` and ``|Delta| = |sigmoid(z') - sigmoid(z)|``.
+  logistic loss ``sum_{t_i > t_j} |Delta UDCG@k_ij| log(1 + exp(-sigma (s_i - s_j)))``, the delta being
+  the change of UDCG@k (Eq. 4) of the *current* top-k (by score) when ``i`` and ``j`` swap places. A
+  swap changes this set function only when exactly one of ``i, j`` is in the top k: with
+  ``g(u) = u+ + gamma u-`` and ``z = (1/k) sum_{top k} g(u)`` the current logit, swapping ``i`` (in)
+  for ``j`` (out) gives ``z' = z + (g(u_j) - g(u_i)) / k`` and ``|Delta| = |sigmoid(z') - sigmoid(z)|``.
 """
 
 from __future__ import annotations
@@ -25,16 +22,8 @@ from udcg_ltr.losses.base import NEG_LARGE, RankingLoss, masked_mean_over_querie
 from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, top_k_mask_torch, udcg_logit_torch
 
 
-def masked_log_softmax(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``log softmax`` over real slots; padding gets 0 (it is multiplied by a zero weight anyway)."""
-    logp = torch.log_softmax(torch.where(mask, x, torch.full_like(x, NEG_LARGE)), dim=-1)
-    return torch.where(mask, logp, torch.zeros_like(logp))
-
-
 class ListNetLoss(RankingLoss):
     """ListNet with target distribution ``softmax(t / tau)`` over the real slots (no clamping)."""
-
-    target = "utility"
 
     def __init__(self, tau: float = 0.1):
         super().__init__()
@@ -43,21 +32,16 @@ class ListNetLoss(RankingLoss):
         self.tau = tau
 
     def compute(self, scores, targets, mask):
-        p_t = torch.where(mask, torch.softmax(torch.where(mask, targets / self.tau,
-                                                          torch.full_like(targets, NEG_LARGE)), dim=-1), 0.0)
-        per_query = -(p_t * masked_log_softmax(scores, mask)).sum(-1)
+        p_t = torch.softmax(torch.where(mask, targets / self.tau, NEG_LARGE), dim=-1)
+        log_p_s = torch.log_softmax(torch.where(mask, scores, NEG_LARGE), dim=-1)
+        per_query = -torch.where(mask, p_t * log_p_s, 0.0).sum(-1)
         return masked_mean_over_queries(per_query, mask.sum(-1) >= 2, scores)
 
 
 class ListMLELoss(RankingLoss):
-    """Plackett-Luce negative log-likelihood of the target order over the real slots.
-
-    ``ties="stable"`` orders equal targets by column (deterministic); ``ties="random"`` breaks them
-    with a fresh random permutation per call (the usual ListMLE practice with graded labels).
-    ``normalize=True`` divides each query's sum by its number of real slots.
-    """
-
-    target = "utility"
+    """Plackett-Luce negative log-likelihood of the target order over the real slots; equal targets in column
+    order (``ties="stable"``) or a fresh random permutation per call (``"random"``, the usual practice).
+    ``normalize=True`` divides each query's sum by its number of real slots."""
 
     def __init__(self, ties: str = "stable", normalize: bool = False):
         super().__init__()
@@ -66,19 +50,16 @@ class ListMLELoss(RankingLoss):
         self.ties, self.normalize = ties, normalize
 
     def compute(self, scores, targets, mask):
-        n = scores.shape[1]
         if self.ties == "random":
-            perm = torch.randperm(n, device=scores.device)
+            perm = torch.randperm(scores.shape[1], device=scores.device)
             scores, targets, mask = scores[:, perm], targets[:, perm], mask[:, perm]
         key = torch.where(mask, targets, torch.full_like(targets, float("-inf")))
         order = torch.sort(key, dim=-1, descending=True, stable=True).indices  # padding last
         s = torch.gather(scores, 1, order)
         m = torch.gather(mask, 1, order)
-        s_masked = torch.where(m, s, torch.full_like(s, NEG_LARGE))
         # log sum_{l >= r} exp(s_l): a reversed cumulative logsumexp over the sorted slate.
-        tail = torch.flip(torch.logcumsumexp(torch.flip(s_masked, [1]), dim=1), [1])
-        per_pos = torch.where(m, tail - s, torch.zeros_like(s))
-        per_query = per_pos.sum(-1)
+        tail = torch.flip(torch.logcumsumexp(torch.flip(torch.where(m, s, NEG_LARGE), [1]), dim=1), [1])
+        per_query = torch.where(m, tail - s, 0.0).sum(-1)
         count = m.sum(-1)
         if self.normalize:
             per_query = per_query / count.clamp(min=1)
@@ -97,15 +78,12 @@ def udcg_swap_deltas(scores: torch.Tensor, targets: torch.Tensor, mask: torch.Te
         # Delta z of swapping i and j: (in_i - in_j) * (g_j - g_i) / k
         flag = in_top[:, :, None].to(scores.dtype) - in_top[:, None, :].to(scores.dtype)
         dz = flag * (g[:, None, :] - g[:, :, None]) / k_eff[:, None, None]
-        base = torch.sigmoid(z)[:, None, None]
-        return (torch.sigmoid(z[:, None, None] + dz) - base).abs()
+        return (torch.sigmoid(z[:, None, None] + dz) - torch.sigmoid(z)[:, None, None]).abs()
 
 
 class LambdaUDCGLoss(RankingLoss):
     """LambdaLoss with ``|Delta UDCG@k|`` pair weights (module doc). ``min_weight`` floors every pair's
     weight (default 0: pairs that cannot change the top-k set carry no gradient, as the metric sees it)."""
-
-    target = "utility"
 
     def __init__(self, k: int = 5, gamma: float = DEFAULT_GAMMA, sigma: float = 1.0, min_weight: float = 0.0,
                  normalize: bool = False):
@@ -116,12 +94,10 @@ class LambdaUDCGLoss(RankingLoss):
 
     def compute(self, scores, targets, mask):
         pairs = pair_mask(targets, mask)
-        delta = udcg_swap_deltas(scores, targets, mask, self.k, self.gamma)
-        if self.min_weight > 0:
-            delta = delta.clamp(min=self.min_weight)
+        # the deltas are >= 0, so a floor of 0 (the default) changes nothing
+        delta = udcg_swap_deltas(scores, targets, mask, self.k, self.gamma).clamp(min=self.min_weight)
         w = torch.where(pairs, delta, torch.zeros_like(delta))
-        sdiff = scores[:, :, None] - scores[:, None, :]
-        per_query = (w * F.softplus(-self.sigma * sdiff)).sum(dim=(1, 2))
+        per_query = (w * F.softplus(-self.sigma * (scores[:, :, None] - scores[:, None, :]))).sum(dim=(1, 2))
         if self.normalize:
             # Scale-free across slates: divide by the weight mass (LambdaLoss leaves it to the lr).
             per_query = per_query / w.sum(dim=(1, 2)).clamp(min=1e-12)

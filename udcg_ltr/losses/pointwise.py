@@ -1,13 +1,10 @@
 """Pointwise losses: each (question, passage) pair on its own.
 
-* :class:`MSELoss`: regression of the utility, ``L = mean_{real i} (f(s_i) - u_i)^2`` with ``u_i``
-  the signed utility of Eq. 2 and ``f`` the identity (default) or ``tanh`` (which maps logits
-  onto the utility range ``[-1, 1]``);
-* :class:`BCELoss`: the standard reranker baseline, binary cross-entropy of ``sigmoid(s_i)``
-  against binary relevance ``y_i in {0, 1}``:
-  ``L = -mean_{real i} [w_+ y_i log sigmoid(s_i) + (1 - y_i) log(1 - sigmoid(s_i))]``.
-  Fed signed utilities instead of labels, it binarises them as ``y = [u > 0]`` (Eq. 2: the sign
-  of ``u`` is ``R``).
+* :class:`MSELoss`: regression of the signed utility (Eq. 2), ``L = mean_{real i} (f(s_i) - u_i)^2``
+  with ``f`` the identity (default) or ``tanh`` (which maps logits onto the utility range ``[-1, 1]``);
+* :class:`BCELoss`: the standard reranker baseline, binary cross-entropy against relevance ``y_i``,
+  ``L = -mean_{real i} [w_+ y_i log sigmoid(s_i) + (1 - y_i) log(1 - sigmoid(s_i))]``; signed
+  utilities become ``y = [u > 0]`` (Eq. 2: the sign of ``u`` is ``R``).
 """
 
 from __future__ import annotations
@@ -21,8 +18,6 @@ from udcg_ltr.losses.base import RankingLoss
 class MSELoss(RankingLoss):
     """Mean squared error on signed utilities over real slots: ``mean (f(s_i) - u_i)^2``."""
 
-    target = "utility"
-
     def __init__(self, activation: str = "identity"):
         super().__init__()
         if activation not in ("identity", "tanh"):
@@ -31,8 +26,7 @@ class MSELoss(RankingLoss):
 
     def compute(self, scores, targets, mask):
         pred = torch.tanh(scores) if self.activation == "tanh" else scores
-        sq = (pred - targets) ** 2
-        return (sq * mask).sum() / mask.sum().clamp(min=1)
+        return ((pred - targets) ** 2 * mask).sum() / mask.sum().clamp(min=1)
 
 
 class BCELoss(RankingLoss):
@@ -45,7 +39,6 @@ class BCELoss(RankingLoss):
         self.pos_weight = pos_weight
 
     def compute(self, scores, targets, mask):
-        # Labels are 0/1; a signed utility becomes its sign (Eq. 2: sign(u) = R).
         if bool((targets < 0).any()):
             y = (targets > 0).float()
         elif bool((targets > 1).any()):

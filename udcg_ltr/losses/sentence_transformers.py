@@ -1,17 +1,13 @@
 """The project's ranking losses as sentence-transformers cross-encoder losses (``CrossEncoderTrainer``).
 
-Each adapter has the shape of sentence-transformers' listwise cross-encoder losses (``ListNetLoss``,
-``LambdaLoss``): ``Loss(model, ..., activation_fn=None (identity), mini_batch_size=None)`` and
-``forward(inputs, labels, prompt=None, task=None)`` with ``inputs = [queries, docs_lists]`` (one list of
-documents per query, lengths may differ) and ``labels`` one list of labels per query, as the
-``CrossEncoderDataCollator`` builds them from a ``{"query", "docs", "labels"}`` data set. It scores
-every (query, document) pair, pads the logits to ``[Q, n]`` with a mask and calls the project's loss
-on them, so the value and gradient are exactly those of the Lightning trainer's loss.
+Each adapter has the shape of sentence-transformers' listwise ``ListNetLoss`` / ``LambdaLoss``: built
+as ``Loss(model, ..., activation_fn=None, mini_batch_size=None)``, called with ``inputs = [queries,
+docs_lists]`` and one list of labels per query (the ``CrossEncoderDataCollator``'s batches of a
+``{"query", "docs", "labels"}`` data set), it calls the project's loss: the Lightning trainer's value.
 
-**Labels are signed utilities** (UDCG paper, Eq. 2, in [-1, 1]; a harmful distractor has ``u < 0``).
-Nothing is clamped: sentence-transformers' own listwise losses read labels as non-negative grades
-(``LambdaLoss`` clamps them at 0), which erases exactly the distractor signal these losses are built
-on. Labels are checked on the host, where the collator leaves them, so no training step waits for a GPU.
+**Labels are signed utilities** (UDCG paper, Eq. 2, in [-1, 1]; a harmful distractor has ``u < 0``),
+never clamped, unlike sentence-transformers' own ``LambdaLoss`` (at 0, erasing the distractor signal).
+They are checked on the host, where the collator leaves them, so no training step waits for a GPU.
 
 Example::
 
@@ -55,10 +51,8 @@ UDCG_CITATION = """
 
 def padded_targets(labels: Sequence[Tensor | Sequence[float]], docs_per_query: Sequence[int]
                    ) -> tuple[Tensor, Tensor]:
-    """``(targets [Q, n] float32, mask [Q, n] bool)`` from per-query label lists; padding is 0 under a False mask.
-
-    Raises ``ValueError`` naming the query and position of a label that is not a finite utility in [-1, 1].
-    """
+    """``(targets [Q, n] float32, mask [Q, n] bool)`` from per-query label lists, padding 0; ``ValueError``
+    names the query and position of a label that is not a finite utility in [-1, 1]."""
     if isinstance(labels, Tensor):
         raise ValueError("expected one list of labels per query (a listwise data set: query, docs, labels), "
                          "got a single value per sample")
@@ -68,7 +62,7 @@ def padded_targets(labels: Sequence[Tensor | Sequence[float]], docs_per_query: S
                          f"number of labels per query ({counts})")
     width = max(counts, default=0)
     targets = torch.zeros((len(counts), width), dtype=torch.float32)
-    mask = torch.zeros((len(counts), width), dtype=torch.bool)
+    mask = torch.arange(width)[None, :] < torch.tensor(counts, dtype=torch.long)[:, None]
     for q, lbls in enumerate(labels):
         row = torch.as_tensor(lbls, dtype=torch.float32).reshape(-1)
         bad = ~torch.isfinite(row) | (row.abs() > 1.0)
@@ -77,20 +71,17 @@ def padded_targets(labels: Sequence[Tensor | Sequence[float]], docs_per_query: S
             raise ValueError(f"labels of query {q} (batch position), document {j}: {float(row[j])!r} is not a "
                              "signed utility in [-1, 1] (Eq. 2: u = R * (1 - P(NO-RESPONSE)))")
         targets[q, :len(row)] = row
-        mask[q, :len(row)] = True
     return targets, mask
 
 
 class UtilityListLoss(nn.Module):
-    """Base adapter: score the pairs, pad to ``[Q, n]`` with a mask, call ``ranking_loss(scores, targets, mask)``.
+    """Base adapter: score the pairs, pad to ``[Q, n]`` with a mask, call ``ranking_loss(scores, targets,
+    mask)`` (a project loss on signed utilities). ``activation_fn`` defaults to identity (the losses want
+    raw scores); ``mini_batch_size`` (pairs per forward pass, as sentence-transformers' ListNetLoss):
+    ``None`` = the number of queries, ``<= 0`` = all."""
 
-    Args:
-        model: a one-label :class:`~sentence_transformers.cross_encoder.CrossEncoder`.
-        ranking_loss: a project loss (:class:`udcg_ltr.losses.base.RankingLoss`) that reads signed utilities.
-        activation_fn: applied to the logits before the loss (default identity: the losses want raw scores).
-        mini_batch_size: pairs per forward pass, as in sentence-transformers' ListNetLoss: ``None`` = the
-            number of queries in the batch, ``<= 0`` = all pairs at once.
-    """
+    #: BibTeX of the adapted loss's own paper, cited after the UDCG paper's.
+    method_citation = ""
 
     def __init__(self, model: CrossEncoder, ranking_loss: RankingLoss, activation_fn: nn.Module | None = None,
                  mini_batch_size: int | None = None) -> None:
@@ -135,10 +126,9 @@ class UtilityListLoss(nn.Module):
         pairs = [(query, doc) for query, docs in zip(queries, docs_list) for doc in docs]
         logits = self.pair_logits(pairs, len(queries), prompt=prompt, task=task)
         device = logits.device
-        rows = torch.repeat_interleave(torch.arange(len(queries)), torch.tensor(docs_per_query)).to(device)
-        cols = torch.cat([torch.arange(n) for n in docs_per_query]).to(device)
-        # Padding slots hold 0: every project loss masks them out of its sums, softmaxes and pairs.
-        scores = torch.zeros(mask.shape, dtype=logits.dtype, device=device).index_put((rows, cols), logits)
+        # Real slots, row-major, are the pairs' order (host indices: no GPU sync); padding 0 is masked out.
+        idx = tuple(i.to(device) for i in mask.nonzero(as_tuple=True))
+        scores = torch.zeros(mask.shape, dtype=logits.dtype, device=device).index_put(idx, logits)
         return self.ranking_loss(scores, targets.to(device), mask.to(device))
 
     def get_config_dict(self) -> dict[str, Any]:
@@ -148,7 +138,7 @@ class UtilityListLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return UDCG_CITATION
+        return UDCG_CITATION + self.method_citation
 
 
 class DirectUDCGLoss(UtilityListLoss):
@@ -171,13 +161,7 @@ class LambdaUDCGLoss(UtilityListLoss):
     """LambdaLoss with ``|Delta UDCG@k|`` pair weights (Wang et al. 2018, Eq. 4's swap deltas): keyword
     arguments go to :class:`udcg_ltr.losses.listwise.LambdaUDCGLoss`."""
 
-    def __init__(self, model: CrossEncoder, *, activation_fn: nn.Module | None = None,
-                 mini_batch_size: int | None = None, **loss_kwargs: Any) -> None:
-        super().__init__(model, listwise.LambdaUDCGLoss(**loss_kwargs), activation_fn, mini_batch_size)
-
-    @property
-    def citation(self) -> str:
-        return UDCG_CITATION + """
+    method_citation = """
 @inproceedings{wang2018lambdaloss,
     title={The LambdaLoss Framework for Ranking Metric Optimization},
     author={Wang, Xuanhui and Li, Cheng and Golbandi, Nadav and Bendersky, Michael and Najork, Marc},
@@ -187,20 +171,16 @@ class LambdaUDCGLoss(UtilityListLoss):
 }
 """
 
+    def __init__(self, model: CrossEncoder, *, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None, **loss_kwargs: Any) -> None:
+        super().__init__(model, listwise.LambdaUDCGLoss(**loss_kwargs), activation_fn, mini_batch_size)
+
 
 class SignedListNetLoss(UtilityListLoss):
     """ListNet on signed utilities, ``softmax(u / tau)`` against ``softmax(s)`` (Cao et al. 2007,
     :class:`udcg_ltr.losses.listwise.ListNetLoss`): a harmful document gets less mass than a neutral one."""
 
-    def __init__(self, model: CrossEncoder, tau: float = 0.1, activation_fn: nn.Module | None = None,
-                 mini_batch_size: int | None = None) -> None:
-        if not (isinstance(tau, (int, float)) and math.isfinite(tau)):
-            raise ValueError(f"tau must be a finite number, got {tau!r}")
-        super().__init__(model, listwise.ListNetLoss(tau=tau), activation_fn, mini_batch_size)
-
-    @property
-    def citation(self) -> str:
-        return UDCG_CITATION + """
+    method_citation = """
 @inproceedings{cao2007learning,
     title={Learning to Rank: From Pairwise Approach to Listwise Approach},
     author={Cao, Zhe and Qin, Tao and Liu, Tie-Yan and Tsai, Ming-Feng and Li, Hang},
@@ -209,3 +189,9 @@ class SignedListNetLoss(UtilityListLoss):
     year={2007}
 }
 """
+
+    def __init__(self, model: CrossEncoder, tau: float = 0.1, activation_fn: nn.Module | None = None,
+                 mini_batch_size: int | None = None) -> None:
+        if not (isinstance(tau, (int, float)) and math.isfinite(tau)):
+            raise ValueError(f"tau must be a finite number, got {tau!r}")
+        super().__init__(model, listwise.ListNetLoss(tau=tau), activation_fn, mini_batch_size)

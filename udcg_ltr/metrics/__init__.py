@@ -1,18 +1,11 @@
 """The metric library: pure, vectorised functions over padded ``[n_queries, k]`` arrays with masks.
 
-Conventions (ranked order, masks, cutoffs, NA, ties): :mod:`udcg_ltr.metrics._common`. One module per
-family (udcg, classic, setbased, distractor, erag), the metric table (:mod:`~udcg_ltr.metrics.table`),
-torch twins for the losses (:mod:`~udcg_ltr.metrics.torch_ops`) and trec_eval / ranx references for the
-TREC table (:mod:`~udcg_ltr.metrics.reference`); the last two are imported on demand.
+Conventions (ranked order, masks, cutoffs, NA, ties): :mod:`udcg_ltr.metrics._common`. The torch twins
+for the losses (:mod:`~udcg_ltr.metrics.torch_ops`) and the trec_eval / ranx references of the TREC
+table (:mod:`~udcg_ltr.metrics.reference`) are imported on demand.
 """
 
-from udcg_ltr.metrics._common import (
-    as_padded,
-    cutoff_mask,
-    mean,
-    rank_by_scores,
-    take_ranked,
-)
+from udcg_ltr.metrics._common import as_padded, cutoff_mask, mean, rank_by_scores, take_ranked
 from udcg_ltr.metrics.classic import (
     average_precision,
     dcg,

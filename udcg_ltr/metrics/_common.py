@@ -1,21 +1,17 @@
 """Conventions shared by every metric of the library.
 
 * Inputs are padded ``[n_queries, k]`` arrays **in ranked order**: column 0 is rank 1. A boolean
-  ``mask`` of the same shape marks real entries (``True``) and padding (``False``); ``mask=None``
-  means every entry is real. Masked entries take no rank: a real entry's position is the number
-  of real entries before it in its row (padding need not be at the end).
+  ``mask`` of the same shape marks real entries (``True``; ``mask=None``: all). Padding takes no rank
+  (a real entry's position counts the real entries before it) and need not be at the end.
 * A cutoff ``k`` keeps the first ``k`` real entries of each row (``k=None``: all of them).
-* Outputs are per-query ``float64`` arrays ``[n_queries]``. A metric undefined for a query (e.g.
+* Outputs are per-query ``float64`` arrays ``[n_queries]``; a metric undefined for a query (e.g.
   RA-nWG with no positive grade in the pool) is ``NaN`` ("NA"): :func:`mean` leaves NA out and counts it.
-* Gains may be negative (signed utilities): nothing here clamps or pads them.
-* NaN is rejected at this boundary, numpy and torch alike (:func:`check_not_nan`): a NaN at a real
-  entry raises ``ValueError``; a NaN under a ``False`` mask is padding and never reaches a result.
-  NA is an *output*, never an input.
+* Gains may be negative (signed utilities): nothing here clamps them. NaN at a real entry raises
+  ``ValueError`` (:func:`check_not_nan`; torch twins alike); under a ``False`` mask it is padding.
 * Ties when ranking by score (:func:`rank_by_scores`): higher score first, then ``ties="stable"``
-  (the default: the earlier column wins) or ``ties="trec"`` (scores compared in float32, equal ones
-  by document id descending, byte-wise: how trec_eval re-sorts a run on reading, ``comp_sim_docno``
-  in its ``form_res_rels.c`` on ``float sim``; ranx sorts ties in no defined order).
-  :func:`udcg_ltr.data.readers.trec.write_trec_run` writes ranks trec_eval reads back.
+  (the earlier column wins) or ``ties="trec"`` (scores compared in float32, equal ones by document id
+  descending, byte-wise: how trec_eval re-sorts a run on reading, ``comp_sim_docno`` in its
+  ``form_res_rels.c`` on ``float sim``; ranx sorts ties in no defined order).
 """
 
 from __future__ import annotations
@@ -67,21 +63,16 @@ def _as_mask(mask, shape) -> np.ndarray:
 
 def prepare(values, mask=None, k: int | None = None, *, dtype=None,
             what: str = "values") -> tuple[np.ndarray, np.ndarray | None]:
-    """``(values, mask)`` restricted to the first ``k`` real entries of each row, without copying when possible.
-
-    With ``mask=None`` (every entry real) the cutoff is a column slice (a view) and the returned
-    mask stays ``None``; otherwise it is :func:`cutoff_mask`. Values under a ``False`` mask are left
-    as they are: callers must not let them into sums. A NaN at a real entry of the row, inside or
-    beyond the cutoff, raises ``ValueError``.
-    """
+    """``(values, mask)`` restricted to the first ``k`` real entries of each row (with ``mask=None``: a column
+    slice, a view, and the mask stays None). Values under a ``False`` mask are left as they are: callers
+    must not let them into sums. A NaN at a real entry, inside or beyond the cutoff, raises ``ValueError``."""
     if k is not None and k < 0:
         raise ValueError(f"cutoff k must be >= 0, got {k}")
     values = _as_2d(values, dtype)
-    if mask is None:
-        check_not_nan(values, None, what)
-        return (values if k is None else values[:, :k]), None
-    mask = _as_mask(mask, values.shape)
+    mask = None if mask is None else _as_mask(mask, values.shape)
     check_not_nan(values, mask, what)
+    if mask is None:
+        return (values if k is None else values[:, :k]), None
     return values, cutoff_mask(mask, k)
 
 
@@ -146,15 +137,10 @@ TIES = ("stable", "trec")
 
 
 def rank_by_scores(scores, mask=None, *, k: int | None = None, ties: str = "stable", ids=None) -> np.ndarray:
-    """Column permutation per row that sorts real entries by descending score, padding last.
-
-    Ties: the module doc's rule. ``ties="trec"`` compares scores as trec_eval's 32-bit C ``float``
-    and breaks ties by ``ids`` (the aligned ``[Q, W]`` document ids) descending, ``strcmp`` order;
-    equal ids fall back to input order. Use :func:`take_ranked` to reorder any aligned array with
-    the result. With ``k`` only the first ``k`` columns are returned, identical to
-    ``rank_by_scores(scores, mask)[:, :k]``. Real scores must not be NaN; ``+-inf`` are ordinary
-    values (a real ``-inf`` still ranks before every padding entry).
-    """
+    """Column permutation per row that sorts real entries by descending score, padding last (reorder any
+    aligned array with :func:`take_ranked`); with ``k``, its first ``k`` columns. Ties: the module doc's
+    rule; ``ties="trec"`` needs ``ids`` (the aligned ``[Q, W]`` document ids; equal ids: input order).
+    ``+-inf`` are ordinary scores (a real ``-inf`` still ranks before every padding entry)."""
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
     s = _as_2d(scores)
@@ -173,11 +159,8 @@ def rank_by_scores(scores, mask=None, *, k: int | None = None, ties: str = "stab
         # ascending key = descending id, in code point order (= UTF-8 byte order, as strcmp)
         id_keys = -np.unique(ids.astype(str).ravel(), return_inverse=True)[1].reshape(s.shape)
     width = s.shape[1]
-    if mask is None:
-        keyed = np.negative(s)
-    else:
-        mask = _as_mask(mask, s.shape)
-        keyed = np.where(mask, np.negative(s), np.inf)
+    mask = None if mask is None else _as_mask(mask, s.shape)
+    keyed = np.negative(s) if mask is None else np.where(mask, np.negative(s), np.inf)
     if width == 0:
         return np.zeros(s.shape, dtype=np.intp)
     if np.isnan(keyed).any():

@@ -7,20 +7,16 @@ relevant when its label is ``> 0``, or ``>= threshold`` (TREC DL: ``threshold=2`
   2002, linear gains as trec_eval and ranx) or 1 (``None``);
 * nDCG@k = DCG@k / IDCG@k, IDCG from the ideal order of the query's judged pool (``ideal_gains``,
   default the row); ``undefined`` (0, as trec_eval, ranx, scikit-learn) for a pool with no positive
-  gain: trec_eval's ``ndcg_cut`` for non-negative gains. Signed gains: over every ranking of at most
-  k pool entries DCG lies in ``[Z-, Z+]`` (``Z+``: the positive gains in descending order; ``Z-``:
-  the negative ones, most negative first), and nDCG@k = DCG/Z+ if DCG > 0, DCG/|Z-| if DCG < 0, in
-  [-1, 1]: the two-sided min-max normalisation signed gains need (Gienapp, Stein, Hagen and
-  Potthast, "The Impact of Negative Relevance Judgments on NDCG", CIKM 2020: plain DCG/IDCG is
-  unbounded below and can exceed 1). A DCG outside ``[Z-, Z+]`` raises ``ValueError``;
+  gain: trec_eval's ``ndcg_cut`` for non-negative gains. Signed gains: every ranking of at most k pool
+  entries has DCG in ``[Z-, Z+]`` (``Z+``: the positive gains in descending order; ``Z-``: the negative
+  ones, most negative first), and nDCG@k = DCG/Z+ if DCG > 0, DCG/|Z-| if DCG < 0, in [-1, 1] (Gienapp,
+  Stein, Hagen and Potthast, "The Impact of Negative Relevance Judgments on NDCG", CIKM 2020: plain
+  DCG/IDCG is unbounded below and can exceed 1). A DCG outside ``[Z-, Z+]`` raises ``ValueError``;
 * RR@k = 1 / rank of the first relevant entry in the top k (0 if none); MRR is its mean;
 * AP@k = (1/R) sum_{i<=k, rel_i} Precision@i, R = relevant judged passages (``n_relevant``; default
   the count in the row), as trec_eval and ranx;
 * Precision@k = #relevant in top k / k (as trec_eval); Recall@k = #relevant in top k / R;
   HITS@k = 1 if a relevant entry is in the top k.
-
-Every function takes ``(values, mask=None, *, k=None, ...)`` and returns float64 ``[n_queries]``;
-with ``mask=None`` only the first ``k`` columns are read.
 """
 
 from __future__ import annotations
@@ -62,11 +58,8 @@ def dcg_bounds(gains, mask=None, *, k: int | None = None, discount: str | None =
 
 def ndcg(gains, mask=None, *, k: int | None = None, ideal_gains=None, ideal_mask=None,
          discount: str | None = "log2", undefined: float = 0.0) -> np.ndarray:
-    """nDCG@k per query in [-1, 1]: DCG/Z+ when DCG > 0, DCG/|Z-| when DCG < 0 (module doc, Gienapp et al. 2020).
-
-    ``ideal_gains``/``ideal_mask``: the query's whole judged pool (e.g. every qrel, retrieved or not,
-    as trec_eval); default the row. ``undefined`` where the pool has no non-zero gain.
-    """
+    """nDCG@k per query in [-1, 1]: DCG/Z+ when DCG > 0, DCG/|Z-| when DCG < 0 (module doc, Gienapp et al.
+    2020); ``ideal_gains``/``ideal_mask``: the judged pool (every qrel, as trec_eval), default the row."""
     actual = dcg(gains, mask, k=k, discount=discount)
     if ideal_gains is None:
         ideal_gains, ideal_mask = gains, mask
@@ -85,10 +78,7 @@ def ndcg(gains, mask=None, *, k: int | None = None, ideal_gains=None, ideal_mask
 
 def _binary(labels, mask, k, threshold) -> tuple[np.ndarray, np.ndarray | None]:
     y, m = prepare(labels, mask, k)
-    if threshold is not None:
-        rel = y >= threshold
-    else:
-        rel = y if y.dtype == bool else y > 0
+    rel = (y >= threshold) if threshold is not None else (y if y.dtype == bool else y > 0)
     return (rel if m is None else rel & m), m
 
 
@@ -98,11 +88,6 @@ def _n_relevant(labels, mask, threshold, n_relevant) -> np.ndarray:
     total = np.asarray(n_relevant, dtype=np.float64).reshape(-1)
     check_not_nan(total, None, "n_relevant")
     return total
-
-
-def _over_relevant(count: np.ndarray, labels, mask, threshold, n_relevant) -> np.ndarray:
-    """``count / R`` per query, 0 when R = 0."""
-    return ratio(count, _n_relevant(labels, mask, threshold, n_relevant))
 
 
 def reciprocal_rank(labels, mask=None, *, k: int | None = None, threshold: float | None = None) -> np.ndarray:
@@ -132,7 +117,7 @@ def average_precision(labels, mask=None, *, k: int | None = None, threshold: flo
     hits_so_far = np.arange(rows.size) - first[rows] + 1.0
     rank = cols + 1.0 if m is None else np.cumsum(m, axis=1)[rows, cols].astype(np.float64)
     prec_sum = np.bincount(rows, weights=hits_so_far / rank, minlength=rel.shape[0])
-    return _over_relevant(prec_sum, labels, mask, threshold, n_relevant)
+    return ratio(prec_sum, _n_relevant(labels, mask, threshold, n_relevant))
 
 
 def precision(labels, mask=None, *, k: int | None = None, threshold: float | None = None) -> np.ndarray:
@@ -145,7 +130,7 @@ def recall(labels, mask=None, *, k: int | None = None, threshold: float | None =
            n_relevant=None) -> np.ndarray:
     """Recall@k = #relevant in the top k / R (0 when R = 0)."""
     rel, _ = _binary(labels, mask, k, threshold)
-    return _over_relevant(rel.sum(axis=1), labels, mask, threshold, n_relevant)
+    return ratio(rel.sum(axis=1), _n_relevant(labels, mask, threshold, n_relevant))
 
 
 def hits(labels, mask=None, *, k: int | None = None, threshold: float | None = None) -> np.ndarray:

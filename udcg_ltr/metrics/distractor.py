@@ -1,35 +1,30 @@
 """The distractor-aware view: heuristic signed utilities, DCG over them, distractor rate and harm,
 and the dynamic-k analysis with a SAFE / RISKY / DANGEROUS assessment.
 
-Source: the practitioner post "Why Your RAG Metrics Are Lying to You" (S. Roopa, 2026), which
-extends DCG to negative utilities so that distractors (related but wrong passages) cost instead of
-counting as 0; its worked example ``u = (+1, +0.5, -0.5, +1, 0)`` has DCG 1.49614 (log2 discount),
-1.74614 once the distractor is removed (the post rounds each term: 1.497, 1.747). Only that part is
-taken from the post: the utility heuristic follows the project brief, and the rate, harm, dynamic-k
-and assessment definitions are **ours**, stated here in full.
+From the practitioner post "Why Your RAG Metrics Are Lying to You" (S. Roopa, 2026) only DCG over
+negative utilities is taken, so that distractors (related but wrong passages) cost instead of counting
+as 0: its example ``u = (+1, +0.5, -0.5, +1, 0)`` has DCG 1.49614 (log2 discount), 1.74614 without the
+distractor (the post rounds each term: 1.497, 1.747). The utility heuristic follows the project brief;
+the rate, harm, dynamic-k and assessment definitions are **ours**, stated here in full.
 
 Heuristic utilities (:func:`heuristic_utilities`), first matching rule wins, per real passage:
-
-1. relevant (label ``> 0``, or ``>= relevant_threshold``): ``+1``;
-2. known distractor (``is_distractor``): ``-1``;
-3. non-relevant with retriever score above ``score_fraction`` of the row's top score: ``-0.5``
-   (``score_rule="ratio"``: ``s > f * s_top``, for positive scores; ``"range"``:
-   ``(s - s_min) / (s_top - s_min) > f``, invariant to shifting the scores, for logits);
-4. non-relevant in the top ``top_n = 3`` positions: ``-0.5``;
-5. anything else: ``0``.
+1. relevant (label ``> 0``, or ``>= relevant_threshold``): ``+1``; 2. known distractor
+(``is_distractor``): ``-1``; 3. non-relevant with retriever score above ``score_fraction`` of the row's
+top score: ``-0.5`` (``score_rule="ratio"``: ``s > f * s_top``, for positive scores; ``"range"``:
+``(s - s_min) / (s_top - s_min) > f``, shift-invariant, for logits); 4. non-relevant in the top
+``top_n = 3`` positions: ``-0.5``; 5. anything else: ``0``.
 
 Measures at cutoff ``k`` (discount ``d_i = 1/log2(i+1)``, or 1 with ``discount=None``):
 
-* distractor-aware DCG@k = ``sum_{i<=k} u_i d_i`` (signed, never clamped); DCG without distractors
-  = the same with every negative utility set to 0;
-* distractor harm@k = ``sum_{i<=k} |u_i-| d_i`` = DCG without distractors - DCG;
+* distractor-aware DCG@k = ``sum_{i<=k} u_i d_i`` (signed); DCG without distractors: the same with
+  every negative utility set to 0; distractor harm@k = ``sum_{i<=k} |u_i-| d_i`` (their difference);
 * distractor rate@k = ``#{i <= k: u_i < 0} / #{i <= k}`` (NA for an empty context);
 * harm share@k = ``harm / (harm + sum_{i<=k} u_i+ d_i)`` (0 for an all-zero context);
-* dynamic k: ``score(j) = sum_{i<=j} u_i+ d_i - harm_weight * sum_{i<=j} |u_i-| d_i`` for
-  ``j = min_k..n`` (``j = 0`` scores 0); best k = the smallest ``j`` that maximises it
-  (fewer passages cost less). Default ``discount=None`` there: the LLM reads the whole context;
-* assessment at cutoff ``k``: ``DANGEROUS`` when harm share >= ``dangerous_share`` (0.5: the harm
-  at least cancels the utility), ``RISKY`` when >= ``risky_share`` (0.2), ``SAFE`` otherwise.
+* dynamic k: ``score(j) = sum_{i<=j} u_i+ d_i - harm_weight * sum_{i<=j} |u_i-| d_i``, ``j = min_k..n``
+  (``score(0) = 0``); best k = the smallest maximiser (fewer passages cost less). Default
+  ``discount=None`` there: the LLM reads the whole context;
+* assessment: ``DANGEROUS`` when harm share >= ``dangerous_share`` (0.5: the harm at least cancels
+  the utility), ``RISKY`` when >= ``risky_share`` (0.2), ``SAFE`` otherwise.
 """
 
 from __future__ import annotations
@@ -38,7 +33,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from udcg_ltr.metrics._common import _as_2d, _as_mask, discounted, masked, n_real, prepare, ratio
+from udcg_ltr.metrics._common import _as_2d, _as_mask, as_padded, discounted, masked, n_real, prepare, ratio
 from udcg_ltr.metrics.classic import dcg
 
 SAFE, RISKY, DANGEROUS = "SAFE", "RISKY", "DANGEROUS"
@@ -68,10 +63,8 @@ class AssessmentThresholds:
 
 def heuristic_utilities(labels, scores=None, mask=None, *, is_distractor=None, relevant_threshold: float | None = None,
                         config: HeuristicConfig = HeuristicConfig()) -> np.ndarray:
-    """Signed utilities ``[n_queries, k]`` from relevance labels and retriever scores (rules in the module doc).
-
-    ``scores`` may be None (or non-finite for a row), which skips rule 3. Padding gets 0.
-    """
+    """Signed utilities ``[n_queries, k]`` from relevance labels and retriever scores (module doc's rules;
+    ``scores`` None, or non-finite for a row, skips rule 3). Padding gets 0."""
     y = _as_2d(labels)
     m = np.ones(y.shape, dtype=bool) if mask is None else _as_mask(mask, y.shape)
     rel = (y >= relevant_threshold) if relevant_threshold is not None else (y > 0)
@@ -158,10 +151,8 @@ def harm_share(utilities, mask=None, *, k: int | None = None, discount: str | No
 
 
 def dynamic_k_curve(utilities, mask=None, *, discount: str | None = None, harm_weight: float = 1.0) -> np.ndarray:
-    """``score(j)`` for ``j = 0..width`` (``[n_queries, width + 1]``): cumulative utility minus weighted harm.
-
-    ``score(0) = 0``; entries past a row's real count repeat its last value (padding adds nothing).
-    """
+    """``score(j)`` for ``j = 0..width`` (``[n_queries, width + 1]``): cumulative utility minus weighted harm;
+    entries past a row's real count repeat its last value (padding adds nothing)."""
     u, m = prepare(utilities, mask, None, dtype=np.float64)
     d = discounted(u, m, discount)
     step = np.where(d > 0, d, harm_weight * d)  # padding is 0
@@ -172,11 +163,8 @@ def dynamic_k_curve(utilities, mask=None, *, discount: str | None = None, harm_w
 
 def best_k(utilities, mask=None, *, discount: str | None = None, harm_weight: float = 1.0, min_k: int = 1,
            max_k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Dynamic k: the smallest ``j`` in ``[min_k, min(n, max_k)]`` maximising :func:`dynamic_k_curve`.
-
-    Returns ``(best_k, best_score)`` (int64 and float64 ``[n_queries]``). A row with fewer than
-    ``min_k`` real passages gets its real count.
-    """
+    """Dynamic k: ``(best_k, best_score)`` (int64, float64 ``[n_queries]``), the smallest ``j`` in ``[min_k,
+    min(n, max_k)]`` maximising :func:`dynamic_k_curve` (a row of fewer than ``min_k`` real passages: n)."""
     curve = dynamic_k_curve(utilities, mask, discount=discount, harm_weight=harm_weight)
     n = n_real(*prepare(utilities, mask))
     hi = n if max_k is None else np.minimum(n, max_k)
@@ -226,8 +214,7 @@ class DistractorAnalysis:
 
     def reports(self, utilities, mask=None, qids=None) -> list[DistractorReport]:
         """One :class:`DistractorReport` per query (``utilities`` are listed in ranked order, padding dropped)."""
-        u = _as_2d(utilities, np.float64)
-        m = np.ones(u.shape, dtype=bool) if mask is None else _as_mask(mask, u.shape)
+        u, m = as_padded(utilities, mask)
         columns = {f.name: np.asarray(getattr(self, f.name)).tolist() for f in fields(self)}  # Python scalars
         return [DistractorReport(qid=None if qids is None else qids[i], utilities=tuple(u[i][m[i]].tolist()),
                                  **{name: values[i] for name, values in columns.items()})

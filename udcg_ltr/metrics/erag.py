@@ -1,22 +1,15 @@
 """eRAG (Salemi and Zamani, SIGIR 2024, "Evaluating Retrieval Quality in Retrieval-Augmented
-Generation"): each retrieved document is given to the RAG system's LLM *alone*; the answer it
-produces is scored against the gold answers with the downstream metric, and that score becomes the
-document's relevance label ``G_q[d] = E_M(M(q, {d}), y)``. Any set or rank metric over those labels
-is the eRAG score of the ranked list.
+Generation"): each retrieved document is given to the RAG system's LLM *alone*, its answer is scored
+against the gold answers with the downstream metric, and that score is the document's relevance label
+``G_q[d] = E_M(M(q, {d}), y)``. Any set or rank metric over those labels is the eRAG score of the list.
 
-* :func:`erag_labels` turns the single-passage answers into padded labels in [0, 1] with a scorer of
-  :mod:`udcg_ltr.text` (``"em"``, ``"f1"`` token F1, ``"rouge_l"`` ROUGE-L F1, ``"contains"``);
-* :func:`erag` applies any metric of this library to such labels (the composition);
-* with continuous labels (F1, ROUGE-L) the authors' released code only admits ``P`` (the label sum
-  over the top k divided by k, as trec_eval) and ``success`` (the best label in the top k):
-  :func:`graded_precision` and :func:`max_label`; binary labels (EM, contains) work with every
-  metric, the binary ones reading ``label > 0`` as relevant;
-* :func:`erag_score` is the convenience entry point. Its default is **our choice** (the paper names
-  none): exact-match labels (its downstream metric for NQ, TriviaQA and HotpotQA, as in KILT) with
-  Precision@k (the metric the released code supports for every kind of label).
-
-As in the released code, the judged pool of a query is its retrieved list: recall- or
-ideal-normalised metrics (Recall, MAP, nDCG) normalise by the labels of the list itself.
+With continuous labels (F1, ROUGE-L) the authors' released code only admits ``P`` (the label sum over
+the top k divided by k, as trec_eval; :func:`graded_precision`) and ``success`` (the best label in the
+top k; :func:`max_label`); binary labels (EM, contains) work with every metric. :func:`erag_score`'s
+default is **our choice** (the paper names none): exact-match labels (its downstream metric for NQ,
+TriviaQA and HotpotQA, as in KILT) with Precision@k (which the released code supports for every label).
+As in the released code, the judged pool of a query is its retrieved list: recall- or ideal-normalised
+metrics (Recall, MAP, nDCG) normalise by the labels of the list itself.
 """
 
 from __future__ import annotations
@@ -36,12 +29,9 @@ SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
 
 def erag_labels(answers_alone: Sequence[Sequence[str | None]], gold: Sequence[Sequence[str] | str],
                 scorer: str | Callable[[str, Sequence[str]], float] = "em", *, width: int | None = None) -> np.ndarray:
-    """Downstream score of each single-passage answer, padded to ``[n_queries, width]`` float64.
-
-    ``answers_alone[q][j]`` is the LLM's answer given query ``q`` and its ``j``-th ranked passage
-    alone; ``gold[q]`` the gold answers (a string is one answer). Padding, and passages whose answer
-    is None (not annotated), are NaN: :func:`erag` and :func:`erag_mask` read NaN as "absent".
-    """
+    """Downstream score of each single-passage answer (``answers_alone[q][j]``: the LLM's answer given query
+    ``q`` and its ``j``-th passage alone; ``gold[q]``: a gold answer or a list of them), padded to
+    ``[n_queries, width]`` float64. Padding and None answers (not annotated) are NaN, read as "absent"."""
     if len(answers_alone) != len(gold):
         raise ValueError(f"{len(answers_alone)} answer lists but {len(gold)} gold lists")
     fn = SCORERS.get(scorer) if isinstance(scorer, str) else scorer
@@ -66,11 +56,8 @@ def erag_mask(labels) -> np.ndarray:
 
 
 def erag(metric_fn: Callable[..., np.ndarray], downstream_scores, mask=None, **kw) -> np.ndarray:
-    """eRAG score per query: ``metric_fn(labels, mask, **kw)`` with the per-passage downstream scores as labels.
-
-    ``mask=None`` takes the non-NaN entries as real (see :func:`erag_labels`). Scores must lie in
-    [0, 1]. Example: ``erag(classic.ndcg, labels, k=5)``, ``erag(graded_precision, labels, k=10)``.
-    """
+    """eRAG score per query: ``metric_fn(labels, mask, **kw)`` with the downstream scores (in [0, 1]) as
+    labels, e.g. ``erag(classic.ndcg, labels, k=5)``; ``mask=None`` takes the non-NaN entries as real."""
     scores = _as_2d(downstream_scores, np.float64)
     m = erag_mask(scores) if mask is None else _as_mask(mask, scores.shape)
     real = scores[m]
@@ -103,12 +90,8 @@ _GRADED_OK = {"precision", "success", "ndcg"}
 
 def erag_score(answers_alone=None, gold=None, *, labels=None, mask=None, k: int | None = None, scorer="em",
                metric: str = "precision") -> np.ndarray:
-    """eRAG per query: single-passage answers (or ready ``labels``) scored with ``scorer``, aggregated by ``metric``.
-
-    Default: exact match + Precision@k (see the module doc). ``metric`` is one of :data:`METRICS`;
-    the binary ones (``mrr``, ``map``, ``recall``, ``hits``) need binary labels, as in the released
-    code, and raise on graded ones.
-    """
+    """eRAG per query: single-passage answers (or ready ``labels``) scored with ``scorer``, aggregated by
+    ``metric`` (:data:`METRICS`; ``mrr``, ``map``, ``recall`` and ``hits`` need binary labels, as eRAG's)."""
     if labels is None:
         if answers_alone is None or gold is None:
             raise ValueError("give answers_alone and gold, or labels")

@@ -1,15 +1,11 @@
 """trec_eval (through pytrec_eval) and ranx as references for :func:`udcg_ltr.metrics.table.trec_table`.
 
-Imported on demand: it needs ``pytrec_eval`` (package ``pytrec_eval-terrier``) or ``ranx``. Both
-take TREC-shaped dicts: ``qrels = {qid: {docid: grade}}`` and ``run = {qid: {docid: score}}``; both
-return per-query ``{qid: {column: value}}`` under the table's column names (``ndcg@10`` ...,
-:func:`udcg_ltr.metrics.table.trec_measure` gives trec_eval's names), over the queries the
-reference evaluates (trec_eval: those of the run that the qrels judge).
-
-* trec_eval holds each score as a 32-bit C ``float`` and sorts by it, ties by docid descending
-  (:func:`trec_order`). ``mrr@c`` is its ``recip_rank`` on the run cut to that order's top c.
-* ranx orders tied scores in no defined order, so :func:`ranx_table` gives it scores that encode
-  :func:`trec_order` (distinct by construction); its binary measures use ranx's ``-l`` suffix.
+Imported on demand: it needs ``pytrec_eval`` (package ``pytrec_eval-terrier``) or ``ranx``. Both take
+``qrels = {qid: {docid: grade}}`` and ``run = {qid: {docid: score}}`` and return ``{qid: {column:
+value}}`` under the table's column names, over the queries the reference evaluates (trec_eval: those of
+the run that the qrels judge). trec_eval sorts by score as a 32-bit C ``float``, ties by docid
+descending (:func:`trec_order`); ranx orders ties in no defined order, so :func:`ranx_table` gives it
+scores that encode :func:`trec_order`.
 """
 
 from __future__ import annotations

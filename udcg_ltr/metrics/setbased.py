@@ -2,37 +2,27 @@
 Precision4+@K and Harm@K (Dallaire 2025, "Practical RAG Evaluation: A Rarity-Aware Set-Based Metric
 and Cost-Latency-Quality Trade-offs", arXiv:2511.09545, Sec. 2.4 "Formal definitions").
 
-Labels are utility grades ``g`` in ``0..5`` (the paper's 1..5 rubric, 5 = answers clearly, 4 =
-highly relevant, 3 = partially relevant, 2 = tangential, 1 = not relevant; our 0, unlabelled / not
-relevant, is treated like 1 and 2: no gain, counted as harm). Every metric is order-free: only the
-*set* of the first ``K`` real entries of a row counts. Two pools, both padded arrays:
+Labels are utility grades ``g`` in ``0..5`` (the paper's 1..5 rubric, 5 = answers clearly, 4 = highly
+relevant, 3 = partially relevant; our 0, unlabelled / not relevant, is treated like 1 and 2: no gain,
+counted as harm). Every metric is order-free: only the *set* ``TopK(q)`` of the first ``K`` real
+entries of a row counts (``K = k``; ``k=None``: the row's real count). The row's real entries are the
+*retrieval pool* a reranker could reorder (PROC's pool); ``pool_grades``/``pool_mask`` the query's
+whole *judged pool* (default the row, of which it must be a superset), which sets the rarity weights,
+``G_ideal(K)`` and the ``R`` of N-Recall. With ``n_g`` passages of grade ``g`` in the judged pool:
 
-* the row (``grades``/``mask``): its first ``K`` real entries are the prompt set ``TopK(q)``, all its
-  real entries the *retrieval pool* that a reranker could reorder (the pool of PROC);
-* ``pool_grades``/``pool_mask``: the query's whole *judged pool* (every graded passage, retrieved or
-  not; default the row, of which it must be a superset). It sets the rarity weights, ``G_ideal(K)``
-  and the ``R`` of N-Recall.
-
-Definitions (paper Sec. 2.4; ``n_g`` = number of passages of grade ``g`` in the judged pool):
-
-* base utilities ``b5 = 1.0, b4 = 0.5, b3 = 0.1, b2 = b1 = b0 = 0``;
-* rarity ``r_g = b_g / p_g**alpha`` with ``p_g = n_g / N`` (``r_g = 0`` when ``n_g = 0``); ``alpha = 1``;
-* weights relative to grade 5 with caps: ``w5 = 1``, ``w4 = min(r4 / r5, cap4)``,
-  ``w3 = min(r3 / r5, cap3)``, ``w2 = w1 = w0 = 0``; defaults ``cap4 = 1.0``, ``cap3 = 0.25``.
-  ``N`` cancels in the ratios: ``r4 / r5 = (b4 / b5) * (n5 / n4)**alpha``;
-* no-grade-5 fallback (``n5 = 0``): ``w5 = 1, w4 = 1, w3 = 0.2``;
-* ``G_obs(K) = sum_{d in TopK(q)} w_g(d)``; ``G_ideal(K)`` = sum of the ``K`` largest weights of
-  the judged pool; ``RA-nWG@K = G_obs(K) / G_ideal(K)``, NA when ``G_ideal(K) = 0``;
+* base utilities ``b5 = 1.0, b4 = 0.5, b3 = 0.1, b2 = b1 = b0 = 0``; rarity ``r_g = b_g / p_g**alpha``
+  with ``p_g = n_g / N`` (``r_g = 0`` when ``n_g = 0``), ``alpha = 1``;
+* weights ``w5 = 1``, ``w4 = min(r4 / r5, cap4)``, ``w3 = min(r3 / r5, cap3)``, ``w2 = w1 = w0 = 0``
+  (``cap4 = 1.0``, ``cap3 = 0.25``); no grade 5 (``n5 = 0``): ``w5 = 1, w4 = 1, w3 = 0.2``;
+* ``RA-nWG@K = G_obs(K) / G_ideal(K)`` with ``G_obs(K) = sum_{d in TopK(q)} w_g(d)`` and ``G_ideal(K)``
+  the sum of the ``K`` largest weights of the judged pool; NA when ``G_ideal(K) = 0``;
 * ``N-Recall4+@K = #{d in TopK: g >= 4} / min(K, R4+)`` with ``R4+ = n4 + n5`` (NA when ``R4+ = 0``);
   ``N-Recall5@K`` likewise with grade 5 only;
-* ``Precision4+@K = #{d in TopK: g >= 4} / K``; ``Harm@K = #{d in TopK: g <= 2} / K``;
-* ``PROC@K`` (pool-restricted oracle ceiling, paper Sec. 5.1-5.2): the score of the oracle that
-  picks the best ``K``-subset of the retrieval pool, for RA-nWG ``G_ideal_row(K) / G_ideal(K)``;
-  ``%PROC@K = actual / PROC@K`` (a fraction in [0, 1]; the paper prints a percentage), NA when PROC
-  is NA or 0.
-
-``K`` is the cutoff ``k`` (``k=None``: each row's number of real entries). As in the paper (and
-trec_eval's P@k), Precision4+ and Harm divide by ``K`` even when a row has fewer entries.
+* ``Precision4+@K = #{d in TopK: g >= 4} / K``; ``Harm@K = #{d in TopK: g <= 2} / K``, over ``K`` even
+  when a row has fewer entries (as the paper and trec_eval's P@k);
+* ``PROC@K`` (pool-restricted oracle ceiling, Sec. 5.1-5.2): the score of the best ``K``-subset of the
+  retrieval pool; ``%PROC@K = actual / PROC@K`` (a fraction; the paper prints a percentage), NA when
+  PROC is NA or 0.
 """
 
 from __future__ import annotations
@@ -52,35 +42,26 @@ def _grades(values, mask) -> tuple[np.ndarray, np.ndarray]:
     """Integer grades ``[Q, W]`` (padding -> -1) and the full boolean mask; rejects labels outside 0..5."""
     g = _as_2d(values, np.float64)
     m = np.ones(g.shape, dtype=bool) if mask is None else _as_mask(mask, g.shape)
-    real = g[m]
-    if real.size and (np.isnan(real).any() or (real < 0).any() or (real > MAX_GRADE).any()
-                      or (real != np.round(real)).any()):
+    if not np.isin(g[m], np.arange(MAX_GRADE + 1)).all():  # NaN, negative, fractional or too high
         raise ValueError(f"grades must be integers in 0..{MAX_GRADE}")
     return np.where(m, g, -1).astype(np.int64), m
 
 
 def rarity_weights(pool_grades, pool_mask=None, *, alpha: float = 1.0, cap4: float = 1.0, cap3: float = 0.25,
                    base=BASE_UTILITIES, fallback=NO_GRADE5_FALLBACK) -> np.ndarray:
-    """Per-query grade weights ``w_g`` (``[n_queries, 6]``, column g = grade g), paper Sec. 2.4.
-
-    ``alpha = 0`` removes the rarity correction (``w4 = b4/b5``, ``w3 = b3/b5`` under the caps).
-    """
+    """Per-query grade weights ``w_g`` (``[n_queries, 6]``, column g = grade g), paper Sec. 2.4; ``alpha = 0``
+    removes the rarity correction (``w4 = b4/b5``, ``w3 = b3/b5`` under the caps)."""
     grades, _ = _grades(pool_grades, pool_mask)
     n = np.stack([(grades == g).sum(axis=1) for g in range(MAX_GRADE + 1)], axis=1).astype(np.float64)  # n_g
     b = np.asarray(base, dtype=np.float64)
     if b.shape != (MAX_GRADE + 1,):
         raise ValueError(f"base must give one utility per grade 0..{MAX_GRADE}")
-    has5 = n[:, 5] > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        # r_g / r_5 = (b_g / b_5) * (n_5 / n_g)^alpha; N cancels. r_g = 0 when n_g = 0.
-        def relative_rarity(g):
-            return np.where(n[:, g] > 0, (b[g] / b[5]) * (n[:, 5] / n[:, g]) ** alpha, 0.0)
-        w4 = np.minimum(relative_rarity(4), cap4)
-        w3 = np.minimum(relative_rarity(3), cap3)
+        # r_g / r_5 = (b_g / b_5) * (n_5 / n_g)^alpha for g = 3, 4; N cancels. r_g = 0 when n_g = 0.
+        rarity = np.where(n[:, 3:5] > 0, (b[3:5] / b[5]) * (n[:, 5:] / n[:, 3:5]) ** alpha, 0.0)
     w = np.zeros((grades.shape[0], MAX_GRADE + 1))
+    w[:, 3:5] = np.where(n[:, 5:] > 0, np.minimum(rarity, [cap3, cap4]), [fallback[1], fallback[0]])
     w[:, 5] = 1.0
-    w[:, 4] = np.where(has5, w4, fallback[0])
-    w[:, 3] = np.where(has5, w3, fallback[1])
     return w
 
 
@@ -150,13 +131,9 @@ def harm_at_k(grades, mask=None, *, k: int | None = None, max_grade: int = 2) ->
 
 def proc(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask=None, metric: str = "ra_nwg",
          **weights) -> np.ndarray:
-    """PROC@K: the metric of the best K-subset of the row's retrieval pool (perfect reordering).
-
-    The oracle reorders the row's real entries by descending weight (by descending grade for the
-    N-Recalls) and is scored like any ranking against the same judged pool, so for RA-nWG this is
-    ``G_ideal_row(K) / G_ideal(K)``. ``metric`` may also be ``"n_recall_4plus"`` or ``"n_recall_5"``
-    (paper Table 3 reports PROC for both). NA where the metric is NA.
-    """
+    """PROC@K: the metric of the oracle ordering the row's real entries by descending weight (grade, for
+    ``metric="n_recall_4plus"`` or ``"n_recall_5"``, paper Table 3), scored against the same judged pool:
+    for RA-nWG ``G_ideal_row(K) / G_ideal(K)``. NA where the metric is NA."""
     fn = _metric_fn(metric)
     g_row, m_row = _grades(grades, mask)
     if pool_grades is None:
@@ -182,10 +159,7 @@ def _metric_fn(metric: str):
 
 def pct_proc(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask=None, metric: str = "ra_nwg",
              **weights) -> np.ndarray:
-    """%PROC@K = actual / PROC@K, the share of the pool's ceiling the ranking realised (a fraction).
-
-    NA where PROC is NA or 0 (nothing in the retrieval pool could score).
-    """
+    """%PROC@K = actual / PROC@K, the share of the pool's ceiling the ranking realised (NA: PROC NA or 0)."""
     fn = _metric_fn(metric)
     actual = fn(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, **weights)
     ceiling = proc(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, metric=metric, **weights)

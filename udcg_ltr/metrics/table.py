@@ -1,9 +1,8 @@
 """The metric table: every per-query metric of the library for one ranking, and its summary.
 
-:func:`metric_table` takes a :class:`udcg_ltr.data.padded.PaddedSlates` (or any object with the
-same attributes) whose columns are already in ranked order (reorder with
-``slates.reorder(rank_by_scores(scores, slates.mask))``), and/or explicit arrays that override its
-fields. Its columns are keys of :data:`METRIC_NAMES` with the cutoff (``ndcg@10``; bare ``ndcg`` uncut):
+:func:`metric_table` takes a :class:`udcg_ltr.data.padded.PaddedSlates` (or any object with its
+attributes) in ranked order (``slates.reorder(rank_by_scores(scores, slates.mask))``) and/or explicit
+arrays that override its fields. Its columns are :data:`METRIC_NAMES` keys with the cutoff (``ndcg@10``):
 
 ======================  =====================================================================
 ``udcg@k``              Eq. 4 over LLM utilities (when utilities are available)
@@ -18,12 +17,8 @@ fields. Its columns are keys of :data:`METRIC_NAMES` with the cutoff (``ndcg@10`
                         known distractors), with ``da_harm@k`` and ``distractor_rate@k``
 ======================  =====================================================================
 
-A query whose qrels judge nothing (``judged`` False, see :func:`udcg_ltr.data.padded.judged_pools`)
-is NA in every column that reads relevance (all but ``erag@k``), as trec_eval drops such queries.
-
-:func:`trec_table` is trec_eval on full rankings under the same keys (:func:`trec_measure` gives
-trec_eval's names). :func:`summarize` averages each column with NA left out and counted;
-:func:`format_markdown` prints that as the Markdown table ``train.py`` / ``evaluate.py`` show.
+A query whose qrels judge nothing (``judged`` False) is NA in every column that reads relevance (all but
+``erag@k``), as trec_eval drops such queries; :func:`trec_table` is trec_eval on full rankings, same keys.
 """
 
 from __future__ import annotations
@@ -35,9 +30,8 @@ from udcg_ltr.metrics._common import MeanResult, as_padded, mean
 from udcg_ltr.metrics.erag import erag, graded_precision
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_theta
 
-# The one spelling of every metric, as ranx and trec-style tools write them: lower case, ``key@k`` with a
-# cutoff, the bare key without. The metric table, validation (``val/udcg@5``), reports, plots, W&B and
-# the benches' lines all use these keys; the value is the display name a plot legend may show.
+# The one spelling of every metric (as ranx writes them: lower case, ``key@k`` with a cutoff), used by the
+# table, validation (``val/udcg@5``), reports, plots, W&B and benches; the value is the display name.
 METRIC_NAMES: dict[str, str] = {
     "udcg": "UDCG", "udcg_theta": "UDCG_theta", "ndcg": "nDCG", "mrr": "MRR", "map": "MAP",
     "precision": "P", "recall": "R", "hits": "HITS", "erag": "eRAG", "utility": "mean utility",
@@ -94,16 +88,13 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
                  ideal_gains=None, ideal_mask=None, judged=None) -> dict[str, np.ndarray]:
     """Per-query metrics (``dict[name, float64 [n_queries]]``) for rows in ranked order.
 
-    Explicit arrays override the fields of ``slates``: ``mask``, ``relevant`` (binary labels),
-    ``n_relevant`` (R of the whole judged pool; default ``slates.n_relevant``, else the count in the
-    row), ``gains`` (nDCG's graded gains; default ``slates.relevance``, else ``relevant``),
-    ``ideal_gains``/``ideal_mask`` (the judged pool's gains; default ``slates.ideal_gains``, else the
-    row), ``judged`` (per query; False rows are NA), ``utilities`` (Eq. 2; default ``slates.utility``
-    when ``slates.p_no_response`` is annotated), ``scores`` (``slates.retrieval_score``),
-    ``is_distractor``. ``graded`` (labels 0..5; ``True`` takes ``slates.relevance``) adds the
-    set-based family, with ``pool_graded`` as the judged pool. ``erag_labels`` (per-passage
-    downstream scores in [0, 1], NaN = absent) adds ``erag@k``; ``alpha``/``beta`` add
-    ``udcg_theta@k``; ``heuristic`` defaults to :func:`~udcg_ltr.metrics.distractor.default_heuristic`.
+    Explicit arrays override the ``slates`` field of that name (or the one named): ``relevant`` (binary
+    labels), ``n_relevant`` (R of the judged pool; default the count in the row), ``gains`` (nDCG's;
+    default ``relevance``, else ``relevant``), ``ideal_gains``/``ideal_mask`` (the judged pool; default
+    the row), ``judged`` (False rows are NA), ``utilities`` (Eq. 2; ``slates.utility`` when
+    ``p_no_response`` is annotated), ``scores`` (``retrieval_score``). ``graded`` (labels 0..5; ``True``:
+    ``slates.relevance``) adds the set-based family over the judged pool ``pool_graded``; ``erag_labels``
+    (downstream scores in [0, 1], NaN = absent) adds ``erag@k``; ``alpha``/``beta`` add ``udcg_theta@k``.
     """
     rel = _pick(relevant, slates, "relevant")
     if rel is None:
@@ -163,10 +154,8 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
 
 
 def trec_measure(column: str) -> str:
-    """trec_eval's name for a :func:`trec_table` column: ``ndcg@10`` -> ``ndcg_cut_10``, ``map`` -> ``map`` ...
-
-    ``mrr@c`` -> ``recip_rank@c``: trec_eval's ``recip_rank`` on the run cut to its top c per query.
-    """
+    """trec_eval's name for a :func:`trec_table` column: ``ndcg@10`` -> ``ndcg_cut_10``, ``map`` -> ``map``,
+    ``mrr@c`` -> ``recip_rank@c`` (trec_eval's ``recip_rank`` on the run cut to its top c per query)."""
     name, _, cut = column.partition("@")
     base = {"ndcg": ("ndcg", "ndcg_cut_"), "map": ("map", "map_cut_"), "precision": (None, "P_"),
             "recall": ("set_recall", "recall_"), "mrr": ("recip_rank", "recip_rank@")}
@@ -181,10 +170,9 @@ def trec_table(gains, mask=None, *, ideal_gains=None, ideal_mask=None, n_relevan
     """trec_eval's measures per query for full rankings in ranked order (``[Q, W]`` grades, column 0 = rank 1).
 
     trec_eval's definitions (``-l threshold`` for the binary ones): grades <= 0 carry no gain; ``R``
-    (``n_relevant``) and the ideal (``ideal_gains``) come from the qrels, retrieved or not (default:
-    the row). Columns for every cutoff ``c``: ``ndcg@c`` ``map@c`` ``precision@c`` ``recall@c``
-    ``mrr@c`` (``recip_rank`` on the top c); uncut: ``ndcg`` ``map`` ``recall`` (``set_recall``)
-    ``mrr``. Queries with ``judged`` False are NA (trec_eval leaves them out of its averages).
+    (``n_relevant``) and the ideal (``ideal_gains``) come from the qrels, retrieved or not (default: the
+    row). Columns ``ndcg`` ``map`` ``precision`` (cut only) ``recall`` ``mrr``, at every cutoff ``c``
+    and uncut; queries with ``judged`` False are NA (trec_eval leaves them out of its averages).
     """
     g, m = as_padded(gains, mask)
     g = np.where(g > 0, g, 0.0)  # trec_eval: only positive grades are gains

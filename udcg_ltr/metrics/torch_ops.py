@@ -1,14 +1,12 @@
-"""Differentiable torch versions of the metrics the losses optimise: UDCG (Eq. 4), UDCG_theta (Eq. 3), DCG.
+"""Differentiable torch twins of :mod:`udcg_ltr.metrics.udcg` and :mod:`~udcg_ltr.metrics.classic` for
+the losses: UDCG (Eq. 4), UDCG_theta (Eq. 3), DCG; equal to float precision on hard masks.
 
-They mirror :mod:`udcg_ltr.metrics.udcg` and :mod:`udcg_ltr.metrics.classic` and agree with them to
-float precision on hard masks. ``mask`` may also be *soft* (an inclusion weight in [0, 1] per
-passage, e.g. a relaxed top-k selection): sums become weighted sums and the context size ``k``
-becomes ``sum(mask)``, which is what a smooth UDCG@k objective differentiates through.
-
-NaN follows the numpy rule (:mod:`udcg_ltr.metrics._common`; a soft weight > 0 is real). Padding is
-zeroed before any product, so NaN there reaches neither value nor gradient. The check reads one
-boolean back from the device: the losses pass ``validate=False`` (a training step must never wait
-for the GPU) because :func:`udcg_ltr.models.datamodule.build_slates` checked their targets on the host.
+``mask`` may also be *soft* (an inclusion weight in [0, 1] per passage, e.g. a relaxed top-k
+selection): sums become weighted sums and the context size ``k`` becomes ``sum(mask)``. NaN follows
+the numpy rule (a soft weight > 0 is real; padding is zeroed before any product, so its NaN reaches
+neither value nor gradient). The check reads one boolean back from the device: the losses pass
+``validate=False`` (a training step must never wait for the GPU) because
+:func:`udcg_ltr.models.datamodule.build_slates` checked their targets on the host.
 """
 
 from __future__ import annotations
@@ -31,20 +29,15 @@ def _checked(values: torch.Tensor, mask: torch.Tensor | None, what: str = "value
             where = [int(i) for i in torch.nonzero(nan)[0].tolist()]
             raise ValueError(f"{what}: NaN at a real entry (index {where}; {int(nan.sum())} in all). NaN is not a "
                              "label, gain, utility or score: mask the entry out or fix its source")
-    if real is not None:
-        values = torch.where(real, values, torch.zeros_like(values))
-    return values, w
+    return (values if real is None else torch.where(real, values, torch.zeros_like(values))), w
 
 
 def udcg_logit_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, *,
                      gamma: float = DEFAULT_GAMMA, eps: float = 1e-8, validate: bool = True) -> torch.Tensor:
     """Argument of Eq. 4's sigmoid: ``(sum w u+ + gamma sum w u-) / sum w`` (0 for an empty context)."""
     u, w = _checked(utilities, mask, "utilities", validate)
-    u = u * w
-    pos = torch.clamp(u, min=0.0).sum(-1)  # u+ part; u- stays signed below
-    neg = torch.clamp(u, max=0.0).sum(-1)
-    n = w.sum(-1)
-    return (pos + gamma * neg) / torch.clamp(n, min=eps)
+    u = u * w  # u- stays signed
+    return (u.clamp(min=0.0).sum(-1) + gamma * u.clamp(max=0.0).sum(-1)) / w.sum(-1).clamp(min=eps)
 
 
 def udcg_torch(utilities: torch.Tensor, mask: torch.Tensor | None = None, *,
@@ -60,9 +53,7 @@ def top_k_mask_torch(scores: torch.Tensor, mask: torch.Tensor | None, k: int) ->
         mask = torch.ones_like(scores, dtype=torch.bool)
     key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
     order = torch.sort(key, dim=-1, descending=True, stable=True).indices
-    pos = torch.empty_like(order)
-    pos.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
-    return (pos < k) & mask
+    return (torch.argsort(order, dim=-1) < k) & mask  # argsort of a permutation: each column's rank
 
 
 def _positions(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -79,12 +70,9 @@ def _positional(weights: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.Tensor,
                      mask: torch.Tensor | None = None) -> torch.Tensor:
-    """UDCG_theta, Eq. 3, per query: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)``.
-
-    ``alpha``/``beta`` are ``[k]`` positional weights or per-query ``[n_queries, k]`` arrays. With a
-    boolean mask, weight ``i`` goes to the ``i``-th real passage (padding may sit anywhere, as in
-    :func:`udcg_ltr.metrics.udcg.udcg_theta`); with a soft or no mask, column ``i`` is position ``i``.
-    """
+    """UDCG_theta, Eq. 3, per query: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)``; ``alpha``/``beta``
+    ``[k]`` or ``[n_queries, k]``. With a boolean mask, weight ``i`` goes to the ``i``-th real passage (as
+    :func:`udcg_ltr.metrics.udcg.udcg_theta`); with a soft or no mask, column ``i`` is position ``i``."""
     u, w = _checked(utilities, mask, "utilities")
     for name, weights in (("alpha", alpha), ("beta", beta)):
         if bool(torch.isnan(weights).any()):
@@ -93,21 +81,16 @@ def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.T
     a = _positional(alpha.to(utilities.dtype), pos)
     b = _positional(beta.to(utilities.dtype), pos)
     u = u * w
-    z = (a * torch.clamp(u, min=0.0) + b * torch.clamp(u, max=0.0)).sum(-1)
-    return torch.sigmoid(z)
+    return torch.sigmoid((a * torch.clamp(u, min=0.0) + b * torch.clamp(u, max=0.0)).sum(-1))
 
 
 def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int | None = None) -> torch.Tensor:
-    """DCG@k with signed gains and log2 discount, per query: ``sum_{i<=k} g_i / log2(i + 1)``.
-
-    With a boolean mask, ranks count real entries only (as :func:`udcg_ltr.metrics.classic.dcg`);
-    with a soft or no mask, column ``i`` has rank ``i + 1``.
-    """
+    """DCG@k with signed gains and log2 discount, per query: ``sum_{i<=k} g_i / log2(i + 1)``. With a boolean
+    mask, ranks count real entries only (as :func:`udcg_ltr.metrics.classic.dcg`), else column ``i`` is
+    rank ``i + 1``."""
     g, w = _checked(gains, mask, "gains")
-    n = gains.shape[-1]
-    disc = 1.0 / torch.log2(torch.arange(2, n + 2, dtype=gains.dtype, device=gains.device))  # 1/log2(i + 1)
     pos = _positions(gains, mask)
-    d = disc[pos]
+    d = 1.0 / torch.log2(pos.to(gains.dtype) + 2.0)  # 1 / log2(i + 1) at rank i = pos + 1
     if k is not None:
-        d = torch.where(pos < k, d, torch.zeros_like(d))
+        d = torch.where(pos < k, d, 0.0)
     return (g * w * d).sum(-1)

@@ -5,9 +5,8 @@
 * Eq. 3, learned: ``UDCG_theta(q, C) = sigmoid(sum_i alpha_i u_i+  +  sum_i beta_i u_i-)`` with
   ``2k`` positional weights fitted per context size ``k`` (see :mod:`udcg_ltr.fit`).
 
-``k`` is the number of real passages in the context (after an optional cutoff). An empty context
-scores ``sigmoid(0) = 0.5``: no evidence either way, as an abstention sits between a correct and a
-wrong answer. NaN follows :mod:`udcg_ltr.metrics._common` (a NaN positional weight raises too).
+``k`` is the number of real passages in the context (after an optional cutoff). An empty context scores
+``sigmoid(0) = 0.5``: no evidence either way, as an abstention sits between a correct and a wrong answer.
 """
 
 from __future__ import annotations
@@ -40,11 +39,8 @@ def udcg(utilities, mask=None, *, k: int | None = None, gamma: float = DEFAULT_G
 
 
 def udcg_theta(utilities, alpha, beta, mask=None, *, k: int | None = None) -> np.ndarray:
-    """UDCG_theta, Eq. 3: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` per query.
-
-    ``alpha``/``beta``: ``[k]`` weights shared by every query, or ``[n_queries, k]``; weight ``i``
-    applies to the ``i``-th real passage of the row, so padding in the middle of a row changes nothing.
-    """
+    """UDCG_theta, Eq. 3: ``sigmoid(sum_i alpha_i u_i+ + sum_i beta_i u_i-)`` per query; ``alpha``/``beta``
+    ``[k]`` or ``[n_queries, k]``, weight ``i`` for the ``i``-th real passage of the row."""
     u, m = prepare(utilities, mask, k, dtype=np.float64)
     u = masked(u, m)
     n_max = int(n_real(u, m).max(initial=0))

@@ -12,10 +12,8 @@ from udcg_ltr.metrics._common import as_padded, check_not_nan
 
 
 def passage_utility(relevant, p_no_response, mask=None) -> np.ndarray:
-    """Eq. 2, elementwise over ``[n_queries, k]``: ``u = (+1 if relevant > 0 else -1) * (1 - p_no_response)``.
-
-    Padding gets utility 0; NaN in ``p_no_response`` or ``relevant`` at a real entry raises ``ValueError``.
-    """
+    """Eq. 2, elementwise over ``[n_queries, k]``: ``u = (+1 if relevant > 0 else -1) * (1 - p_no_response)``;
+    padding gets 0."""
     p, mask = as_padded(p_no_response, mask)
     if np.any((p < 0) | (p > 1)):
         raise ValueError("p_no_response must lie in [0, 1]")

@@ -1,8 +1,6 @@
-"""Cross-encoder rerankers: the LightningModule (``cross_encoder``), the slate data module (``datamodule``),
-training (``training.fit_reranker``, what ``train.py`` calls), inference (``reranker.Reranker``), retriever
-fusion, evaluation (``evaluation``) and sharing (``hub``).
-
-Imports are lazy: ``from udcg_ltr.models import Reranker`` does not pull in the training stack.
+"""Cross-encoder rerankers: training (``training.fit_reranker``), inference (``reranker.Reranker``), retriever
+fusion, evaluation and sharing (``hub``). Imports are lazy: ``from udcg_ltr.models import Reranker`` does not
+pull in the training stack.
 """
 
 from __future__ import annotations
@@ -11,8 +9,6 @@ import importlib
 
 _EXPORTS = {"Reranker": "reranker", "write_run": "reranker", "fit_reranker": "training",
             "evaluate_reranker": "evaluation", "per_query_metrics": "evaluation"}
-
-__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):

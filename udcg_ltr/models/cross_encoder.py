@@ -2,13 +2,8 @@
 
 The network is ``AutoModelForSequenceClassification`` with ``num_labels=1``. The default start, the packaged
 all-MiniLM-L6-v2, is a bare ``BertModel`` (a sentence embedder): the one-logit head is **newly initialised**
-(transformers' warning about it is expected: fine-tuning trains the head).
-
-Per batch of slates (:mod:`udcg_ltr.models.datamodule`): logits of the flat pairs scattered back to
-``[Q, n]``, then ``loss(scores, targets, mask)`` with the target the loss asks for. AdamW (no weight decay on
-biases and LayerNorm weights), linear warm-up then linear decay to 0. Validation logs the metric table of each
-slate's top k (:func:`udcg_ltr.models.evaluation.slate_metrics`): ``val/udcg@{k}`` (monitored),
-``val/ndcg@{k}`` ... and the loss.
+(transformers' warning about it is expected: fine-tuning trains the head). AdamW has no weight decay on biases
+and LayerNorm weights. Validation logs the metric table of each slate's top k (``val/udcg@{k}``, ...).
 """
 
 from __future__ import annotations
@@ -57,16 +52,11 @@ def load_sequence_classifier(model_name_or_path: str | None = None, **kwargs):
 class CrossEncoderModule(pl.LightningModule):
     """Cross-encoder trained on slates with a loss of :mod:`udcg_ltr.losses`.
 
-    Args:
-        target: override the loss's target (``"utility"``, ``"relevance"``, ``"graded"``).
-        k, gamma: the context size and UDCG gamma of the validation metrics (and the monitor), and of the
-            loss when it takes them and ``loss_kwargs`` does not set them (:func:`udcg_ltr.losses.with_spec`).
-        warmup, schedule: warm-up length (fraction of steps if < 1, else steps), then linear decay to 0
-            (``"linear"``) or flat (``"constant"``).
-        monitor_metric: validation metric (at ``k``) that checkpointing and early stopping follow:
-            ``"udcg"`` (needs utilities) or e.g. ``"ndcg"`` when training on relevance labels only.
-        seed: the random state (dropout) of epoch ``e`` is reset to ``(seed, e)`` when the epoch
-            starts, so a run resumed from ``last.ckpt`` trains exactly as an uninterrupted one.
+    ``k`` / ``gamma``: those of the validation metrics, and of the loss unless ``loss_kwargs`` sets them;
+    ``warmup``: fraction of steps if < 1, else steps, then ``schedule`` ``"linear"`` (decay to 0) or
+    ``"constant"``; ``monitor_metric``: what checkpointing follows (``"udcg"`` needs utilities); ``seed``:
+    the random state (dropout) of epoch ``e`` is reset to ``(seed, e)``, so a resumed run trains as an
+    uninterrupted one.
     """
 
     def __init__(self, model_name_or_path: str | None = None, *, loss: str = "bce",
@@ -91,7 +81,6 @@ class CrossEncoderModule(pl.LightningModule):
     def monitor(self) -> str:
         return f"val/{self.hparams.monitor_metric}@{self.hparams.k}"
 
-    # ---- forward ------------------------------------------------------------------------
     def forward(self, batch: dict) -> torch.Tensor:
         """Flat logits ``[P]`` for the batch's pairs (slate-major order), run bucket by bucket."""
         outs = [self.model(**{name: c[name] for name in MODEL_INPUTS if name in c}).logits.reshape(-1)
@@ -102,27 +91,22 @@ class CrossEncoderModule(pl.LightningModule):
         """Padded ``[Q, n]`` scores (0 at padding; use ``batch['mask']``)."""
         return scatter_scores(self(batch).float(), batch)
 
-    # ---- training -----------------------------------------------------------------------
     def on_train_epoch_start(self) -> None:
-        loader = self.trainer.train_dataloader
-        ds = getattr(loader, "dataset", None)
+        ds = getattr(self.trainer.train_dataloader, "dataset", None)
         if hasattr(ds, "set_epoch"):
             ds.set_epoch(self.current_epoch)
         torch.manual_seed(int(self.hparams.seed) * 1_000_003 + int(self.current_epoch))  # all devices
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         if hasattr(self.loss_fn, "anneal"):
-            total = max(int(self.trainer.estimated_stepping_batches), 1)
-            self.loss_fn.anneal(self.global_step / total)
-        scores = self.slate_scores(batch)
-        loss = self.loss_fn(scores, batch[self.target], batch["mask"])
+            self.loss_fn.anneal(self.global_step / max(int(self.trainer.estimated_stepping_batches), 1))
+        loss = self.loss_fn(self.slate_scores(batch), batch[self.target], batch["mask"])
         n_q = len(batch["qids"])
         self.log("train/loss", loss, prog_bar=True, batch_size=n_q)
         if hasattr(self.loss_fn, "tau"):
             self.log("train/tau", float(self.loss_fn.tau), batch_size=n_q)
         return loss
 
-    # ---- evaluation ---------------------------------------------------------------------
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         # Tensors stay on the device until the epoch ends: one transfer (and one synchronisation) per epoch.
         scores = self.slate_scores(batch).detach()
@@ -154,7 +138,6 @@ class CrossEncoderModule(pl.LightningModule):
                       sync_dist=True)
         self.log(f"val/{shown}", float(values[shown]), prog_bar=True, sync_dist=True)
 
-    # ---- optimisation -------------------------------------------------------------------
     def configure_optimizers(self):
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
@@ -179,7 +162,6 @@ class CrossEncoderModule(pl.LightningModule):
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
-    # ---- export -------------------------------------------------------------------------
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None, *, extra: dict[str, Any] | None = None) -> str:
         """Write the transformers model (+ tokenizer) so ``AutoModelForSequenceClassification``,
         sentence-transformers' ``CrossEncoder`` and :class:`~udcg_ltr.models.reranker.Reranker` load it."""

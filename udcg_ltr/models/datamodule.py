@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from udcg_ltr.data.schema import Passage, QueryRecord
@@ -63,13 +64,6 @@ class Slate:
                      pick(self.relevance), pick(self.graded), self.n_relevant, enc, self.encoded_with)
 
 
-def _encoder_key(tokenizer, max_length: int) -> tuple:
-    # What the ids depend on, not the object's id(): a DataLoader worker started with "spawn" holds a copy of
-    # the tokenizer, and an id-based key would make it tokenise every batch again.
-    return (getattr(tokenizer, "name_or_path", None), getattr(tokenizer, "vocab_size", None),
-            getattr(tokenizer, "truncation_side", "right"), int(max_length))
-
-
 def encode_pairs(tokenizer, questions: Sequence[str], texts: Sequence[str], max_length: int) -> dict[str, list]:
     """Token ids of (question, passage) pairs, truncated to ``max_length``, unpadded: the one tokenisation of
     training, validation and inference."""
@@ -79,7 +73,10 @@ def encode_pairs(tokenizer, questions: Sequence[str], texts: Sequence[str], max_
 
 def encode_slates(slates: Sequence[Slate], tokenizer, max_length: int) -> list[Slate]:
     """Tokenise every pair of ``slates`` that is not already tokenised this way, in one call; returns ``slates``."""
-    key = _encoder_key(tokenizer, max_length)
+    # What the ids depend on, not the object's id(): a DataLoader worker started with "spawn" holds a copy of
+    # the tokenizer, and an id-based key would make it tokenise every batch again.
+    key = (getattr(tokenizer, "name_or_path", None), getattr(tokenizer, "vocab_size", None),
+           getattr(tokenizer, "truncation_side", "right"), int(max_length))
     todo = [s for s in slates if s.encoded_with != key]
     if todo:
         enc = encode_pairs(tokenizer, [s.question for s in todo for _ in s.texts],
@@ -97,24 +94,17 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int, left: bool = False) -> t
     width = max(len(r) for r in rows)
     out = np.full((len(rows), width), value, dtype=np.int64)
     for i, r in enumerate(rows):
-        if left:
-            out[i, width - len(r):] = r
-        else:
-            out[i, :len(r)] = r
+        out[i, slice(width - len(r), None) if left else slice(len(r))] = r
     return torch.from_numpy(out)
 
 
 def build_slates(records: Sequence[QueryRecord], *, llm: str | None = None, relevance_threshold: int = 1,
-                 template: str = DEFAULT_TEMPLATE, order: str = "retrieval") -> list[Slate]:
-    """One :class:`Slate` per record, passages by retrieval rank (``order="retrieval"``) or as given;
+                 template: str = DEFAULT_TEMPLATE) -> list[Slate]:
+    """One :class:`Slate` per record, passages by retrieval rank (stable: equal ranks keep record order);
     ``utility`` from ``llm``'s annotations (zeros when ``llm`` is None)."""
     slates = []
     for rec in records:
-        passages = list(rec.passages)
-        if order == "retrieval":  # sorted() is stable: equal ranks keep record order
-            passages = sorted(passages, key=lambda p: p.rank if p.rank is not None else float("inf"))
-        elif order != "given":
-            raise ValueError(f"order must be 'retrieval' or 'given', got {order!r}")
+        passages = sorted(rec.passages, key=lambda p: p.rank if p.rank is not None else float("inf"))
         slate = Slate(
             qid=rec.qid, question=rec.question, pids=[p.pid for p in passages],
             texts=[passage_text(p, template) for p in passages],
@@ -133,8 +123,7 @@ def build_slates(records: Sequence[QueryRecord], *, llm: str | None = None, rele
 
 class SlateDataset(Dataset):
     """Slates, optionally cut to ``max_slate`` candidates: the first ones (``sampling="head"``) or a fresh
-    subset per ``(seed, epoch)`` that keeps a relevant passage when there is one (``"random"``: long pools
-    such as TREC DL's 100 train on affordable slates)."""
+    subset per ``(seed, epoch)`` that keeps a relevant passage when there is one (``"random"``)."""
 
     def __init__(self, slates: Sequence[Slate], *, max_slate: int | None = None, sampling: str = "head",
                  seed: int = 0):
@@ -184,11 +173,9 @@ class EpochShuffleSampler(Sampler[int]):
 class SlateCollator:
     """Collate slates into flat tokenised pairs plus padded ``[Q, n]`` targets and mask.
 
-    Pairs (tokenised by :func:`encode_slates`, here if not yet) are sorted by length and cut into ``buckets``
-    equal-count chunks, each padded to its own longest pair: with SQuAD top-10 pools (pairs of 60..250 tokens)
-    padding every pair to the batch's longest wastes ~60% of a CPU encoder's work, four buckets ~16%.
-    ``batch["inverse"]`` puts the chunks' logits back in flat (slate-major) order. ``buckets=1`` (best on a
-    GPU: one large matrix product per layer) is plain dynamic padding.
+    Pairs are sorted by length and cut into ``buckets`` equal-count chunks, each padded to its own longest
+    pair: with SQuAD top-10 pools (60..250 tokens) padding every pair to the batch's longest wastes ~60% of a
+    CPU encoder's work, four buckets ~16%; ``buckets=1`` suits a GPU (one large matrix product per layer).
     """
 
     def __init__(self, tokenizer, max_length: int = 256, buckets: int = 4, min_bucket_pairs: int = 8):
@@ -205,27 +192,21 @@ class SlateCollator:
         lengths = torch.tensor([len(ids) for ids in flat["input_ids"]])
         n_buckets = min(self.buckets, max(1, n_pairs // self.min_bucket_pairs))
         order = torch.argsort(lengths, descending=True, stable=True) if n_buckets > 1 else torch.arange(n_pairs)
-        chunks = []
-        for idx in torch.tensor_split(order, n_buckets):
-            rows = idx.tolist()
-            chunks.append({key: pad_rows([flat[key][i] for i in rows], self.pad_id if key == "input_ids" else 0,
-                                         self.left) for key in keys})
+        buckets = [idx.tolist() for idx in torch.tensor_split(order, n_buckets)]
+        chunks = [{key: pad_rows([flat[key][i] for i in rows], self.pad_id if key == "input_ids" else 0,
+                                 self.left) for key in keys} for rows in buckets]
         inverse = torch.empty_like(order)
         inverse[order] = torch.arange(n_pairs)
 
         sizes = torch.tensor([len(s) for s in slates])
-        q, n = len(slates), int(sizes.max())
-        query_index = torch.repeat_interleave(torch.arange(q), sizes)
+        query_index = torch.repeat_interleave(torch.arange(len(slates)), sizes)
         slot_index = torch.cat([torch.arange(int(m)) for m in sizes])
-        mask = torch.zeros(q, n, dtype=torch.bool)
-        mask[query_index, slot_index] = True
 
-        def padded(attr):
-            out = torch.zeros(q, n, dtype=torch.float32)
-            out[query_index, slot_index] = torch.tensor([v for s in slates for v in getattr(s, attr)],
-                                                         dtype=torch.float32)
-            return out
+        def padded(attr):  # [Q, n] float32, 0 at padding
+            return pad_sequence([torch.tensor(getattr(s, attr), dtype=torch.float32) for s in slates],
+                                batch_first=True)
 
+        mask = pad_sequence([torch.ones(len(s), dtype=torch.bool) for s in slates], batch_first=True)
         return dict(chunks=chunks, inverse=inverse, n_pairs=n_pairs, n_tokens=int(lengths.sum()),
                     query_index=query_index, slot_index=slot_index, mask=mask, utility=padded("utility"),
                     relevance=padded("relevance"), graded=padded("graded"),
@@ -261,8 +242,7 @@ class SlateDataModule(pl.LightningDataModule):
         self.train_set = (SlateDataset(slates(train_records), max_slate=max_slate, sampling=sampling, seed=seed)
                           if train_records else None)
         self.val_set = SlateDataset(slates(val_records)) if val_records else None
-        self.batch_size = batch_size
-        self.eval_batch_size = eval_batch_size or batch_size
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.seed, self.num_workers, self.pin_memory, self.shuffle = seed, int(num_workers), bool(pin_memory), shuffle
 
     def _loader(self, ds, batch_size, shuffle):

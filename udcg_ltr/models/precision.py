@@ -1,14 +1,12 @@
 """Numeric precision of training and inference: ``precision="auto"`` and the autocast it means.
 
-Lightning's precision names are used throughout (``"32-true"``, ``"bf16-mixed"``, ``"16-mixed"``).
-Mixed precision keeps float32 master weights and optimizer state; only the matrix products run in
-the low-precision type (``torch.autocast``). ``"auto"`` picks:
+Lightning's precision names are used throughout; mixed precision keeps float32 master weights and optimizer
+state, only the matrix products run in the low-precision type (``torch.autocast``). ``"auto"`` picks:
 
 * on a CUDA GPU: ``"bf16-mixed"`` where the GPU has bfloat16 units (Ampere and later), else ``"16-mixed"``;
 * on a CPU with bfloat16 matrix instructions (x86 ``avx512_bf16`` / ``amx_bf16``, Arm ``bf16``):
-  ``"bf16-mixed"`` -- on the 2-core AVX512-BF16 EPYC this project is developed on, a MiniLM
-  training step runs ~1.5x faster than float32 and validation UDCG@5 stays within 0.002
-  (``bench/train_speed.py``);
+  ``"bf16-mixed"`` -- on a 2-core AVX512-BF16 EPYC a MiniLM training step runs ~1.5x faster than float32
+  and validation UDCG@5 stays within 0.002 (``bench/train_speed.py``);
 * otherwise ``"32-true"`` (a CPU without the instructions emulates bfloat16 and gets slower).
 """
 
@@ -31,10 +29,8 @@ def cpu_has_bf16() -> bool:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    flags: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            flags.update(line.split(":", 1)[-1].split())
+    flags = {flag for line in text.splitlines() if line.startswith(("flags", "Features"))
+             for flag in line.split(":", 1)[-1].split()}
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 

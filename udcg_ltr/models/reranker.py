@@ -1,26 +1,16 @@
 """Inference with a trained cross-encoder: score, rank, rerank record sets, write TREC runs.
 
->>> rr = Reranker.from_pretrained("outputs/.../model", device="cpu", batch_size=64, max_length=256)
->>> rr.predict([("who wrote Hamlet?", "Hamlet is a tragedy by Shakespeare.")])          # sentence-transformers
-array([3.1], dtype=float32)
->>> rr.rank_passages("who wrote Hamlet?", record.passages, top_k=1)                     # with ids and ranks
+>>> rr = Reranker.from_pretrained("outputs/.../model", device="cpu")
+>>> rr.rank_passages("who wrote Hamlet?", record.passages, top_k=1)
 [RankedPassage(index=0, pid='d7', text='Hamlet. Hamlet is ...', score=3.1, rank=1)]
 
-``predict`` and ``rank`` take and return what sentence-transformers' ``CrossEncoder`` does, so code written
-for a ``CrossEncoder`` runs on a :class:`Reranker` unchanged. Scores are the model's raw logits.
+``predict`` and ``rank`` take and return what sentence-transformers' ``CrossEncoder`` does; scores are the
+model's raw logits. Weights are read from ``model.safetensors`` only (no pickle). A saved folder is a
+transformers checkpoint that ``CrossEncoder`` loads with the same scores (``config.json`` names the identity
+as its activation; a folder saved before that entry existed needs ``activation_fn=torch.nn.Identity()``),
+titled passages formatted with the template the model was trained with::
 
-Weights are read from ``model.safetensors`` only (no pickle). :class:`Passage` s are formatted with the
-template the model was trained with (:data:`RERANKER_CONFIG`); plain strings are scored as they are.
-
-A saved folder is an ordinary transformers checkpoint that sentence-transformers' ``CrossEncoder`` loads with
-the same scores (same truncation; ``config.json`` names the identity as its activation,
-:data:`CROSS_ENCODER_ACTIVATION`). To score titled passages identically, format them with
-:func:`format_passage` and :func:`read_template`::
-
-    template = read_template(folder)
-    CrossEncoder(folder).predict([(question, format_passage(title, text, template)) for title, text in docs])
-
-(A folder saved before the activation entry existed: ``CrossEncoder(folder, activation_fn=torch.nn.Identity())``.)
+    CrossEncoder(folder).predict([(q, format_passage(t, x, read_template(folder))) for t, x in docs])
 """
 
 from __future__ import annotations
@@ -118,9 +108,8 @@ def read_template(model_dir: str | os.PathLike) -> str:
 
 
 def format_passage(title: str, text: str, template: str = DEFAULT_TEMPLATE) -> str:
-    """The text a reranker scores for a passage with ``title`` and ``text``: ``template`` filled in (just ``text``
-    when the title is empty), the rule of training and of :class:`Reranker`. With :func:`read_template` it gives a
-    sentence-transformers ``CrossEncoder`` the same inputs, hence the same scores (module docstring)."""
+    """The text a reranker scores for a titled passage (just ``text`` when untitled), as in training: with
+    :func:`read_template` it gives a ``CrossEncoder`` the inputs, hence the scores, of :class:`Reranker`."""
     return passage_text(Passage(pid="-", title=title or "", text=text), template)
 
 
@@ -147,8 +136,7 @@ class Reranker:
                         batch_size: int = 64, max_length: int | None = None, dtype: torch.dtype | None = None,
                         **kwargs: Any) -> Reranker:
         """Load a saved reranker (or any one-logit sequence-classification checkpoint) from safetensors
-        weights, with the retriever-fusion weight saved with it unless ``retriever_fusion`` is given;
-        ``device=None`` takes CUDA when available."""
+        weights, with its saved retriever-fusion weight unless ``retriever_fusion`` is given."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = Path(path)
@@ -167,18 +155,14 @@ class Reranker:
         return cls(model, tokenizer, device=device, batch_size=batch_size, max_length=max_length,
                    template=read_template(path), **kwargs)
 
-    # ---- scoring ------------------------------------------------------------------------
     def _text(self, p: Passage | str) -> str:
         return passage_text(p, self.template)
 
     @torch.inference_mode()
     def score_pairs(self, questions: Sequence[str], texts: Sequence[str], *, progress: bool | None = None,
                     desc: str = "scoring", batch_size: int | None = None) -> np.ndarray:
-        """Logits for aligned (question, passage text) pairs, in input order (float64 holding float32 values).
-
-        Pairs are tokenised once, sorted by length and scored in batches of at most ``batch_size`` pairs
-        (default: the reranker's) and ``max_tokens`` padded tokens, under the autocast of ``precision``.
-        """
+        """Logits for aligned (question, passage text) pairs, in input order (float64 holding float32 values),
+        scored by length in batches of at most ``batch_size`` pairs and ``max_tokens`` padded tokens."""
         if len(questions) != len(texts):
             raise ValueError(f"{len(questions)} questions but {len(texts)} passages")
         n = len(texts)
@@ -188,15 +172,14 @@ class Reranker:
         lengths = [len(ids) for ids in enc["input_ids"]]
         show = progress if progress is not None else n >= self.PROGRESS_THRESHOLD
         bar = progress_bar(n, desc, show, unit="pair")
-        pad_values = {"input_ids": self.tokenizer.pad_token_id or 0}
+        pad_id = self.tokenizer.pad_token_id or 0
         left = getattr(self.tokenizer, "padding_side", "right") == "left"
         logits, index = [], []
         with autocast(self.device, self.precision):
             # longest first: a memory error shows up at once
             for rows in length_batches(lengths, int(batch_size or self.batch_size), self.max_tokens):
-                batch = {key: pad_rows([ids[i] for i in rows], pad_values.get(key, 0), left).to(self.device,
-                                                                                               non_blocking=True)
-                         for key, ids in enc.items()}
+                batch = {key: pad_rows([ids[i] for i in rows], pad_id if key == "input_ids" else 0, left)
+                         .to(self.device, non_blocking=True) for key, ids in enc.items()}
                 logits.append(self.model(**batch).logits.reshape(-1).float())  # stays on the device: no sync
                 index.append(rows)
                 bar.update(len(rows))
@@ -221,7 +204,9 @@ class Reranker:
         """Scores of ``(query, passage)`` pairs, as ``CrossEncoder.predict``: a float32 array (a tensor with
         ``convert_to_tensor``, a list of 0-d tensors with ``convert_to_numpy=False``; one pair in, one score
         out). ``activation_fn`` (none by default) is applied to the logits."""
-        single = _is_single_pair(pairs)
+        # one (query, passage) pair rather than a sequence of them: sentence-transformers' rule
+        single = isinstance(pairs, (tuple, list)) and len(pairs) == 2 \
+            and not isinstance(pairs[0], (tuple, list))
         pairs = [pairs] if single else list(pairs)
         for i, pair in enumerate(pairs):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -241,15 +226,13 @@ class Reranker:
         descending score, ties in input order, cut to ``top_k``; :meth:`rank_passages` adds ids and ranks."""
         scores = self.predict([(query, d) for d in documents], batch_size=batch_size,
                               show_progress_bar=show_progress_bar, activation_fn=activation_fn)
-        ranked = _ranked(documents, scores, top_k, self._text)
         return [{"corpus_id": r.index, "score": r.score, **({"text": r.text} if return_documents else {})}
-                for r in ranked]
+                for r in _ranked(documents, scores, top_k, self._text)]
 
     def score_records(self, records: Sequence[QueryRecord], *, progress: bool | None = None,
                       fuse: bool = True) -> list[np.ndarray]:
-        """Per record, one score per passage in ``record.passages`` order, all pairs batched together: with a
-        retriever-fusion weight the fused score (:func:`udcg_ltr.models.fusion.fuse_scores`), with
-        ``fuse=False`` the cross-encoder's logits."""
+        """Per record, one score per passage, all pairs batched together: the fused score with a
+        retriever-fusion weight (:mod:`udcg_ltr.models.fusion`), the logits with ``fuse=False``."""
         questions = [r.question for r in records for _ in r.passages]
         texts = [self._text(p) for r in records for p in r.passages]
         flat = self.score_pairs(questions, texts, progress=progress, desc="reranking")
@@ -268,23 +251,15 @@ class Reranker:
         return write_run(records, self.score_records(records, progress=progress), path, tag)
 
 
-def _is_single_pair(pairs) -> bool:
-    """One ``(query, passage)`` pair rather than a sequence of them (sentence-transformers' rule)."""
-    return isinstance(pairs, (tuple, list)) and len(pairs) == 2 and not isinstance(pairs[0], (tuple, list))
-
-
 def _ranked(passages, scores, top_k, fmt) -> list[RankedPassage]:
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    if top_k is not None:
-        order = order[:top_k]
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")[:top_k]
     return [RankedPassage(index=int(i), pid=getattr(passages[i], "pid", None), text=fmt(passages[i]),
                           score=float(scores[i]), rank=r) for r, i in enumerate(order, start=1)]
 
 
 def write_run(records: Sequence[QueryRecord], scores, path: str | os.PathLike, tag: str = "udcg_ltr") -> Path:
-    """Write a 6-column TREC run (``qid Q0 pid rank score tag``) of ``scores`` (as
-    :func:`~udcg_ltr.models.evaluation.align_scores` takes them) over ``records``, atomically; ranks by
-    descending score, ties in passage order."""
+    """Write a 6-column TREC run (``qid Q0 pid rank score tag``) of ``scores`` over ``records``, atomically;
+    ranks by descending score, ties in passage order."""
     from udcg_ltr.data.readers.trec import write_trec_run
 
     run = {r.qid: {p.pid: float(v) for p, v in zip(r.passages, s)}

@@ -1,17 +1,12 @@
 """``fit_reranker``: train a cross-encoder on query records and save the best model.
 
-Plain keyword arguments, so a Hydra config (``model=cross_encoder``, ``loss=...``, ``trainer=...``) maps onto
-it one to one. Targets are the utilities of ``llm`` (Eq. 2); validation every epoch reports ``val/udcg@{k}``
-(or ``val/{monitor_metric}@{k}``). The ``pl.Trainer`` and its callbacks come from ``_target_`` configs
-(Hydra's ``trainer`` / ``callbacks`` groups) or are built from the keyword arguments; ``precision="auto"`` is
-resolved first (:mod:`udcg_ltr.models.precision`) and the host-side settings (:data:`HOST_SIDE_KEYS`) never
-reach Lightning. The best checkpoint is exported with ``save_pretrained`` to ``output_dir/model`` with a model
-card (:func:`udcg_ltr.models.hub.write_model_card`).
+Targets are the utilities of ``llm`` (Eq. 2); validation every epoch reports ``val/{monitor_metric}@{k}``.
+The ``pl.Trainer`` and its callbacks come from Hydra's ``trainer`` / ``callbacks`` ``_target_`` configs or are
+built from the keyword arguments. The best checkpoint is exported to ``output_dir/model`` with a model card.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import logging
@@ -28,6 +23,7 @@ import torch
 from hydra.utils import get_class, instantiate
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.io import atomic_open, atomic_write_json, json_safe
@@ -76,24 +72,13 @@ class EpochSummary(pl.Callback):
               f"({rate:.1f} pairs/s)", flush=True)
 
 
-def _quiet_lightning() -> None:
-    # The "does not have many workers" hint is wrong for this in-process tokenising loader.
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)`.*")
-    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
-
-
-#: Keys of the ``trainer`` config that are not ``pl.Trainer`` arguments: the host side of the loop
-#: (``torch.set_num_threads``, DataLoader workers, pinned memory, length buckets per batch), taken out before
-#: the Trainer is instantiated. ``None`` = chosen for the accelerator.
+#: Keys of the ``trainer`` config that are not ``pl.Trainer`` arguments but the host side of the loop, taken
+#: out before the Trainer is instantiated (``None``: chosen for the accelerator).
 HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets")
 
-#: ``fit_reranker``'s keyword arguments that set the Trainer (``epochs`` is its ``max_epochs``). Other Trainer
-#: arguments and the host-side keys go through its extra keyword arguments under their own names.
+#: ``fit_reranker``'s keyword arguments that set the Trainer (``epochs`` is its ``max_epochs``).
 TRAINER_KEYWORDS = ("epochs", "accelerator", "devices", "precision", "gradient_clip_val", "deterministic",
                     "enable_progress_bar")
-
-BEST_CHECKPOINT_NAME = "best-epoch{epoch:02d}-step{step}"
 
 
 def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,8 +86,7 @@ def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _refuse_both(config_name: str, given: Mapping[str, Any]) -> None:
-    """With a ``trainer_config`` / ``callback_configs``, the keyword arguments it replaces must keep their defaults:
-    one setting, one place."""
+    """The keyword arguments a ``trainer_config`` / ``callback_configs`` replaces must keep their defaults."""
     defaults = {name: p.default for name, p in inspect.signature(fit_reranker).parameters.items()}
     clash = sorted(name for name, value in given.items() if value != defaults.get(name))
     if clash:
@@ -135,8 +119,8 @@ def callback_settings(callback_configs: Mapping[str, Any] | None, *, monitor: st
         return {str(name): _plain(node) for name, node in _plain(callback_configs).items() if node}
     nodes = {"model_checkpoint": {"_target_": "pytorch_lightning.callbacks.ModelCheckpoint", "dirpath": None,
                                   "monitor": monitor, "mode": "max", "save_top_k": 1,
-                                  "save_weights_only": save_weights_only, "filename": BEST_CHECKPOINT_NAME,
-                                  "auto_insert_metric_name": False}}
+                                  "save_weights_only": save_weights_only, "auto_insert_metric_name": False,
+                                  "filename": "best-epoch{epoch:02d}-step{step}"}}
     if early_stopping_patience is not None and early_stopping_patience > 0:
         nodes["early_stopping"] = {"_target_": "pytorch_lightning.callbacks.EarlyStopping", "monitor": monitor,
                                    "mode": "max", "patience": early_stopping_patience}
@@ -147,17 +131,14 @@ def callback_settings(callback_configs: Mapping[str, Any] | None, *, monitor: st
 def build_callbacks(nodes: Mapping[str, Mapping[str, Any]], *, checkpoint_dir: Path, validates: bool,
                     has_logger: bool) -> list[pl.Callback]:
     """Instantiate the callback configs (a checkpoint without ``dirpath`` writes to ``checkpoint_dir``),
-    leaving out what Lightning would refuse: monitors of a validation metric without validation, the
-    learning-rate monitor without a logger."""
+    leaving out what Lightning refuses: monitors without validation, learning-rate monitors without logger."""
     out = []
     for name, node in nodes.items():
         cls = get_class(str(node["_target_"]))
-        if issubclass(cls, (pl.callbacks.ModelCheckpoint, pl.callbacks.EarlyStopping)) and node.get("monitor") \
-                and not validates:
+        if (issubclass(cls, (ModelCheckpoint, EarlyStopping)) and node.get("monitor") and not validates) \
+                or (issubclass(cls, LearningRateMonitor) and not has_logger):
             continue
-        if issubclass(cls, pl.callbacks.LearningRateMonitor) and not has_logger:
-            continue
-        overrides = {"dirpath": str(checkpoint_dir)} if issubclass(cls, pl.callbacks.ModelCheckpoint) \
+        overrides = {"dirpath": str(checkpoint_dir)} if issubclass(cls, ModelCheckpoint) \
             and node.get("dirpath") is None else {}
         callback = instantiate(node, **overrides)
         if not isinstance(callback, pl.Callback):
@@ -184,28 +165,24 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                  **trainer_kwargs: Any) -> tuple[str, dict[str, float]]:
     """Train a cross-encoder reranker; return ``(path of the saved best model, metrics)``.
 
-    ``loss`` / ``loss_kwargs``: registry of :mod:`udcg_ltr.losses` (e.g. ``"udcg"`` with ``{"tau": 0.5}``);
-    ``llm``: whose utilities are the targets and the validation UDCG's; ``k``: context size of the objective
-    and the metrics; ``batch_size``: queries per step; ``warmup``: fraction of steps if < 1, else steps;
-    ``precision``: Lightning's name or ``"auto"``; ``deterministic``: Lightning's (off: it slows GPU kernels
-    and changes nothing on a CPU); ``shuffle=False``: training batches in record order. Extra keyword
-    arguments go to ``pl.Trainer`` (``max_steps``, ``strategy``, ...), except the host-side ones
-    (:data:`HOST_SIDE_KEYS`): ``num_threads`` (``torch.set_num_threads``), ``num_workers`` / ``pin_memory``
-    (default 0 / off on a CPU, 4 / on with a GPU) and ``length_buckets`` per batch (default 4 on a CPU, 1 on a
-    GPU, :class:`~udcg_ltr.models.datamodule.SlateCollator`).
+    ``loss`` / ``loss_kwargs``: registry of :mod:`udcg_ltr.losses`; ``llm``: whose utilities are the targets;
+    ``batch_size``: queries per step; ``warmup``: fraction of steps if < 1, else steps; ``deterministic`` is
+    off by default (it slows GPU kernels and changes nothing on a CPU). Extra keyword arguments go to
+    ``pl.Trainer``, except :data:`HOST_SIDE_KEYS` (``num_workers`` / ``pin_memory``: 0 / off on a CPU, 4 / on
+    with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU, :class:`~.datamodule.SlateCollator`).
 
-    Crash safety: ``checkpoints/last.ckpt`` is written atomically after every epoch; calling again with the
-    same arguments and ``output_dir`` resumes from it (``resume=True``) and ends with the same model as an
-    uninterrupted run (one written with other arguments is discarded, with a warning). On success the
-    Lightning checkpoints are deleted: the exported model is the result.
+    ``checkpoints/last.ckpt`` is written atomically after every epoch: a call with the same arguments and
+    ``output_dir`` resumes from it (``resume=True``) and ends with the model of an uninterrupted run.
 
-    The train job passes configs instead: ``trainer_config`` (a ``_target_`` config of ``pl.Trainer``,
-    host-side keys included) replaces :data:`TRAINER_KEYWORDS` and the extra keywords; ``callback_configs``
-    (names -> ``_target_`` configs) replaces ``early_stopping_patience`` / ``save_weights_only``. Setting both
-    a config and a keyword it replaces is an error. ``callbacks`` are callback objects added to either.
+    ``trainer_config`` (a ``pl.Trainer`` ``_target_`` config, host-side keys included) replaces
+    :data:`TRAINER_KEYWORDS` and the extra keywords; ``callback_configs`` replaces ``early_stopping_patience``
+    / ``save_weights_only``: setting both a config and a keyword it replaces is an error.
     """
     arguments = dict(locals())  # first statement: the call's arguments and nothing else
-    _quiet_lightning()
+    # The "does not have many workers" hint is wrong for this in-process tokenising loader.
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)`.*")
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     settings, host = trainer_settings(trainer_config, {name: arguments[name] for name in TRAINER_KEYWORDS},
                                       trainer_kwargs)
     if host["num_threads"]:
@@ -239,10 +216,10 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                                              early_stopping_patience=early_stopping_patience,
                                              save_weights_only=save_weights_only),
                            checkpoint_dir=ckpt_dir, validates=bool(val_records), has_logger=bool(logger))
-    best = next((cb for cb in cbs if isinstance(cb, pl.callbacks.ModelCheckpoint) and cb.monitor), None)
+    best = next((cb for cb in cbs if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
     # The full training state after every epoch, for resuming (its own callback: the best one holds weights only).
-    cbs.append(pl.callbacks.ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
-                                            enable_version_counter=False))
+    cbs.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
+                               enable_version_counter=False))
     if not progress:
         cbs.append(EpochSummary(module.monitor, k))
     settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
@@ -262,9 +239,9 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 
     metrics: dict[str, float] = {}
     if best is not None and best.best_model_path:
-        state = torch.load(best.best_model_path, map_location="cpu", weights_only=True)["state_dict"]
-        module.load_state_dict(state)
-        metrics["best_epoch"] = float(state_epoch(best.best_model_path))
+        checkpoint = torch.load(best.best_model_path, map_location="cpu", weights_only=True)
+        module.load_state_dict(checkpoint["state_dict"])
+        metrics["best_epoch"] = float(checkpoint["epoch"])
         metrics[f"best_{best.monitor}"] = float(best.best_model_score)
     metrics["epochs_run"] = float(trainer.current_epoch)
     # Export first (rank 0 only under DDP), then evaluate the exported weights.
@@ -300,10 +277,3 @@ def _resume_from(ckpt_dir: Path, fingerprint: dict[str, Any]) -> str | None:
     atomic_write_json(stamp, fingerprint)
     return None
 
-
-def state_epoch(ckpt_path: str) -> int:
-    """Epoch number encoded in a ``best-epochNN-...`` checkpoint file name (-1 if absent)."""
-    name = Path(ckpt_path).name
-    with contextlib.suppress(ValueError, IndexError):
-        return int(name.split("epoch")[1][:2])
-    return -1

@@ -1,13 +1,5 @@
-"""Dynamic-k selectors: give the LLM as many of the reranker's top passages as help, no more.
-
-Every selector returns a kept count ``k_q in 0..n_q`` per query; the kept set is the top-``k_q``
-prefix of the ranking and ``k_q = 0`` means "no passage" (UDCG of the empty set is ``sigmoid(0) =
-0.5``). Quality is UDCG (Eq. 4) of the kept set. Modules: ``base`` (ranked inputs, the
-:class:`Selector` API), ``features`` (labels-free list features), ``baselines`` (rules and the
-oracle), ``gate``, ``kclassifier``, ``expected`` and ``calibrated`` (learned selectors), ``training``
-(``fit_selector``), ``io`` (save / load) and ``evaluation`` (tables, k histograms, end to end, and the
-dynamic-k analysis).
-"""
+"""Dynamic-k selectors: give the LLM as many of the reranker's top passages as help, no more. Each returns
+a kept count ``k_q in 0..n_q`` per query (the top-``k_q`` prefix), judged by the UDCG (Eq. 4) of that set."""
 
 from udcg_ltr.select.base import prefix_udcg, rank_slates
 from udcg_ltr.select.baselines import FixedK, OracleK, RelativeThreshold

@@ -1,18 +1,11 @@
 """What every dynamic-k selector shares: ranked inputs, UDCG of every prefix, the :class:`Selector` API.
 
-A selector keeps the **prefix** ``top-k_q`` of the reranker's ranking (it never reorders, it only
-cuts); ``k_q = 0`` gives no passage and scores ``UDCG = sigmoid(0) = 0.5``
-(:mod:`udcg_ltr.metrics.udcg`). UDCG of the kept set is Eq. 4 on the top-k set::
+UDCG of a kept set is Eq. 4 on the top-k prefix (``sigmoid(0) = 0.5`` for ``k = 0``)::
 
     UDCG(q, top-k) = sigmoid( (1/k) sum_{i<=k} u_i+  +  (gamma/k) sum_{i<=k} u_i- ),   k >= 1
 
-with ``u_i`` the signed utility of the passage at rank ``i`` (Eq. 2). :func:`prefix_udcg` computes
-it for every ``k = 0..K`` at once from cumulative sums: the exact per-candidate reward of the
-k-classifier's expected-UDCG objective and of the oracle.
-
-Inputs are padded ``[n_queries, width]`` arrays with a boolean mask, columns in any order;
-:func:`rank_slates` sorts each row by descending score (ties: the earlier column first, as
-:func:`udcg_ltr.metrics.rank_by_scores`), so that real entries form a prefix of each row.
+with ``u_i`` the signed utility (Eq. 2) of the passage at rank ``i``; :func:`prefix_udcg` gives it for
+every ``k`` at once, the exact reward of the oracle and of the k-classifier's objective.
 """
 
 from __future__ import annotations
@@ -31,11 +24,8 @@ from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, sigmoid
 @dataclass
 class RankedSlates:
     """Rows sorted by descending score: ``scores``/``mask``/``utility``/``extra`` share that column order.
-
-    ``scores`` holds finite values everywhere (padding gets the row's lowest real score, so that
-    features never see ``-inf``). ``utility`` (Eq. 2, 0 on padding) is None at inference. ``order``
-    is the column permutation applied to the caller's arrays.
-    """
+    ``scores`` are finite (padding gets the row's lowest real score: features never see ``-inf``);
+    ``utility`` (Eq. 2, 0 on padding) is None at inference; ``order`` permutes the caller's columns."""
 
     scores: np.ndarray
     mask: np.ndarray
@@ -79,35 +69,31 @@ class RankedSlates:
 
 def pad_scores(scores, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-record score arrays (a list of 1-D arrays) -> padded ``[Q, width]`` float array and mask."""
-    rows = [np.asarray(s, dtype=np.float64).reshape(-1) for s in scores]
-    w = width if width is not None else max((len(r) for r in rows), default=0)
-    out = np.zeros((len(rows), w))
-    mask = np.zeros((len(rows), w), dtype=bool)
-    for i, r in enumerate(rows):
-        n = min(len(r), w)
-        out[i, :n] = r[:n]
-        mask[i, :n] = True
+    rows = [np.asarray(s, dtype=np.float64).reshape(-1)[:width] for s in scores]
+    w = width if width is not None else max(map(len, rows), default=0)
+    mask = np.arange(w) < np.array([len(r) for r in rows], dtype=np.int64)[:, None]
+    out = np.zeros(mask.shape)
+    out[mask] = np.concatenate([*rows, np.zeros(0)])  # row-major: each row's values fill its prefix
     return out, mask
 
 
 def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: Mapping[str, Any] | None = None,
                 extra_fields: tuple[str, ...] = (), qids=None) -> RankedSlates:
-    """Sort every row by descending ``scores`` and carry the aligned arrays along.
+    """Sort every row by descending ``scores`` (ties: earlier column first), carrying the aligned arrays.
 
-    ``scores``: ``[Q, W]`` aligned with the columns of ``slates`` (a
-    :class:`~udcg_ltr.data.padded.PaddedSlates`, optional) or a list of per-row arrays. ``mask``
-    and ``utility`` default to the slates' fields (``utility`` only when ``p_no_response`` is
-    annotated on every real passage). ``extra_fields`` names further slates fields to carry (e.g.
-    ``"retrieval_score"`` or a reader probe of ``slates.probes`` such as ``"probe_agreement"``);
+    ``scores``: ``[Q, W]`` aligned with the columns of ``slates`` (a PaddedSlates, optional) or a list of
+    per-row arrays. ``mask`` and ``utility`` default to the slates' (``utility`` only when ``p_no_response``
+    is annotated on every real passage). ``extra_fields`` names slates fields or ``slates.probes`` to carry;
     ``extra`` adds explicit ``[Q, W]`` arrays.
     """
-    if isinstance(scores, (list, tuple)) and scores and np.ndim(scores[0]) == 1 and mask is None and slates is None:
-        scores, mask = pad_scores(scores)
+    per_row = isinstance(scores, (list, tuple)) and (slates is not None or scores and np.ndim(scores[0]) == 1)
+    if per_row and mask is None:  # per-record score arrays: padded to the slates' width
+        scores, mask = pad_scores(scores, None if slates is None else slates.mask.shape[1])
+        mask = mask if slates is None else mask & slates.mask
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2:
         raise ValueError(f"scores must be [n_queries, width], got shape {s.shape}")
-    if mask is None:
-        mask = getattr(slates, "mask", None)
+    mask = getattr(slates, "mask", None) if mask is None else mask
     m = np.ones(s.shape, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     if m.shape != s.shape:
         raise ValueError(f"mask shape {m.shape} differs from scores shape {s.shape}")
@@ -142,8 +128,7 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
             raise ValueError(f"slates have no field {name!r} (probes: {sorted(probes)}; the reader probes need "
                              "answer_alone annotations on every passage)")
     named.update(dict(extra or {}))
-    if qids is None and slates is not None:
-        qids = getattr(slates, "qids", None)
+    qids = getattr(slates, "qids", None) if qids is None else qids
     extra = {name: carry(v, f"extra {name!r}", True) for name, v in named.items()}
     return RankedSlates(scores=rs, mask=rm, utility=None if utility is None else carry(utility, "utility"),
                         extra=extra, order=order, qids=None if qids is None else list(qids))
@@ -151,10 +136,7 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
 
 def prefix_udcg(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
     """UDCG (Eq. 4) of the top-k set for every ``k = 0..W``: ``[Q, W + 1]``, column 0 = 0.5 (empty context).
-
-    Rows must be ranked with real entries first (:func:`rank_slates`); for ``k`` past a row's
-    ``n_q`` real passages the value stays that of the whole row, so every column is defined.
-    """
+    Rows are ranked, real entries first; past a row's ``n_q`` passages it stays that of the whole row."""
     u = np.where(mask, np.asarray(utility, dtype=np.float64), 0.0)
     pos = np.cumsum(np.where(u > 0, u, 0.0), axis=1)
     neg = np.cumsum(np.where(u < 0, u, 0.0), axis=1)
@@ -167,8 +149,7 @@ def prefix_udcg(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT
 def valid_k(mask: np.ndarray, max_k: int | None = None) -> np.ndarray:
     """``[Q, K + 1]`` boolean: which ``k`` a row can take (``k <= n_q`` and ``k <= max_k``)."""
     w = mask.shape[1] if max_k is None else min(int(max_k), mask.shape[1])
-    n = mask.sum(axis=1)
-    return np.arange(w + 1)[None, :] <= np.minimum(n, w)[:, None]
+    return np.arange(w + 1)[None, :] <= np.minimum(mask.sum(axis=1), w)[:, None]
 
 
 def kept_mask(mask: np.ndarray, k) -> np.ndarray:
@@ -195,8 +176,7 @@ def oracle_k(utility: np.ndarray, mask: np.ndarray, *, gamma: float = DEFAULT_GA
     table = prefix_udcg(utility, mask, gamma=gamma)
     ok = valid_k(mask, max_k)
     table = np.where(ok, table[:, :ok.shape[1]], -np.inf)
-    best = table.max(axis=1, keepdims=True)
-    return (table >= best - ORACLE_TIE_TOL).argmax(axis=1).astype(np.int64)
+    return (table >= table.max(axis=1, keepdims=True) - ORACLE_TIE_TOL).argmax(axis=1).astype(np.int64)
 
 
 def mean_udcg_per_k(utility: np.ndarray, mask: np.ndarray, ks: np.ndarray, *,
@@ -210,11 +190,8 @@ def mean_udcg_per_k(utility: np.ndarray, mask: np.ndarray, ks: np.ndarray, *,
 class Selector:
     """A dynamic-k selector: ``select(ranked) -> k`` per query (int64, ``0 <= k_q <= n_q``).
 
-    Subclasses set ``kind`` (the registry name), implement :meth:`select` and, when they learn
-    something from data, :meth:`fit` (baselines: a grid search maximising mean UDCG of the kept
-    set; learned selectors: see :mod:`udcg_ltr.select.training`). Constructor arguments are kept as
-    attributes of the same name, which :meth:`get_config` reads back. Learned selectors also return
-    tensors from :meth:`get_state` (saved as safetensors).
+    Subclasses set ``kind`` (the registry name), implement :meth:`select` and, when they learn, :meth:`fit`.
+    Constructor arguments are kept as attributes of the same name, which :meth:`get_config` reads back.
     """
 
     kind: ClassVar[str] = "selector"
@@ -242,10 +219,6 @@ class Selector:
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         if state:
             raise ValueError(f"{self.kind} selector has no weights, got {sorted(state)}")
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Selector:
-        return cls(**dict(config))
 
     def _clip(self, k: np.ndarray, ranked: RankedSlates) -> np.ndarray:
         return np.clip(np.asarray(k, dtype=np.int64), 0, ranked.n_real)

@@ -1,27 +1,12 @@
 """Rule-based dynamic-k selectors and the oracle. Each keeps the top-``k_q`` prefix of the ranking, and
 ``fit`` grid-searches its knobs for the highest mean UDCG of the kept set (Eq. 4) on the rows given.
 
-* :class:`FixedK`: ``k_q = min(k, n_q)``.
-* :class:`ScoreThreshold`: keep every passage whose score is ``>= threshold`` (absolute; a prefix,
-  since rows are ranked); the grid: quantiles of the real scores plus "above every score" (``k = 0``).
-* :class:`RelativeThreshold`: keep passage ``i`` when its *normalised* score reaches ``fraction``
-  of the top passage's. Cross-encoder logits can be negative, so the raw ratio ``s_i / s_1`` is
-  meaningless; three normalisations instead:
+:class:`RelativeThreshold` keeps passage ``i`` when its *normalised* score reaches ``fraction`` of the
+top passage's (which always qualifies: never ``k = 0``); logits can be negative, so not ``s_i / s_1`` but
 
-  - ``"softmax"`` (default): ``p_i / p_1 = exp((s_i - s_1) / T) >= f``, i.e. keep passages within
-    ``T * log(1 / f)`` score units of the top one: shift invariant, sign agnostic;
-  - ``"minmax"``: ``(s_i - s_n) / (s_1 - s_n) >= f``: shift and scale invariant within the row;
-  - ``"sigmoid"``: ``sigmoid(s_i / T) / sigmoid(s_1 / T) >= f``, for calibrated logits.
-
-  The top passage always qualifies (ratio 1), so this rule never returns ``k = 0``.
-* :class:`CumulativeUtilityRule`: the dynamic-k analysis of :mod:`udcg_ltr.metrics.distractor` on
-  **labels-free** heuristic utilities: a passage is *pseudo-relevant* when its normalised score
-  (``relevant_rule``: ``"minmax"``, ``"sigmoid"`` of ``s / T`` or ``"raw"``) reaches
-  ``relevant_fraction``; the other rules of :func:`~udcg_ltr.metrics.distractor.heuristic_utilities`
-  are score based already. ``k_q`` is :func:`~udcg_ltr.metrics.distractor.best_k` of those utilities
-  (``score(j) = sum_{i<=j} u_i+ - harm_weight * sum_{i<=j} |u_i-|``, smallest maximiser, ``j = 0`` allowed).
-* :class:`OracleK`: the ``k`` maximising each query's UDCG from the **gold** utilities
-  (``needs_labels``): an upper bound for every prefix selector, never deployable.
+* ``"softmax"`` (default): ``p_i / p_1 = exp((s_i - s_1) / T) >= f``: shift invariant, sign agnostic;
+* ``"minmax"``: ``(s_i - s_n) / (s_1 - s_n) >= f``: shift and scale invariant within the row;
+* ``"sigmoid"``: ``sigmoid(s_i / T) / sigmoid(s_1 / T) >= f``, for calibrated logits.
 """
 
 from __future__ import annotations
@@ -59,8 +44,7 @@ class FixedK(Selector):
 
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> FixedK:
         table = prefix_udcg(_need_utility(ranked, "FixedK.fit"), ranked.mask, gamma=gamma)
-        top = table.shape[1] - 1 if self.max_k is None else min(self.max_k, table.shape[1] - 1)
-        self.curve = table[:, :top + 1].mean(axis=0)  # mean UDCG of the top-k for k = 0..top
+        self.curve = table[:, :None if self.max_k is None else self.max_k + 1].mean(axis=0)  # k = 0..max_k
         self.k = int(np.argmax(self.curve))
         return self
 
@@ -71,7 +55,8 @@ class FixedK(Selector):
 
 
 class ScoreThreshold(Selector):
-    """Keep the passages with ``score >= threshold`` (absolute score units)."""
+    """Keep the passages with ``score >= threshold`` (absolute score units); ``fit``'s grid: quantiles of the
+    real scores plus "above every score" (``k = 0``)."""
 
     kind = "score_threshold"
 
@@ -159,14 +144,10 @@ def relevance_values(scores: np.ndarray, mask: np.ndarray, rule: str, temperatur
     raise ValueError(f"relevant_rule must be 'minmax', 'sigmoid' or 'raw', got {rule!r}")
 
 
-def pseudo_relevance(scores: np.ndarray, mask: np.ndarray, rule: str, fraction: float,
-                     temperature: float = 1.0) -> np.ndarray:
-    """Labels-free "relevant" flags from scores: :func:`relevance_values` ``>= fraction``."""
-    return mask & (relevance_values(scores, mask, rule, temperature) >= fraction)
-
-
 class CumulativeUtilityRule(Selector):
-    """Dynamic k of :mod:`udcg_ltr.metrics.distractor` on labels-free heuristic utilities (module doc)."""
+    """:func:`~udcg_ltr.metrics.distractor.best_k` (``sum_{i<=j} u_i+ - harm_weight sum_{i<=j} |u_i-|``,
+    smallest maximiser, ``j = 0`` allowed) of labels-free heuristic utilities: a passage is *pseudo-relevant*
+    when its :func:`relevance_values` under ``relevant_rule`` reach ``relevant_fraction``."""
 
     kind = "cumulative_utility"
     RULES = ("minmax", "sigmoid", "raw")
@@ -184,7 +165,8 @@ class CumulativeUtilityRule(Selector):
 
     def _ks(self, ranked: RankedSlates, *, relevant_fraction, relevant_rule, score_fraction, top_n,
             harm_weight) -> np.ndarray:
-        pseudo = pseudo_relevance(ranked.scores, ranked.mask, relevant_rule, relevant_fraction, self.temperature)
+        values = relevance_values(ranked.scores, ranked.mask, relevant_rule, self.temperature)
+        pseudo = ranked.mask & (values >= relevant_fraction)
         config = HeuristicConfig(score_fraction=score_fraction, score_rule="range", top_n=top_n)
         h = heuristic_utilities(pseudo.astype(np.float64), ranked.scores, ranked.mask, config=config)
         return best_k(h, ranked.mask, discount=None, harm_weight=harm_weight, min_k=0)[0]
@@ -200,8 +182,7 @@ class CumulativeUtilityRule(Selector):
                 value = float(mean_udcg_per_k(u, ranked.mask, self._ks(ranked, **params)[None], gamma=gamma)[0])
                 if value > best[0] + 1e-12:
                     best = (value, params)
-        for name, value in best[1].items():
-            setattr(self, name, value)
+        vars(self).update(best[1])
         return self
 
     def select(self, ranked: RankedSlates) -> np.ndarray:

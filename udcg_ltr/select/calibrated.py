@@ -1,27 +1,17 @@
 """The calibrated expected-UDCG selector: a ranker-free relevance prior, calibrated on the deployed ranker.
 
-The plug-in Bayes rule of :mod:`udcg_ltr.select.expected` needs *calibrated* relevance probabilities
-``pi_i`` for the passages the deployed ranker puts on top, but a reranker fine-tuned on a small split is
-over-confident on its own training queries, and cross-fitted rerankers rank differently from the full
-model (annotated SQuAD: an answer-bearing passage first for 23% of the train questions with the 2-fold
-models, 67% of test with the full one). So each part learns from what it may:
+The Bayes rule of :mod:`udcg_ltr.select.expected` needs *calibrated* ``pi_i``, but a reranker is
+over-confident on its own training queries and cross-fitted rerankers rank differently from the full model
+(annotated SQuAD: an answer-bearing passage first for 23% of the train questions with the 2-fold models,
+67% of test with the full one). So the **prior** (train rows) is a logit ``z_i = h(x_i)`` of *ranker-free*
+``extra_features`` only (retriever score, reader probes; a constant without them), and the
+**calibration** is a Platt-style L2 logistic regression on the val rows ranked by the deployed ranker::
 
-1. **Prior** (Lightning, ``train`` rows, :class:`~udcg_ltr.select.expected.UtilityModelModule`): a
-   relevance logit ``z_i = h(x_i)`` from *ranker-free* arrays only (``extra_features``: the retriever's
-   score, the reader probes of :mod:`udcg_ltr.data.probes`); a constant without ``extra_features``.
-2. **Calibration** (Platt-style L2 logistic regression, inverse strength ``calibration_c``, standardised
-   inputs, on the ``val`` rows ranked by the deployed ranker)::
+    pi_i = sigmoid( w_0 z_i + sum_f w_f phi_f(i) + b )      (phi: its list features calibration_features)
 
-       pi_i = sigmoid( w_0 z_i + sum_f w_f phi_f(i) + b )
-
-   with ``phi`` the deployed ranker's list features (``calibration_features``).
-3. **Decision** (:func:`~udcg_ltr.select.expected.expected_prefix_udcg`) with magnitudes
-   ``m_i = 1 - P(NO-RESPONSE | q, p_i)``, exactly ``|u_i|`` by Eq. 2, when ``p_no_response`` is among
-   the ``extra_features`` (a label-free reader probe), else the prior's magnitude head.
-
-The calibration's in-sample val UDCG is optimistic, so ``fit`` also computes a **cross-fitted** one
-(each of ``calibration_folds`` folds decided by a calibration fitted on the others), which
-:func:`~udcg_ltr.select.training.fit_selector` reports as ``val/udcg``.
+with magnitudes ``m_i = 1 - P(NO-RESPONSE | q, p_i)``, exactly ``|u_i|`` by Eq. 2, when ``p_no_response``
+is an extra feature (else the prior's magnitude head). The in-sample val UDCG is optimistic, so ``fit`` also
+reports a **cross-fitted** ``val/udcg`` (each of ``calibration_folds`` folds decided by the others' fit).
 """
 
 from __future__ import annotations
@@ -63,11 +53,8 @@ def calibrated_probability(x: np.ndarray, mask: np.ndarray, scaler: FeatureScale
 
 
 class CalibratedUtilitySelector(ExpectedUtilitySelector):
-    """Calibrated expected-UDCG selector (module doc); ``fit`` requires the ``val`` rows.
-
-    ``features`` (ranker list features inside the prior) default to none: the prior must not depend
-    on the ranker whose train-split scores are not trustworthy.
-    """
+    """Calibrated expected-UDCG selector (module doc); ``fit`` requires the ``val`` rows. ``features`` (ranker
+    list features inside the prior) default to none: the ranker's train-split scores are not trustworthy."""
 
     kind = "calibrated_utility"
     #: ``fit`` learns from the val rows: report a cross-fitted val UDCG (module doc).
@@ -99,9 +86,7 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         """``(z, m)``, both ``[Q, W]``: the prior's relevance logit and magnitude, averaged over seeds."""
         if not self.has_prior:
             return np.zeros(ranked.mask.shape), np.full(ranked.mask.shape, 0.5)
-        x = as_tensors(self.arrays(ranked))["x"]
-        for module in self.modules:
-            module.eval()
+        x = as_tensors(self.arrays(ranked))["x"]  # modules are in eval mode since train_module / set_state
         z, m = zip(*(module.predictions(x) for module in self.modules))
         return torch.stack(z).mean(0).double().numpy(), torch.stack(m).mean(0).double().numpy()
 
@@ -144,8 +129,7 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         self.calibration_scaler, self.calibration_coef, self.calibration_intercept = fit_calibration(
             x, y, val.mask, self.calibration_c)
         self.crossfit_metrics = self._crossfit(val, x, y, self._magnitude(val, prior_m))
-        self.history = {**self.history, **{f"calibration/{k.split('/', 1)[1]}": v
-                                           for k, v in self.crossfit_metrics.items()}}
+        self.history |= {f"calibration/{k.split('/', 1)[1]}": v for k, v in self.crossfit_metrics.items()}
         return self
 
     def _crossfit(self, val: RankedSlates, x: np.ndarray, y: np.ndarray, magnitude: np.ndarray) -> dict[str, float]:
@@ -193,12 +177,11 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         """The prior's state (when it has features) plus ``calibration.{coef,intercept,mean,std}``."""
         if self.calibration_coef is None:
             raise RuntimeError("calibrated_utility selector is not fitted: nothing to save")
-        state = super().get_state() if self.has_prior else {}
-        state.update({"calibration.coef": self.calibration_coef.astype(np.float64),
-                      "calibration.intercept": np.array([self.calibration_intercept], dtype=np.float64),
-                      "calibration.mean": self.calibration_scaler.mean.astype(np.float64),
-                      "calibration.std": self.calibration_scaler.std.astype(np.float64)})
-        return state
+        return {**(super().get_state() if self.has_prior else {}),
+                "calibration.coef": self.calibration_coef.astype(np.float64),
+                "calibration.intercept": np.array([self.calibration_intercept], dtype=np.float64),
+                "calibration.mean": self.calibration_scaler.mean.astype(np.float64),
+                "calibration.std": self.calibration_scaler.std.astype(np.float64)}
 
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         if self.has_prior:

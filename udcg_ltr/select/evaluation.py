@@ -1,21 +1,13 @@
 """Evaluating dynamic-k selectors: UDCG of the kept set, the distribution of k, and end to end with an LLM.
 
-:func:`evaluate_selectors` returns one row per selector: ``udcg`` (mean UDCG, Eq. 4, of the kept set,
-0.5 for ``k_q = 0``) with its standard error ``udcg_se``, ``mean_k``, ``k0_rate`` and ``k_hist``
-(counts of ``k = 0..K``, drawn by :func:`plot_k_histograms`). With an LLM scorer (``.score(items,
-generate=True)`` as :class:`udcg_ltr.annotate.scorer.LLMScorer`) the LLM answers each kept context
-(rank order) through :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection`: ``correct_rate``,
-``abstained_rate``, ``wrong_rate`` and the cost ``mean_passages``, ``mean_prompt_tokens``,
-``mean_context_tokens``; ``k_q = 0`` is not sent to the LLM (abstained, 0-token prompt).
-
-:func:`dynamic_k_report` is an *analysis* (it reads gold labels), not a selector: the dynamic-k analysis of
-:mod:`udcg_ltr.metrics.distractor` for several rankings of the same queries (e.g. the retriever's and
-the reranker's), on ``"heuristic"`` utilities (:func:`~udcg_ltr.metrics.distractor.heuristic_utilities`
-of the gold labels and the ranking's **own** scores, shift-invariant ``"range"`` rule since logits can
-be negative) or the ``"llm"`` utilities of Eq. 2: ``best_k`` (undiscounted, ``harm_weight`` times the
-harm), the distractor measures at the cutoff ``k`` (``None``: the whole list), and ``udcg_at_best_k``,
-UDCG (Eq. 4) of each query's top-``best_k`` set. Its labels-free counterpart is
-:class:`udcg_ltr.select.baselines.CumulativeUtilityRule`.
+:func:`evaluate_selectors` rows: ``udcg`` (mean UDCG, Eq. 4, of the kept set, 0.5 for ``k_q = 0``) and its
+standard error, ``mean_k``, ``k0_rate``, ``k_hist`` (counts of ``k = 0..K``); with an LLM scorer, the rates
+and costs of :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection` (``k_q = 0``: abstained, no prompt).
+:func:`dynamic_k_report` is an *analysis* (it reads gold labels): the dynamic-k analysis of
+:mod:`udcg_ltr.metrics.distractor` for rankings of the same queries, on ``"heuristic"`` utilities (gold
+labels with the ranking's **own** scores, shift-invariant ``"range"`` rule: logits can be negative) or the
+``"llm"`` ones of Eq. 2, plus ``udcg_at_best_k`` (Eq. 4 of each query's top-``best_k`` set); its labels-free
+counterpart is :class:`udcg_ltr.select.baselines.CumulativeUtilityRule`.
 """
 
 from __future__ import annotations
@@ -29,15 +21,7 @@ import numpy as np
 
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.metrics.distractor import (
-    DANGEROUS,
-    RISKY,
-    SAFE,
-    AssessmentThresholds,
-    HeuristicConfig,
-    distractor_analysis,
-    heuristic_utilities,
-)
+from udcg_ltr.metrics import distractor as D
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.report import Column, fmt_float, markdown_table, new_figure, row_keys, save_figure, write_csv
 from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
@@ -65,21 +49,17 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
         raise ValueError("evaluating selectors needs the gold utilities of the slates")
     if records is not None and len(records) != len(ranked):
         raise ValueError(f"{len(records)} records but {len(ranked)} slate rows")
-    width = ranked.width
     rows, chosen = [], {}
     for name, sel in selectors.items():
-        k = sel.select(ranked)
-        chosen[name] = k
+        k = chosen[name] = sel.select(ranked)
         per_query = udcg_of_kept(ranked.utility, ranked.mask, k, gamma=gamma)
-        hist = np.bincount(k, minlength=width + 1)
+        hist = np.bincount(k, minlength=ranked.width + 1)
         row: dict[str, Any] = {
             "selector": name, "kind": sel.kind, "split": split, "n": len(ranked),
             "udcg": float(per_query.mean()),
             "udcg_se": float(per_query.std(ddof=1) / np.sqrt(len(per_query))) if len(per_query) > 1 else float("nan"),
             "mean_k": float(k.mean()), "k0_rate": float((k == 0).mean()),
-            "k_hist": " ".join(str(int(c)) for c in hist),
-            "uses_labels": bool(sel.needs_labels),
-        }
+            "k_hist": " ".join(str(int(c)) for c in hist), "uses_labels": bool(sel.needs_labels)}
         if scorer is not None:
             if records is None:
                 raise ValueError("end to end needs the records (questions, passages, gold answers)")
@@ -87,10 +67,10 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
             row.update(end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
                                             match_rule=match_rule, tokenizer=tokenizer))
         rows.append(row)
-    if ks is not None and isinstance(ks, dict):
+    if isinstance(ks, dict):
         ks.update(chosen)
     if plot_path is not None:
-        plot_k_histograms(chosen, plot_path, max_k=width, title=title)
+        plot_k_histograms(chosen, plot_path, max_k=ranked.width, title=title)
     return rows
 
 
@@ -151,19 +131,16 @@ def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike,
 
 
 #: Rule 3 on the ranking's own scores, shift invariant (reranker logits can be negative).
-RANGE_HEURISTIC = HeuristicConfig(score_rule="range")
-DEFAULT_THRESHOLDS = AssessmentThresholds()
+RANGE_HEURISTIC = D.HeuristicConfig(score_rule="range")
+DEFAULT_THRESHOLDS = D.AssessmentThresholds()
 
 
 def dynamic_k_report(rankings: Mapping[str, tuple[Any, Any]], *, k: int | None = None, harm_weight: float = 1.0,
                      min_k: int = 1, sources: tuple[str, ...] = ("heuristic", "llm"), gamma: float = DEFAULT_GAMMA,
-                     heuristic: HeuristicConfig = RANGE_HEURISTIC,
-                     thresholds: AssessmentThresholds = DEFAULT_THRESHOLDS) -> list[dict[str, Any]]:
-    """Rows (one per ranking x utility source) of the analysis measures (module doc).
-
-    ``rankings`` maps a name to ``(scores, slates)``: ``[Q, W]`` scores aligned with the columns of
-    a :class:`~udcg_ltr.data.padded.PaddedSlates` (with utilities for the ``"llm"`` source).
-    """
+                     heuristic: D.HeuristicConfig = RANGE_HEURISTIC,
+                     thresholds: D.AssessmentThresholds = DEFAULT_THRESHOLDS) -> list[dict[str, Any]]:
+    """Rows (one per ranking x utility source) of the analysis measures (module doc); ``rankings`` maps a name
+    to ``(scores, slates)``, ``[Q, W]`` scores aligned with the slates' columns (utilities for ``"llm"``)."""
     rows = []
     for name, (scores, slates) in rankings.items():
         extra = {"relevant": np.asarray(slates.relevant, dtype=np.float64),
@@ -172,27 +149,27 @@ def dynamic_k_report(rankings: Mapping[str, tuple[Any, Any]], *, k: int | None =
         m = ranked.mask
         for source in sources:
             if source == "heuristic":
-                u = heuristic_utilities(ranked.extra["relevant"], ranked.scores, m,
-                                        is_distractor=ranked.extra["is_distractor"] > 0, config=heuristic)
+                u = D.heuristic_utilities(ranked.extra["relevant"], ranked.scores, m,
+                                          is_distractor=ranked.extra["is_distractor"] > 0, config=heuristic)
             elif source == "llm":
                 if ranked.utility is None:
                     raise ValueError(f"ranking {name!r}: the 'llm' source needs annotated utilities")
                 u = ranked.utility
             else:
                 raise ValueError(f"unknown utility source {source!r} (use 'heuristic' or 'llm')")
-            a = distractor_analysis(u, m, k=k, discount="log2", dynamic_discount=None, harm_weight=harm_weight,
-                                    min_k=min_k, thresholds=thresholds)
-            hist = np.bincount(a.best_k, minlength=ranked.width + 1)
-            row = {"ranking": name, "utilities": source, "n": len(ranked), "cutoff": "all" if k is None else k,
-                   "best_k_mean": float(a.best_k.mean()), "best_k_median": float(np.median(a.best_k)),
-                   "best_k_hist": " ".join(str(int(c)) for c in hist)}
-            row["udcg_at_best_k"] = (float(udcg_of_kept(ranked.utility, m, a.best_k, gamma=gamma).mean())
-                                     if ranked.utility is not None else float("nan"))
+            a = D.distractor_analysis(u, m, k=k, discount="log2", dynamic_discount=None,
+                                      harm_weight=harm_weight, min_k=min_k, thresholds=thresholds)
+            hist = " ".join(str(int(c)) for c in np.bincount(a.best_k, minlength=ranked.width + 1))
+            at_k = np.nan if ranked.utility is None else udcg_of_kept(ranked.utility, m, a.best_k,
+                                                                      gamma=gamma)
             rate = a.distractor_rate[np.isfinite(a.distractor_rate)]
-            row.update({"dcg": float(a.dcg.mean()), "dcg_without_distractors": float(a.dcg_without_distractors.mean()),
-                        "harm": float(a.distractor_harm.mean()),
-                        "distractor_rate": float(rate.mean()) if rate.size else float("nan"),
-                        "harm_share": float(a.harm_share.mean()),
-                        **{c.lower(): float((a.assessment == c).mean()) for c in (SAFE, RISKY, DANGEROUS)}})
-            rows.append(row)
+            rows.append({
+                "ranking": name, "utilities": source, "n": len(ranked), "cutoff": "all" if k is None else k,
+                "best_k_mean": float(a.best_k.mean()), "best_k_median": float(np.median(a.best_k)),
+                "best_k_hist": hist, "udcg_at_best_k": float(np.mean(at_k)), "dcg": float(a.dcg.mean()),
+                "dcg_without_distractors": float(a.dcg_without_distractors.mean()),
+                "harm": float(a.distractor_harm.mean()),
+                "distractor_rate": float(rate.mean()) if rate.size else float("nan"),
+                "harm_share": float(a.harm_share.mean()),
+                **{c.lower(): float((a.assessment == c).mean()) for c in (D.SAFE, D.RISKY, D.DANGEROUS)}})
     return rows

@@ -1,21 +1,16 @@
-"""The expected-UDCG selector: predict each passage's utility, then keep the prefix with the best expected UDCG.
+"""The expected-UDCG selector: predict each passage's utility, keep the prefix with the best expected UDCG.
 
-A plug-in Bayes decision rule, the model-based counterpart of the gate and the k-classifier. A shared
-network ``h`` (linear or MLP) maps the standardised features ``x_i`` of the passage at rank ``i`` (with
-any ``extra_features`` such as the reader probes of :mod:`udcg_ltr.data.probes`) to
-``pi_i = P(R_i = +1 | x_i)`` (logistic) and ``m_i = E[|u_i| | x_i]`` in ``(0, 1)``, the utility
-magnitude ``1 - P(NO-RESPONSE)`` (Eq. 2). Training minimises ``BCE(pi, [u > 0]) + (m - |u|)^2`` averaged
-per query: both proper scoring rules, so ``pi`` is calibrated on the training distribution.
-
-Decision: with the signs independent given the features (Eq. 4, ``s_i = +1`` with probability ``pi_i``)::
+A plug-in Bayes rule: a shared network ``h`` maps the features ``x_i`` of the passage at rank ``i`` to
+``pi_i = P(R_i = +1 | x_i)`` and the magnitude ``m_i = E[|u_i| | x_i] = 1 - P(NO-RESPONSE)`` (Eq. 2), trained
+on ``BCE(pi, [u > 0]) + (m - |u|)^2``: proper scoring rules, so ``pi`` is calibrated on the training
+distribution. With the signs independent given the features (Eq. 4, ``s_i = +1`` w.p. ``pi_i``)::
 
     E[UDCG(top-k)] = sum_{s in {+1,-1}^k} prod_i P(s_i) * sigmoid( (1/k) sum_i m_i (s_i > 0 ? 1 : -gamma) )
 
-enumerating the ``2^k`` sign patterns (``k <= max_k``, at most :data:`MAX_EXACT_K`), and
-``E[UDCG({})] = 0.5``. The selector keeps ``argmax_k E[UDCG(top-k)]`` (the smallest on ties); with
-perfect ``pi`` and ``m`` this is the oracle. For ``k in {0, 1}`` it keeps the top passage iff
-``pi_1 sigmoid(m_1) + (1 - pi_1) sigmoid(-gamma m_1) >= 0.5``, i.e. ``pi_1 >= ~0.25`` for ``gamma = 1/3``:
-a relevant passage gains about three times what a distractor costs.
+over the ``2^k`` sign patterns (``k <= max_k <=`` :data:`MAX_EXACT_K`), ``E[UDCG({})] = 0.5``; the selector
+keeps ``argmax_k`` (smallest on ties): the oracle for perfect ``pi`` and ``m``. For ``k in {0, 1}`` it keeps
+the top passage iff ``pi_1 sigmoid(m_1) + (1 - pi_1) sigmoid(-gamma m_1) >= 0.5``, i.e. ``pi_1 >= ~0.25``
+for ``gamma = 1/3``: a relevant passage gains about three times what a distractor costs.
 """
 
 from __future__ import annotations
@@ -26,8 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.learned import LearnedSelector
-from udcg_ltr.select.nn import SelectorModule, mlp
+from udcg_ltr.select.nn import LearnedSelector, SelectorModule, mlp
 
 #: Largest prefix whose expected UDCG is enumerated exactly (2^k sign patterns).
 MAX_EXACT_K = 10
@@ -41,11 +35,8 @@ def sign_patterns(k: int, *, dtype=torch.float32) -> torch.Tensor:
 
 def expected_prefix_udcg(relevance_prob: torch.Tensor, magnitude: torch.Tensor, mask: torch.Tensor, *,
                          max_k: int, gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
-    """``[Q, max_k + 1]``: column ``k`` is ``E[UDCG(top-k)]`` (module doc), column 0 is 0.5.
-
-    Columns past a row's real passages repeat nothing meaningful; callers mask them. ``relevance_prob``
-    and ``magnitude`` are ``[Q, W]`` in rank order.
-    """
+    """``[Q, max_k + 1]``: column ``k`` is ``E[UDCG(top-k)]`` (module doc), column 0 is 0.5, from ``[Q, W]``
+    ``relevance_prob`` and ``magnitude`` in rank order; callers mask the columns past a row's passages."""
     if max_k > MAX_EXACT_K:
         raise ValueError(f"exact enumeration is limited to k <= {MAX_EXACT_K}, got max_k={max_k}")
     q, w = relevance_prob.shape
@@ -90,24 +81,21 @@ class UtilityModelModule(SelectorModule):
         u = batch["utility"]
         bce = F.binary_cross_entropy_with_logits(logit, (u > 0).to(logit.dtype), reduction="none")
         loss = bce + self.magnitude_weight * (m - u.abs()) ** 2
-        loss = torch.where(mask, loss, torch.zeros_like(loss)).sum(-1) / mask.sum(-1).clamp(min=1)
-        return -loss
+        return -torch.where(mask, loss, torch.zeros_like(loss)).sum(-1) / mask.sum(-1).clamp(min=1)
 
     def soft_output(self, batch) -> torch.Tensor:
         logit, m = self.predictions(batch["x"])
         return expected_prefix_udcg(torch.sigmoid(logit), m, batch["mask"], max_k=self.max_k, gamma=self.gamma)
 
     def k_from_soft(self, soft, batch) -> torch.Tensor:
-        n = batch["mask"].to(torch.bool).sum(-1)
-        k = torch.arange(soft.shape[1], device=soft.device)[None, :]
-        valid = k <= n[:, None]
+        valid = torch.arange(soft.shape[1], device=soft.device) <= batch["mask"].sum(-1, keepdim=True)
         return torch.where(valid, soft, torch.full_like(soft, -1.0)).argmax(-1)  # first maximum: the smallest k
 
 
 class ExpectedUtilitySelector(LearnedSelector):
-    """Expected-UDCG selector (module doc). Hyper-parameters: ``hidden`` (0 = linear), ``n_layers``,
-    ``dropout``, ``magnitude_weight`` and those of :class:`~udcg_ltr.select.learned.LearnedSelector`
-    (``max_k`` caps the kept prefix, at most :data:`MAX_EXACT_K`; default ``min(width, 10)``)."""
+    """Expected-UDCG selector (module doc): :class:`UtilityModelModule`'s hyper-parameters and those of
+    :class:`~udcg_ltr.select.nn.LearnedSelector` (``max_k``: at most :data:`MAX_EXACT_K`, default
+    ``min(width, 10)``)."""
 
     kind = "expected_utility"
     module_class = UtilityModelModule

@@ -1,27 +1,13 @@
 """Labels-free list features of a ranked candidate list, the inputs of the learned selectors.
 
-For a row ranked by descending score ``s_1 >= s_2 >= ... >= s_n`` (``n`` real passages of a
-padded width ``W``), the per-passage features of the passage at rank ``i`` are:
-
-=================  ========================================================================
-``score``          ``s_i`` (the raw reranker score: a logit, a cosine ...)
-``gap_top``        ``s_i - s_1`` (<= 0)
-``rank``           ``(i - 1) / (W - 1)``, the normalised position
-``inv_rank``       ``1 / i``
-``diff_prev``      ``s_{i-1} - s_i`` (0 at rank 1): the drop from the neighbour above
-``diff_next``      ``s_i - s_{i+1}`` (0 at rank n): the drop to the neighbour below
-``minmax``         ``(s_i - s_n) / (s_1 - s_n)`` in [0, 1] (1 when the row is constant)
-``softmax``        ``exp((s_i - s_1) / T) / sum_j exp((s_j - s_1) / T)`` over the real passages
-``cum_softmax``    ``sum_{j <= i} softmax_j``, the probability mass kept by the top-i prefix
-``sigmoid``        ``sigmoid(s_i / T)`` (a calibrated-ish probability for logits)
-``zscore``         ``(s_i - mean) / std`` over the row's real passages (0 when std = 0)
-``top_margin``     ``s_1 - s_2``, a row-level feature repeated on every passage
-``n_real``         ``n / W``, row-level
-=================  ========================================================================
-
-Extra per-passage arrays of :class:`~udcg_ltr.select.base.RankedSlates` (e.g. the first-stage
-retriever's score) add ``{name}``, ``{name}_gap_top`` (``v_i - max_j v_j``) and ``{name}_minmax``.
-Padding gets 0 everywhere. ``T`` is the ``temperature`` (score units).
+With ``s_1 >= ... >= s_n`` the ``n`` real scores of a row of padded width ``W``, passage ``i`` has:
+``score`` ``s_i``; ``gap_top`` ``s_i - s_1``; ``rank`` ``(i - 1) / (W - 1)``; ``inv_rank`` ``1 / i``;
+``diff_prev`` ``s_{i-1} - s_i`` (0 at rank 1); ``diff_next`` ``s_i - s_{i+1}`` (0 at rank n); ``minmax``
+``(s_i - s_n) / (s_1 - s_n)`` (1 on a constant row); ``softmax`` ``exp((s_i - s_1) / T)`` normalised over
+the real passages; ``cum_softmax`` ``sum_{j <= i} softmax_j``; ``sigmoid`` ``sigmoid(s_i / T)``;
+``zscore`` ``(s_i - mean) / std`` (0 when std = 0); row-level ``top_margin`` ``s_1 - s_2`` and ``n_real``
+``n / W``. Each extra array (e.g. the retriever's score) adds ``{name}``, ``{name}_gap_top``
+(``v_i - max_j v_j``) and ``{name}_minmax``. Padding gets 0; ``T`` is the ``temperature`` (score units).
 """
 
 from __future__ import annotations
@@ -35,16 +21,15 @@ from udcg_ltr.select.base import RankedSlates
 
 PASSAGE_FEATURES = ("score", "gap_top", "rank", "inv_rank", "diff_prev", "diff_next", "minmax", "softmax",
                     "cum_softmax", "sigmoid", "zscore", "top_margin", "n_real")
-DEFAULT_FEATURES = PASSAGE_FEATURES
-EXTRA_FEATURES = ("", "_gap_top", "_minmax")
 
 
-def feature_names(features: Sequence[str] = DEFAULT_FEATURES, extra_features: Sequence[str] = ()) -> list[str]:
+def feature_names(features: Sequence[str] = PASSAGE_FEATURES, extra_features: Sequence[str] = ()) -> list[str]:
     """Column names of :func:`passage_features` (per-passage features, then each extra array's three)."""
     unknown = [f for f in features if f not in PASSAGE_FEATURES]
     if unknown:
         raise ValueError(f"unknown features {unknown} (choose from {PASSAGE_FEATURES})")
-    return list(features) + [f"{name}{suffix}" for name in extra_features for suffix in EXTRA_FEATURES]
+    suffixes = ("", "_gap_top", "_minmax")
+    return list(features) + [f"{name}{suffix}" for name in extra_features for suffix in suffixes]
 
 
 def _tiny(scale: np.ndarray) -> np.ndarray:
@@ -62,7 +47,7 @@ def row_minmax(v: np.ndarray, m: np.ndarray) -> np.ndarray:
     return np.where(m, out, 0.0)
 
 
-def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEATURES, *,
+def passage_features(ranked: RankedSlates, features: Sequence[str] = PASSAGE_FEATURES, *,
                      extra_features: Sequence[str] = (), temperature: float = 1.0) -> np.ndarray:
     """``[Q, W, F]`` float64 features of every ranked passage (see the module table); padding is 0."""
     if temperature <= 0:
@@ -91,8 +76,7 @@ def passage_features(ranked: RankedSlates, features: Sequence[str] = DEFAULT_FEA
         "diff_next": np.where(real_next, s - nxt, 0.0), "minmax": row_minmax(s, m), "softmax": softmax,
         "cum_softmax": np.where(m, np.cumsum(softmax, axis=1), 0.0), "sigmoid": sigmoid(s / temperature),
         "zscore": np.where(ok, (s - mean) / np.where(ok, std, 1.0), 0.0),
-        "top_margin": full(margin[:, None]), "n_real": full((n / max(w, 1))[:, None]),
-    }
+        "top_margin": full(margin[:, None]), "n_real": full((n / max(w, 1))[:, None])}
     for name in extra_features:
         if name not in ranked.extra:
             raise ValueError(f"extra feature {name!r} is not in the ranked slates (have {sorted(ranked.extra)})")

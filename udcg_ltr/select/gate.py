@@ -1,23 +1,19 @@
 """The per-passage gate: keep/drop each ranked passage from its list features, trained to maximise UDCG.
 
-A shared network ``h`` (linear or MLP) maps the standardised features ``x_i`` of the passage at rank
-``i`` to a gate ``g_i = sigmoid(h(x_i))``. The kept set must be a **prefix** of the ranking (a hole
-would drop a better passage and keep a worse one), so the gates become monotone inclusion weights
-``w_1 >= ... >= w_n`` (``prefix``):
+A shared network ``h`` gives each ranked passage a gate ``g_i = sigmoid(h(x_i))``; the kept set must be a
+**prefix** (a hole would drop a better passage and keep a worse one), so the gates become monotone
+inclusion weights ``w_1 >= ... >= w_n`` (``prefix``):
 
-* ``"cumprod"`` (default): ``w_i = prod_{j<=i} g_j`` (a sequential "continue reading?" decision);
-  the prefix length ``K`` has ``P(K = k) = w_k (1 - g_{k+1})`` (``w_0 = 1``, ``g_{n+1} = 0``).
-* ``"last"``: keep up to the **last** gated-in passage: ``w_i = 1 - prod_{j>=i} (1 - g_j)``,
-  ``P(K = k) = g_k prod_{j>k} (1 - g_j)``, ``P(K = 0) = prod_j (1 - g_j)``. Giving no passage needs
-  *every* gate closed: on a synthetic task where a third of the queries want ``k = 0`` this variant
-  never learned to abstain while ``"cumprod"`` did.
+* ``"cumprod"`` (default): ``w_i = prod_{j<=i} g_j``, ``P(K = k) = w_k (1 - g_{k+1})`` (``w_0 = 1``,
+  ``g_{n+1} = 0``): a sequential "continue reading?" decision.
+* ``"last"``: up to the last gated-in passage, ``w_i = 1 - prod_{j>=i} (1 - g_j)``, ``P(K = k) = g_k
+  prod_{j>k} (1 - g_j)``, ``P(K = 0) = prod_j (1 - g_j)``: no passage needs *every* gate closed (on a
+  synthetic task where a third of the queries want ``k = 0`` it never learned to abstain; cumprod did).
 
-Objectives (``objective``, maximised): ``"soft_mask"``, UDCG (Eq. 4) of the soft kept set
-(:func:`udcg_ltr.select.nn.soft_udcg`, exact on hard 0/1 weights); ``"expected"``, the exact
-``E[UDCG] = sum_k P(K = k) UDCG(top-k)``. Both are flat where the gates saturate, so a gate pushed to
-1 early (the shortcut "keep rank 1") never learns to close; hence gates start undecided
-(``init_bias = 0``) and the objective gets a bonus ``entropy * mean_i H(g_i)`` (binary entropy of the
-real gates). Inference keeps ``k = #{i : w_i >= threshold}`` passages (0.5: the median of ``K``).
+Objectives: ``"soft_mask"``, UDCG (Eq. 4) of the soft kept set (:func:`udcg_ltr.select.nn.soft_udcg`), or
+``"expected"``, ``sum_k P(K = k) UDCG(top-k)``. Both are flat where the gates saturate (a gate pushed to 1
+early never learns to close), hence undecided gates at start (``init_bias = 0``) and a bonus ``entropy *
+mean_i H(g_i)``. Inference keeps ``k = #{i : w_i >= threshold}`` passages (0.5: the median of ``K``).
 """
 
 from __future__ import annotations
@@ -28,14 +24,11 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.learned import LearnedSelector
-from udcg_ltr.select.nn import SelectorModule, mlp, soft_udcg
-
-PREFIXES = ("cumprod", "last")
+from udcg_ltr.select.nn import LearnedSelector, SelectorModule, mlp, soft_udcg
 
 
 def _check_prefix(prefix: str) -> None:
-    if prefix not in PREFIXES:
+    if prefix not in ("cumprod", "last"):
         raise ValueError(f"prefix must be 'cumprod' or 'last', got {prefix!r}")
 
 
@@ -61,8 +54,7 @@ def prefix_length_distribution(logits: torch.Tensor, mask: torch.Tensor, prefix:
     mask = mask.to(torch.bool)
     if prefix == "cumprod":
         w = prefix_weights(logits, mask, "cumprod")  # P(K >= i), i = 1..W
-        zeros = torch.zeros(logits.shape[0], 1, dtype=logits.dtype, device=logits.device)
-        return (torch.cat([1.0 + zeros, w], dim=-1) - torch.cat([w, zeros], dim=-1)).clamp(min=0.0)
+        return (F.pad(w, (1, 0), value=1.0) - F.pad(w, (0, 1))).clamp(min=0.0)
     log_not, tail = _log_not_gated(logits, mask)
     p_k = torch.where(mask, torch.exp(F.logsigmoid(logits) + (tail - log_not)), torch.zeros_like(logits))
     return torch.cat([torch.exp(log_not.sum(-1, keepdim=True)), p_k], dim=-1)
@@ -90,8 +82,7 @@ class GateModule(SelectorModule):
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         z = self.net(x).squeeze(-1)
         if self.max_k is not None and self.max_k < z.shape[1]:  # positions past max_k are never kept
-            cut = torch.arange(z.shape[1], device=z.device)[None, :] >= self.max_k
-            z = torch.where(cut, torch.full_like(z, -30.0), z)
+            z = torch.cat([z[:, :self.max_k], torch.full_like(z[:, self.max_k:], -30.0)], dim=1)
         return z
 
     def objective(self, batch) -> torch.Tensor:
@@ -118,9 +109,8 @@ class GateModule(SelectorModule):
 
 
 class GateSelector(LearnedSelector):
-    """Per-passage gate selector (module doc). Hyper-parameters: ``hidden`` (0 = linear), ``n_layers``,
-    ``dropout``, ``prefix``, ``objective``, ``threshold``, ``init_bias``, ``entropy`` and those of
-    :class:`~udcg_ltr.select.learned.LearnedSelector` (features, optimisation)."""
+    """Per-passage gate selector (module doc): :class:`GateModule`'s hyper-parameters (``hidden=0``: linear)
+    and those of :class:`~udcg_ltr.select.nn.LearnedSelector`."""
 
     kind = "gate"
     module_class = GateModule

@@ -1,11 +1,6 @@
-"""Saving and loading selectors: a directory with ``selector.json`` (+ ``selector.safetensors``).
-
-``selector.json`` holds ``{"format": "udcg_ltr.selector", "version": 1, "kind", "config", "metadata"}``:
-the registry name, the constructor arguments (``load`` rebuilds the object) and free metadata (training
-metrics, data description). Learned selectors add their weights and feature-scaling statistics as a
-safetensors file. A threshold of ``inf`` ("keep nothing") is written as JSON ``Infinity``, which
-Python's json reads back. The directory is replaced atomically: a crash leaves the previous selector
-or the new one, never a mix.
+"""Saving and loading selectors: a directory with ``selector.json`` (format, version, registry ``kind``,
+constructor ``config``, free ``metadata``; ``inf`` as JSON ``Infinity``) plus, for learned selectors,
+``selector.safetensors``, replaced atomically: a crash leaves the previous selector or the new one.
 """
 
 from __future__ import annotations
@@ -74,8 +69,7 @@ def read_selector_config(path: str | os.PathLike) -> dict[str, Any]:
     """The parsed ``selector.json`` of a saved selector directory (checked for format and version)."""
     path = Path(path)
     file = path / CONFIG_FILE if path.is_dir() else path
-    with open(file, encoding="utf-8") as f:
-        doc = json.load(f)
+    doc = json.loads(file.read_text(encoding="utf-8"))
     if doc.get("format") != FORMAT:
         raise ValueError(f"{file}: not a saved selector (format {doc.get('format')!r})")
     if int(doc.get("version", 0)) > VERSION:
@@ -92,7 +86,7 @@ def load_selector(path: str | os.PathLike) -> Selector:
     classes = registry()
     if doc["kind"] not in classes:
         raise ValueError(f"{path}: unknown selector kind {doc['kind']!r}")
-    selector = classes[doc["kind"]].from_config(doc["config"])
+    selector = classes[doc["kind"]](**doc["config"])
     if doc.get("weights"):
         selector.set_state(load_file(str(path / doc["weights"])))
     selector.metadata = doc.get("metadata", {})

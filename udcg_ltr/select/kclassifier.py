@@ -1,22 +1,15 @@
 """The k-classifier: choose ``k in 0..K`` as a softmax over ``K + 1`` classes from the list features.
 
-Architectures (``arch``), over the standardised features of ranks ``1..K``:
+``arch``: ``"linear"`` (``logits = W [x_1; ...; x_K; real flags] + b``), ``"mlp"`` (the same input through
+an MLP) or ``"cumulative"`` (``logit_k = b_k + sum_{i<=k} h(x_i)`` with a shared per-passage MLP ``h``: the
+evidence for reading ``k`` passages accumulates; a linear ``h`` got stuck near "always k = 1" on a
+synthetic task). Classes ``k > n_q`` are masked out. ``objective``: ``"expected"``,
+``E[UDCG] = sum_k p(k) UDCG(top-k)`` (Eq. 4), or ``"cross_entropy"`` to the oracle ``k``.
 
-* ``"linear"``: ``logits = W [x_1; ...; x_K; real flags] + b``; ``"mlp"``: the same input through an MLP;
-* ``"cumulative"``: a shared per-passage network ``h`` and a bias per class,
-  ``logit_k = b_k + sum_{i<=k} h(x_i)``: the evidence for reading ``k`` passages accumulates passage
-  by passage (few parameters, for small training sets). ``h`` should be an MLP (``hidden > 0``): with
-  a linear ``h`` the expected objective got stuck near "always k = 1" on a synthetic task.
-
-Classes ``k > n_q`` are masked out. Objectives (``objective``): ``"expected"``, the exact
-``E[UDCG] = sum_k p(k) UDCG(top-k)`` (Eq. 4, :func:`udcg_ltr.select.base.prefix_udcg`), or
-``"cross_entropy"`` to the oracle ``k`` (optional ``label_smoothing``).
-
-The expected objective is flat once ``p`` saturates on one class (its gradient ``p_k (UDCG_k - E)``
-vanishes), and early training saturates on ``k = 1``. A bonus ``entropy * H(p)`` fixes it: the
-per-query optimum of ``E_p[UDCG] + beta H(p)`` is the Gibbs distribution ``p(k) ∝ exp(UDCG(top-k) /
-beta)``, whose argmax is the best ``k`` (``beta = entropy``, 0.02 by default; UDCG gaps between
-candidate k are a few hundredths). Inference: ``k = argmax_k p(k)``.
+The expected objective is flat once ``p`` saturates on one class (gradient ``p_k (UDCG_k - E)``), as early
+training does on ``k = 1``; a bonus ``entropy * H(p)`` fixes it: the optimum of ``E_p[UDCG] + beta H(p)``
+is ``p(k) ∝ exp(UDCG(top-k) / beta)``, whose argmax is the best ``k`` (``beta = entropy``, 0.02: UDCG gaps
+between candidate k are a few hundredths). Inference: ``argmax_k p(k)``.
 """
 
 from __future__ import annotations
@@ -27,8 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.learned import LearnedSelector
-from udcg_ltr.select.nn import SelectorModule, mlp
+from udcg_ltr.select.nn import LearnedSelector, SelectorModule, mlp
 
 NEG = -1e4
 
@@ -61,8 +53,7 @@ class KClassifierModule(SelectorModule):
         x, mask = x[:, :k], mask[:, :k].to(torch.bool)
         if self.arch == "cumulative":
             h = torch.where(mask, self.net(x).squeeze(-1), torch.zeros(x.shape[:2], dtype=x.dtype, device=x.device))
-            zero = torch.zeros(x.shape[0], 1, dtype=x.dtype, device=x.device)
-            logits = torch.cat([zero, torch.cumsum(h, -1)], -1) + self.bias
+            logits = F.pad(torch.cumsum(h, -1), (1, 0)) + self.bias
         else:
             logits = self.net(torch.cat([x.reshape(x.shape[0], -1), mask.to(x.dtype)], -1))
         valid = torch.arange(k + 1, device=x.device)[None, :] <= mask.sum(-1, keepdim=True)
@@ -87,9 +78,8 @@ class KClassifierModule(SelectorModule):
 
 
 class KClassifierSelector(LearnedSelector):
-    """k-classifier selector (module doc). Hyper-parameters: ``arch``, ``hidden``, ``n_layers``,
-    ``dropout``, ``objective``, ``label_smoothing``, ``entropy`` (expected objective only) and those of
-    :class:`~udcg_ltr.select.learned.LearnedSelector`; ``max_k`` defaults to the training width."""
+    """k-classifier selector (module doc): :class:`KClassifierModule`'s hyper-parameters and those of
+    :class:`~udcg_ltr.select.nn.LearnedSelector`; ``max_k`` defaults to the training width."""
 
     kind = "kclassifier"
     module_class = KClassifierModule
@@ -98,7 +88,6 @@ class KClassifierSelector(LearnedSelector):
     def __init__(self, *, arch: str = "cumulative", hidden: int = 16, n_layers: int = 1, dropout: float = 0.0,
                  objective: str = "expected", label_smoothing: float = 0.0, entropy: float = 0.02, **kwargs: Any):
         super().__init__(**kwargs)
-        self.entropy = float(entropy)
         self.arch, self.hidden, self.n_layers, self.dropout = arch, int(hidden), int(n_layers), float(dropout)
-        self.objective, self.label_smoothing = objective, float(label_smoothing)
+        self.objective, self.label_smoothing, self.entropy = objective, float(label_smoothing), float(entropy)
         KClassifierModule(1, 1, arch=arch, objective=objective)  # validates the choices

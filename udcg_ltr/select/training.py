@@ -1,20 +1,12 @@
 """``fit_selector``: train (or grid-fit) a dynamic-k selector from held-out scores.
 
-Plain keyword arguments, so a Hydra group (``model=dynamic_k``) maps onto it one to one::
-
-    selector, metrics = fit_selector("gate", train_scores, train_slates, val_scores, val_slates,
-                                     objective="soft_mask", hidden=0, lr=0.01, output_dir="outputs/x")
-
-``*_scores`` are ``[Q, W]`` arrays aligned with the columns of ``*_slates`` (PaddedSlates with LLM
-utilities, Eq. 2), or per-record lists of score arrays. Learned selectors train on the train rows and
-keep the best epoch by the val rows (``calibrated_utility``: prior on train, calibration on val, see
-:mod:`udcg_ltr.select.calibrated`); rule baselines grid-search their knobs on ``fit_on`` (``"train"``,
-``"val"`` or ``"train+val"``) unless the knobs are given; ``oracle`` needs nothing.
-
-**Held-out scores.** A reranker's scores on its own training queries are over-confident, so a
-selector must learn from scores the reranker did not train on: the val split, or train scores
-*cross-fitted* by k-fold (folds grouped by article: :func:`group_kfold`). The returned metrics are
-the mean UDCG of the kept set (Eq. 4), the mean k and the share of ``k = 0`` on each split given.
+Plain keyword arguments, so a Hydra group (``model=dynamic_k``) maps onto it one to one, e.g.
+``fit_selector("gate", train_scores, train_slates, val_scores, val_slates, objective="soft_mask", lr=0.01)``,
+``*_scores`` being ``[Q, W]`` aligned with the columns of ``*_slates`` (LLM utilities, Eq. 2) or per-record
+score arrays. Learned selectors train on the train rows, best epoch by val; rule baselines grid-search
+their knobs on ``fit_on`` unless given. **Held-out scores**: a reranker is over-confident on its own
+training queries, so a selector learns from scores the reranker did not train on: the val split, or
+train scores *cross-fitted* by k-fold (folds grouped by article: :func:`group_kfold`).
 """
 
 from __future__ import annotations
@@ -29,9 +21,9 @@ import numpy as np
 
 from udcg_ltr.io import atomic_write_json
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.base import RankedSlates, Selector, pad_scores, rank_slates, udcg_of_kept
+from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
 from udcg_ltr.select.io import make_selector, registry, save_selector
-from udcg_ltr.select.learned import LearnedSelector
+from udcg_ltr.select.nn import LearnedSelector
 
 LEARNED_KINDS = ("gate", "kclassifier", "expected_utility", "calibrated_utility")
 
@@ -59,14 +51,9 @@ def required_extra(selector: Selector) -> tuple[str, ...]:
     return tuple(getattr(selector, "extra_features", ()) or ())
 
 
-def rank_split(scores, slates, *, mask=None, extra_fields: Sequence[str] = ()) -> RankedSlates | None:
+def rank_split(scores, slates, *, extra_fields: Sequence[str] = ()) -> RankedSlates | None:
     """:func:`~udcg_ltr.select.base.rank_slates` of one split (None when ``scores`` is None)."""
-    if scores is None:
-        return None
-    if isinstance(scores, (list, tuple)) and slates is not None:
-        scores, smask = pad_scores(scores, width=slates.mask.shape[1])
-        mask = smask & slates.mask if mask is None else mask
-    return rank_slates(scores, slates, mask=mask, extra_fields=tuple(extra_fields))
+    return None if scores is None else rank_slates(scores, slates, extra_fields=tuple(extra_fields))
 
 
 def select_k(selector: Selector, scores, slates) -> np.ndarray:
@@ -164,8 +151,7 @@ def fit_selector_with_prior(kind: str, fit_scores, fit_slates, prior: Callable[[
         return fit_selector(kind, fit_scores, fit_slates, **kwargs)
     if prior is None:
         raise ValueError(f"a {kind} selector needs prior rows besides the fit rows (e.g. prior_split: train)")
-    prior_scores, prior_slates = prior()
-    return fit_selector(kind, prior_scores, prior_slates, fit_scores, fit_slates, **kwargs)
+    return fit_selector(kind, *prior(), fit_scores, fit_slates, **kwargs)  # prior() -> (scores, slates)
 
 
 def group_kfold(groups: Sequence[Any], n_folds: int, *, seed: int = 0) -> list[np.ndarray]:

@@ -4,6 +4,4 @@
 * :mod:`~udcg_ltr.stats.correlation`: per-query Spearman / Kendall tau-b of a metric against outcomes;
 * :mod:`~udcg_ltr.stats.bootstrap`: bootstrap CIs of means over queries, the paired bootstrap test, paired ratios;
 * :mod:`~udcg_ltr.stats.paired`: Wilcoxon signed-rank, McNemar's exact test and Cochran's Q on paired outcomes.
-
-Used by the fitting of UDCG_theta and gamma (:mod:`udcg_ltr.fit`), the studies and the evaluation jobs.
 """

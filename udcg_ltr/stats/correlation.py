@@ -10,8 +10,7 @@ a metric induces the order of its values; their agreement is
 A query where either side is constant (or with fewer than 2 usable contexts) is NaN ("NA"), counted and left out
 of averages. Metric values are rounded to ``decimals`` (default 12) so that values equal up to floating-point
 noise are ties; a NaN metric value (e.g. ANSWER_PROB without its annotation) removes that context from its
-query. Queries are laid out as a padded ``[G, m]`` matrix (:mod:`udcg_ltr.stats.groups`): ``[G, m, m]``
-comparisons, no Python loop over queries.
+query. Queries are laid out as a padded ``[G, m]`` matrix (:mod:`udcg_ltr.stats.groups`): no Python loop.
 """
 
 from __future__ import annotations

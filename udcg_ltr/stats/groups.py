@@ -2,8 +2,7 @@
 
 :func:`group_index` maps a flat sequence of query ids (one per row: a context, a pair, a passage) to
 ``idx[g, j]``, the row of the ``j``-th member of query ``g`` (-1 padding); :func:`to_padded` scatters
-per-row values into that layout, so within-query comparisons become ``[G, m, m]`` array operations
-(:mod:`udcg_ltr.stats.correlation`, :func:`udcg_ltr.fit.pairs.make_pairs`).
+per-row values into that layout, so within-query comparisons become ``[G, m, m]`` array operations.
 """
 
 from __future__ import annotations
@@ -20,18 +19,15 @@ def group_index(qids: Sequence) -> tuple[np.ndarray, np.ndarray]:
     if len(qids) == 0:
         return np.array([], dtype=object), np.zeros((0, 0), dtype=np.int64)
     uniq, first, codes = np.unique(qids, return_index=True, return_inverse=True)
-    rank_of = np.empty(len(uniq), dtype=np.int64)
-    rank_of[np.argsort(first, kind="stable")] = np.arange(len(uniq))
-    codes = rank_of[codes.ravel()]
+    by_first = np.argsort(first, kind="stable")  # the queries in first-appearance order
+    codes = np.argsort(by_first)[codes.ravel()]  # a query's code: its rank in that order
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     counts = np.bincount(codes, minlength=len(uniq))
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    within = np.arange(len(qids)) - starts[sorted_codes]
+    within = np.arange(len(qids)) - (np.cumsum(counts) - counts)[sorted_codes]
     idx = np.full((len(uniq), counts.max()), -1, dtype=np.int64)
     idx[sorted_codes, within] = order
-    groups = uniq[np.argsort(rank_of)]
-    return groups, idx
+    return uniq[by_first], idx
 
 
 def to_padded(values: np.ndarray, idx: np.ndarray, fill=np.nan) -> np.ndarray:

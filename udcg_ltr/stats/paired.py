@@ -1,7 +1,5 @@
 """Tests on paired per-query outcomes (the same queries under two or more conditions): Wilcoxon signed-rank,
-McNemar's exact test and Cochran's Q. The bootstrap counterparts are in :mod:`udcg_ltr.stats.bootstrap`.
-
-scipy is imported inside the functions: it is an optional heavy dependency (about 2 s to import).
+McNemar's exact test and Cochran's Q. scipy is imported inside the functions (about 2 s to import).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
-"""The UDCG paper's analyses as one-call studies, each writing tables (markdown + CSV), a PNG and a report.
+"""The UDCG paper's analyses as one-call studies, each writing tables (markdown + CSV), a PNG and a report:
+the metric-outcome correlation (the central experiment, :func:`run_correlation_study`), distractor sensitivity
+(Table 1, :func:`run_distractor_sensitivity`), positional bias (Figure 1, :func:`run_positional_bias`), oracle
+contexts by schema (Table 2, :func:`run_oracle_contexts`) and context-size sensitivity (Figure 2,
+:func:`run_context_size`); all but the first take the fields of a config class (:data:`STUDY_ENTRIES`).
 
-==========================  ==========================  =========================================
-study                       paper                        entry point (parameters)
-==========================  ==========================  =========================================
-metric-outcome correlation  central experiment           :func:`run_correlation_study` (keyword arguments)
-distractor sensitivity      Table 1                      :func:`run_distractor_sensitivity` (:class:`DistractorConfig`)
-positional bias             Figure 1                     :func:`run_positional_bias` (:class:`PositionConfig`)
-oracle contexts by schema   Table 2                      :func:`run_oracle_contexts` (:class:`OracleConfig`)
-context-size sensitivity    Figure 2                     :func:`run_context_size` (:class:`ContextSizeConfig`)
-==========================  ==========================  =========================================
-
-The entries' shape: :mod:`udcg_ltr.studies.common`. Names are imported lazily.
+The entries' shape: :mod:`udcg_ltr.studies.common`. Names are imported lazily (:func:`get_study`).
 """
 
 from __future__ import annotations
@@ -28,15 +22,12 @@ STUDY_ENTRIES = {
 _EXPORTS = {name: module for module, *names in STUDY_ENTRIES.values() for name in names}
 _EXPORTS.update(StudyReport="common", run_correlation_study="correlation", CorrelationReport="correlation")
 
-__all__ = sorted(_EXPORTS) + ["STUDY_ENTRIES", "get_study"]
-
 
 def get_study(name: str):
     """``(run function, config class)`` of the study ``name`` (a key of :data:`STUDY_ENTRIES`)."""
-    try:
-        module, fn, cfg = STUDY_ENTRIES[name]
-    except KeyError:
-        raise KeyError(f"unknown study {name!r} (known: {sorted(STUDY_ENTRIES)})") from None
+    if name not in STUDY_ENTRIES:
+        raise KeyError(f"unknown study {name!r} (known: {sorted(STUDY_ENTRIES)})")
+    module, fn, cfg = STUDY_ENTRIES[name]
     mod = importlib.import_module(f"udcg_ltr.studies.{module}")
     return getattr(mod, fn), getattr(mod, cfg)
 

@@ -1,21 +1,12 @@
 """Shared machinery of the paper studies: LLM runs through the cache, query selection, outcome rates, the report.
 
-Every study (:mod:`~udcg_ltr.studies.distractors`, :mod:`~udcg_ltr.studies.position`,
-:mod:`~udcg_ltr.studies.oracle`, :mod:`~udcg_ltr.studies.context_size`; :mod:`~udcg_ltr.studies.correlation`
-returns the same :class:`StudyReport`) is
-``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, cache=True, **params) -> StudyReport``:
-
-* ``records``: the LLM's single-passage annotations (``p_no_response``; ``answer_alone`` for eRAG labels) are
-  read from ``Passage.annotations[llm]``, computed in place through the cache when missing and a scorer is
-  given (:func:`udcg_ltr.annotate.annotator.ensure_annotations`);
-* ``scorer_or_runs``: an LLM scorer (anything with ``score(items, generate=True)``) that answers the study's
-  contexts, **or** ready-made :class:`~udcg_ltr.data.contexts.ContextRun` s looked up by ``(qid, passage ids)``;
-* ``cache``: every LLM call goes through an annotation cache (``True``: ``cache_dir()/annotations/<llm>``, the
-  annotation CLI's; a path or a cache object; ``None`` only for scorers that need none, e.g. test fakes), so a
-  killed study resumes and a rerun costs nothing.
-
-Randomness is per query (:func:`udcg_ltr.fit.sampling.query_rng` salted with the study's name): a query's
-contexts do not depend on which other queries are in the study.
+Every study is ``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, cache=True, **params)
+-> StudyReport``: ``records`` carry the LLM's single-passage annotations (computed when missing and a
+scorer is given); ``scorer_or_runs`` is an LLM scorer that answers the study's contexts **or** ready-made
+``ContextRun`` s; every LLM call goes through an annotation cache (``cache=True``: the annotation CLI's; a
+path or a cache object; ``None`` only for scorers that need none), so a killed study resumes and a rerun
+costs nothing. Randomness is per query (``query_rng`` salted with the study's name): a query's contexts do
+not depend on which other queries are in the study.
 """
 
 from __future__ import annotations
@@ -33,20 +24,16 @@ from udcg_ltr.annotate.annotator import DedupScorer, with_cache
 from udcg_ltr.annotate.cache import open_cache
 from udcg_ltr.annotate.end_to_end import Context, grade_runs, run_contexts
 from udcg_ltr.annotate.grading import Outcome
-from udcg_ltr.data.contexts import ContextRun, write_context_runs
+from udcg_ltr.data.contexts import OUTCOMES, ContextRun, write_context_runs
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
+from udcg_ltr.fit.sampling import retrieval_order
 from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe
 from udcg_ltr.report import fmt_pct_ci, table_cell, write_csv, write_table
 from udcg_ltr.stats.bootstrap import rate_ci
 from udcg_ltr.tracking import as_run_logger
 
-OUTCOMES = ("correct", "abstained", "wrong")
 #: The CSV columns of :func:`outcome_rates`: each outcome's rate and its CI bounds.
 OUTCOME_COLUMNS = tuple(f"{o}{s}" for o in OUTCOMES for s in ("", "_lo", "_hi"))
-
-
-# =============================================================================================
-# parameters and reports
 
 
 @dataclass(frozen=True)
@@ -66,14 +53,9 @@ class StudyParams:
 
 @dataclass
 class StudyReport:
-    """What a study produced.
-
-    ``rows``: the headline table (one dict a row, raw values); ``tables``: every table by name (the
-    headline under ``"table"``, per-query rows under ``"per_query"`` ...); ``markdown``: the report;
-    ``paths``: files written (markdown + CSV tables, PNGs, ``report.md``, ``summary.json``);
-    ``meta``: parameters and counts, always with ``n_queries``; ``scalars``: headline numbers
-    (logged as the run summary).
-    """
+    """What a study produced: ``rows``, the headline table (raw values); ``tables``, every table by name (the
+    headline under ``"table"``, per-query rows under ``"per_query"`` ...); ``paths``, the files written;
+    ``meta``, parameters and counts (always ``n_queries``); ``scalars``, the headline numbers (logged)."""
 
     name: str
     rows: list[dict[str, Any]]
@@ -90,8 +72,7 @@ class StudyReport:
 
     def log_to(self, logger, *, prefix: str | None = None) -> dict[str, Any]:
         """Log the tables, PNGs and headline scalars (NaN / None left out) under ``prefix`` (default ``"<name>/"``)
-        through :meth:`udcg_ltr.tracking.RunLogger.log_results`. ``logger``: a ``RunLogger``, or a W&B run /
-        Lightning ``WandbLogger`` (:func:`udcg_ltr.tracking.as_run_logger`). Returns what was logged."""
+        to a ``RunLogger``, a W&B run or a Lightning ``WandbLogger``; returns what was logged."""
         images = {k: v for k, v in self.paths.items() if str(v).endswith(".png")}
         scalars = {k: v for k, v in self.scalars.items() if table_cell(v) is not None}  # None for NaN / None
         return as_run_logger(logger).log_results(self.tables, images, scalars,
@@ -103,17 +84,19 @@ def finish_report(report: StudyReport, out_dir: Path, logger=None) -> StudyRepor
     then log when a logger is given. The markdown gets its last section here: the list of the files written."""
     files = [p.name for p in report.paths.values()] + ["report.md", "summary.json"]
     if report.runs:  # the graded answers: a table to read, and JSONL reusable as ``scorer_or_runs`` (no LLM call)
-        report.paths["runs_csv"] = write_csv(out_dir / f"{report.name}_runs.csv", runs_csv_rows(report.runs))
+        rows = [{"qid": r.qid, "context_id": r.context_id, "kind": r.extra.get("kind"),
+                 "pids": " ".join(r.pids), "outcome": r.outcome, "p_no_response": r.p_no_response,
+                 "answer": r.answer} for r in report.runs]
+        report.paths["runs_csv"] = write_csv(out_dir / f"{report.name}_runs.csv", rows)
         report.paths["runs_jsonl"] = write_context_runs(out_dir / f"{report.name}_runs.jsonl", report.runs)
         files += [report.paths["runs_csv"].name, report.paths["runs_jsonl"].name]
     report.markdown = report.markdown.rstrip("\n") + "\n\n## Files\n\n" + "".join(f"- `{f}`\n" for f in files)
     report.paths["report_md"] = out_dir / "report.md"
     atomic_write_text(report.paths["report_md"], report.markdown)
     report.paths["summary_json"] = out_dir / "summary.json"
-    atomic_write_json(report.paths["summary_json"], json_safe({"name": report.name, "meta": report.meta,
-                                                               "rows": report.rows, "scalars": report.scalars,
-                                                               "tables": {k: v for k, v in report.tables.items()
-                                                                          if k != "per_query"}}))
+    summary = {"name": report.name, "meta": report.meta, "rows": report.rows, "scalars": report.scalars,
+               "tables": {k: v for k, v in report.tables.items() if k != "per_query"}}
+    atomic_write_json(report.paths["summary_json"], json_safe(summary))
     if logger is not None:
         report.log_to(logger)
     return report
@@ -129,15 +112,11 @@ def add_table(paths: dict[str, Path], key: str, stem: Path, rows, columns, **kwa
 
 def config_from(params: Mapping[str, Any], cls):
     """A study config of class ``cls`` from keyword parameters: ``config=`` (a ``cls`` instance or a mapping
-    of its fields, e.g. a Hydra node) plus overrides; unknown keys are a ``TypeError``. Sequences
-    (Hydra lists) become tuples."""
+    of its fields, e.g. a Hydra node) plus overrides; unknown keys are a ``TypeError``."""
     params = dict(params)
     base = params.pop("config", None)
-    if base is None:
-        base = cls()
-    elif not isinstance(base, cls):
-        params = {**dict(base), **params}
-        base = cls()
+    if base is not None and not isinstance(base, cls):  # a mapping of fields: the defaults, overridden
+        params, base = {**dict(base), **params}, None
     known = {f.name for f in fields(cls)}
     unknown = set(params) - known
     if unknown:
@@ -145,11 +124,7 @@ def config_from(params: Mapping[str, Any], cls):
     splits = params.get("splits")
     if splits is not None:
         params["splits"] = (splits,) if isinstance(splits, str) else tuple(splits)
-    return replace(base, **params)
-
-
-# =============================================================================================
-# LLM, annotations, cache, runs
+    return replace(base or cls(), **params)
 
 
 def annotation_name(llm) -> str:
@@ -175,18 +150,15 @@ def split_scorer_or_runs(llm, scorer_or_runs) -> tuple[str, Any, list[ContextRun
         raise TypeError(f"scorer_or_runs must be a scorer (with .score) or ContextRun s, got "
                         f"{type(scorer_or_runs).__name__}")
     name = annotation_name(llm)
-    if scorer is None and runs is None:
-        if isinstance(llm, str):
-            raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
-        scorer = llm
-    return name, scorer, runs
+    if scorer is None and runs is None and isinstance(llm, str):
+        raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
+    return name, llm if scorer is None and runs is None else scorer, runs
 
 
 def study_inputs(llm, scorer_or_runs, out_dir: str | os.PathLike,
                  cache) -> tuple[str, Any, list[ContextRun] | None, Path]:
     """What every study starts from: ``(llm name, scorer behind the cache or None, ready-made runs or None,
-    the output folder, created)`` (:func:`split_scorer_or_runs`, then
-    :func:`udcg_ltr.annotate.cache.open_cache` and :func:`udcg_ltr.annotate.annotator.with_cache`)."""
+    the output folder, created)``."""
     name, scorer, runs = split_scorer_or_runs(llm, scorer_or_runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,17 +170,13 @@ def study_inputs(llm, scorer_or_runs, out_dir: str | os.PathLike,
 def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Context], *, llm: str, scorer=None,
                     runs: Sequence[ContextRun] | None = None, rule: str = "contains", relevance_threshold: int = 1,
                     progress: bool = True) -> list[ContextRun]:
-    """Graded runs for ``contexts`` (input order): answered by ``scorer``, or looked up in ``runs``.
-
-    Looked-up runs are matched by ``(qid, passage ids in prompt order)`` and (re)graded with ``rule``;
-    a context without a run is a :class:`DataError` (the message counts them).
-    """
+    """Graded runs for ``contexts`` (input order): answered by ``scorer``, or looked up in ``runs`` by ``(qid,
+    passage ids in prompt order)`` and regraded with ``rule`` (a context without a run is a
+    :class:`DataError`)."""
     if scorer is not None:
         return run_contexts(records, contexts, DedupScorer.wrap(scorer), llm_name=llm, rule=rule,
                             relevance_threshold=relevance_threshold, progress=progress)
-    table: dict[tuple[str, tuple[str, ...]], ContextRun] = {}
-    for r in runs or ():
-        table.setdefault((r.qid, tuple(r.pids)), r)
+    table = {(r.qid, tuple(r.pids)): r for r in reversed(list(runs or ()))}  # the first run of a context wins
     missing = [c for c in contexts if (c.qid, tuple(c.pids)) not in table]
     if missing:
         raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run "
@@ -221,10 +189,6 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Conte
             for c, r in zip(contexts, graded)]
 
 
-# =============================================================================================
-# query selection and passages
-
-
 def order_by_splits(records: Sequence[QueryRecord], splits: Sequence[str] | None) -> list[QueryRecord]:
     """Records of ``splits`` in the order the splits are listed (input order within a split); all when ``None``."""
     if splits is None:
@@ -235,11 +199,9 @@ def order_by_splits(records: Sequence[QueryRecord], splits: Sequence[str] | None
 def select_queries(records: Sequence[QueryRecord], *, splits: Sequence[str] | None = None,
                    max_queries: int | None = None,
                    eligible: Callable[[QueryRecord], str | None] | None = None) -> tuple[list[QueryRecord], dict]:
-    """Eligible records, split by split (see :func:`order_by_splits`), capped at ``max_queries``.
-
-    ``eligible(record)`` returns ``None`` to keep a record or the reason it is left out; the
-    reasons are counted in the returned info (``{"candidates", "excluded": {reason: n}, "selected"}``).
-    """
+    """Eligible records, split by split (see :func:`order_by_splits`), capped at ``max_queries``, and the
+    selection info; ``eligible(record)`` returns ``None`` to keep a record or the reason (counted in the info)
+    it is left out."""
     pool = order_by_splits(records, splits)
     reasons = [None if eligible is None else eligible(r) for r in pool]
     kept = [r for r, reason in zip(pool, reasons) if reason is None][:max_queries]
@@ -271,11 +233,8 @@ def describe_selection(info: Mapping[str, Any], max_queries: int | None = None) 
 
 def plot_title(what: str, *, dataset: str | None, n_queries: int, llm: str | None = None,
                by_split: Mapping[str, int] | None = None, split: str | None = None) -> str:
-    """A study plot's title: what it shows, then the data set, the split(s) and the number of queries.
-
-    ``by_split`` (queries per split, as :func:`select_queries` counts them) or ``split`` names the
-    split(s); the second line reads e.g. ``"squad, split test: 60 queries, LLM qwen"``.
-    """
+    """A study plot's title: what it shows, then e.g. ``"squad, split test: 60 queries, LLM qwen"`` (the
+    split(s) from ``by_split``, the queries per split of :func:`select_queries`, or ``split``)."""
     if by_split and len(by_split) == 1:
         where = f"split {next(iter(by_split))}"
     elif by_split:
@@ -291,16 +250,16 @@ def distracting_effect(p: Passage, llm: str) -> float:
     return 1.0 - p.p_no_response(llm)
 
 
-def pick_relevant(relevant: Sequence[Passage], how: str, llm: str, relevance_threshold: int) -> Passage:
-    """The study's relevant passage among ``relevant`` (retrieval order): ``"top_ranked"``, the first, or
-    ``"best_utility"``, the highest utility (equal utilities: the better-ranked passage wins)."""
-    if how == "best_utility":
-        return max(relevant, key=lambda p: (p.utility(llm, relevance_threshold), -relevant.index(p)))
-    return relevant[0]
-
-
-# =============================================================================================
-# outcomes and statistics
+def pick_passages(record: QueryRecord, cfg, llm: str) -> tuple[Passage | None, list[Passage]]:
+    """The study's relevant passage (``cfg.relevant``: ``"top_ranked"``, the best-ranked; ``"best_utility"``,
+    the highest utility, ties to the better-ranked; None without one) and the irrelevant ones, in retrieval
+    order."""
+    order = retrieval_order(record)
+    rel = [p for p in order if p.is_relevant(cfg.relevance_threshold)]
+    irr = [p for p in order if not p.is_relevant(cfg.relevance_threshold)]
+    if cfg.relevant == "best_utility" and rel:
+        return max(rel, key=lambda p: (p.utility(llm, cfg.relevance_threshold), -rel.index(p))), irr
+    return (rel[0] if rel else None), irr
 
 
 def outcome_indicators(runs: Sequence[ContextRun]) -> dict[str, np.ndarray]:
@@ -315,10 +274,8 @@ def outcome_rates(indicators: Mapping[str, np.ndarray], n_bootstrap: int, seed: 
                   where: Any = slice(None)) -> dict[str, float]:
     """Each outcome's rate over queries (``indicators[o][where]``) with its bootstrap 95% CI, under the keys of
     :data:`OUTCOME_COLUMNS` (:func:`udcg_ltr.stats.bootstrap.rate_ci`)."""
-    out: dict[str, float] = {}
-    for o in OUTCOMES:
-        out[o], out[f"{o}_lo"], out[f"{o}_hi"] = rate_ci(indicators[o][where], n_bootstrap, seed)
-    return out
+    rates = (v for o in OUTCOMES for v in rate_ci(indicators[o][where], n_bootstrap, seed))
+    return dict(zip(OUTCOME_COLUMNS, rates))
 
 
 def outcome_bars(rows: Sequence[Mapping[str, Any]], label: Callable[[Mapping[str, Any]], str]) -> list[list]:
@@ -331,9 +288,3 @@ def outcome_bars(rows: Sequence[Mapping[str, Any]], label: Callable[[Mapping[str
 def pct_ci(row: Mapping[str, Any], key: str) -> str:
     """``row[key]`` with its CI (``key_lo``, ``key_hi``) in percentage points (:func:`udcg_ltr.report.fmt_pct_ci`)."""
     return fmt_pct_ci(row[key], row[f"{key}_lo"], row[f"{key}_hi"])
-
-
-def runs_csv_rows(runs: Sequence[ContextRun]) -> list[dict[str, Any]]:
-    """Flat rows of graded runs (for the per-context CSV)."""
-    return [{"qid": r.qid, "context_id": r.context_id, "kind": r.extra.get("kind"), "pids": " ".join(r.pids),
-             "outcome": r.outcome, "p_no_response": r.p_no_response, "answer": r.answer} for r in runs]

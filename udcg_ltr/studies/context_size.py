@@ -6,8 +6,7 @@ the ``report_split`` queries, with bootstrap 95% CIs. ``mode="resample"`` (with 
 protocol): fresh balanced contexts of ``k`` passages per query and ``k``, answered through the cache;
 ``"truncate"``: shared contexts cut to their first ``k`` passages (with runs only, each keeps the outcome of
 the full context; with a scorer, contexts sampled at ``max(k_values)`` and answered again at every ``k``);
-``"auto"``: resample with a scorer, truncate with runs. Outputs: the wide table (metric x k), the long CSV with
-CIs and query counts, and a PNG with one line per metric.
+``"auto"``: resample with a scorer, truncate with runs.
 """
 
 from __future__ import annotations
@@ -23,17 +22,7 @@ from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.report import Column, fmt_ci, write_csv
-from udcg_ltr.studies.common import (
-    StudyParams,
-    StudyReport,
-    add_table,
-    config_from,
-    describe_selection,
-    finish_report,
-    plot_title,
-    select_queries,
-    study_inputs,
-)
+from udcg_ltr.studies import common
 from udcg_ltr.studies.correlation import DEFAULT_METRICS, k_sweep_rows, plot_k_sweep, query_splits, row_label
 
 #: The metrics of the paper's Figure 2 (any of the correlation study's row keys may be asked for).
@@ -41,15 +30,11 @@ FIGURE_METRICS = ("udcg", "udcg_theta", "ndcg", "mrr", "map", "precision", "erag
 
 
 @dataclass(frozen=True)
-class ContextSizeConfig(StudyParams):
-    """Parameters of :func:`run_context_size`.
-
-    ``k_values``: context sizes (truncate mode keeps those not above the longest run); ``metrics``: row keys
-    of the correlation study (:data:`~udcg_ltr.studies.correlation.DEFAULT_METRICS`); ``n_contexts``,
-    ``top_n``, ``positive_fraction``: the context sampling of resample mode; ``fit_splits`` / ``report_split``:
-    where UDCG_theta and gamma* are fitted and where correlations are reported (``None``: every query);
-    ``C``: the SVM-rank trade-off.
-    """
+class ContextSizeConfig(common.StudyParams):
+    """Parameters of :func:`run_context_size`. ``k_values``: context sizes (truncate mode keeps those up to
+    the longest run); ``metrics``: row keys of the correlation study; ``n_contexts``, ``top_n``,
+    ``positive_fraction``: the context sampling of resample mode; ``fit_splits`` / ``report_split``: as in
+    :func:`~udcg_ltr.studies.correlation.run_correlation_study`."""
 
     k_values: tuple[int, ...] = tuple(range(1, 11))
     metrics: tuple[str, ...] = FIGURE_METRICS
@@ -76,23 +61,20 @@ class ContextSizeConfig(StudyParams):
 
 
 def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm, out_dir: str | os.PathLike,
-                     logger=None, cache=True, progress: bool = True, **params) -> StudyReport:
+                     logger=None, cache=True, progress: bool = True, **params) -> common.StudyReport:
     """Correlation with end-to-end accuracy by context size for each metric (UDCG paper, Figure 2).
 
-    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`; ``params`` are
-    :class:`ContextSizeConfig` fields. ``rows``: one per metric, ``"k=<k>"`` keys holding the mean
-    per-query Spearman.
-    """
-    cfg = config_from(params, ContextSizeConfig)
-    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
+    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`, with :class:`ContextSizeConfig`
+    fields. ``rows``: one per metric, ``"k=<k>"`` keys holding the mean per-query Spearman."""
+    cfg = common.config_from(params, ContextSizeConfig)
+    name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
     mode = cfg.mode if cfg.mode != "auto" else ("resample" if runner is not None else "truncate")
     if mode == "resample" and runner is None:
         raise ValueError("mode='resample' needs an LLM scorer (the contexts of every k must be answered)")
     answerer = DedupScorer.wrap(runner)  # the k sweep's contexts: each distinct prompt once per call
     run_qids = {r.qid for r in runs} if runs is not None else None
-    selected, info = select_queries(
-        records, splits=cfg.splits, max_queries=cfg.max_queries,
-        eligible=lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs")
+    selected, info = common.select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries, eligible=(
+        lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs"))
     if not selected:
         raise ValueError("no query for the context-size study")
     fields = ["p_no_response"] + (["answer_alone"] if "erag" in cfg.metrics else [])
@@ -142,20 +124,21 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
     note = (f"Mean per-query Spearman between the metric and the graded outcome, {report_split or 'all'} queries "
             f"({', '.join(f'k={k}: {queries_by_k[k]}' for k in ks)} queries; NA queries left out). Mode: {mode}; "
             f"outcome from: {source}.")
-    table_md = add_table(paths, "table", out / "context_size", rendered,
-                         [Column("label", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks], note=note,
-                         title="Correlation with end-to-end accuracy by context size (mean per-query Spearman "
-                               "[95% CI])", csv_columns=k_columns)
+    table_md = common.add_table(paths, "table", out / "context_size", rendered,
+                                [Column("label", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks],
+                                note=note, csv_columns=k_columns,
+                                title="Correlation with end-to-end accuracy by context size (mean per-query "
+                                      "Spearman [95% CI])")
     n_rows = [{"metric": m, "label": row_label(m), **{f"k={k}": defined_by_k[k].get(m) for k in ks}} for m in names]
-    queries_md = add_table(paths, "queries", out / "context_size_queries", n_rows,
-                           [Column("label", "Metric")] + [Column(f"k={k}", f"k={k}") for k in ks],
-                           title="Queries with a defined correlation (neither side constant)", csv_columns=k_columns)
+    queries_md = common.add_table(paths, "queries", out / "context_size_queries", n_rows,
+                                  [Column("label", "Metric")] + [Column(f"k={k}", f"k={k}") for k in ks],
+                                  title="Queries with a defined correlation (neither side constant)",
+                                  csv_columns=k_columns)
     paths["sweep_csv"] = write_csv(out / "context_size_sweep.csv", sweep)
     n_report = max(queries_by_k.values())
-    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names,
-                                title=plot_title(f"Metric-accuracy correlation vs k ({mode}; outcome: {source})",
-                                                 dataset=cfg.dataset, n_queries=n_report, llm=name,
-                                                 split=report_split or "all"))
+    title = common.plot_title(f"Metric-accuracy correlation vs k ({mode}; outcome: {source})",
+                              dataset=cfg.dataset, n_queries=n_report, llm=name, split=report_split or "all")
+    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names, title=title)
 
     meta = {"study": "context_size", "llm": name, "config": asdict(cfg), "mode": mode, "outcome_source": source,
             "k_values": ks, "n_queries": n_report, "n_selected_queries": len(selected),
@@ -166,7 +149,7 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
     scalars["n_queries"] = n_report
     lines = [f"# Context-size sensitivity (UDCG paper, Figure 2): LLM `{name}`", "",
              f"- Mode: {mode} (outcome from: {source}); k = {ks}.",
-             f"- Queries: {describe_selection(info, cfg.max_queries)}; correlations on the "
+             f"- Queries: {common.describe_selection(info, cfg.max_queries)}; correlations on the "
              f"{report_split or 'all'} queries ({n_report} with contexts; per k: {queries_by_k}); UDCG_theta / "
              f"gamma* fitted on {list(cfg.fit_splits)} at each k.",
              *([f"- Note: {split_note}."] if split_note else []),
@@ -178,6 +161,6 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
              "", table_md, "", queries_md, "",
              f"Statistics: per-query Spearman (NA when a side is constant), mean over queries with bootstrap 95% CIs "
              f"({cfg.n_bootstrap} resamples) in `{paths['sweep_csv'].name}`."]
-    report = StudyReport(name="context_size", rows=rows, markdown="\n".join(lines) + "\n", paths=paths, meta=meta,
-                         tables={"table": rows, "sweep": sweep}, scalars=scalars)
-    return finish_report(report, out, logger)
+    report = common.StudyReport(name="context_size", rows=rows, markdown="\n".join(lines) + "\n", paths=paths,
+                                meta=meta, tables={"table": rows, "sweep": sweep}, scalars=scalars)
+    return common.finish_report(report, out, logger)

@@ -1,23 +1,17 @@
 """The metric / end-to-end accuracy correlation study (the UDCG paper's central experiment).
 
-For every query, several contexts (``k`` passages in prompt order) were answered by the LLM and
-graded correct (2) > abstained (1) > wrong (0). Each metric scores the same contexts; the per-query
-Spearman and Kendall tau-b correlation between the metric's order and the ideal (outcome) order says
-how well the metric predicts end-to-end quality (:mod:`udcg_ltr.stats.correlation`). Queries where
-either side is constant have an undefined correlation: NA, counted and reported, never averaged.
-Means over queries come with bootstrap 95% intervals (queries resampled) and a paired bootstrap test
-of UDCG against every other metric (:mod:`udcg_ltr.stats.bootstrap`).
+For every query, several contexts (``k`` passages in prompt order) were answered by the LLM and graded
+correct (2) > abstained (1) > wrong (0). The per-query Spearman and Kendall tau-b correlation between a
+metric's order of the contexts and this ideal order says how well the metric predicts end-to-end quality
+(NA where either side is constant: counted, never averaged); means over queries come with bootstrap 95%
+intervals and a paired bootstrap test of UDCG against every other metric.
 
-Train / test separation: UDCG_theta (:mod:`udcg_ltr.fit.theta`) and the calibrated gamma
-(:mod:`udcg_ltr.fit.gamma`) are fitted on the contexts of the ``fit_splits`` queries only, and the
-headline table is computed on the ``report_split`` queries; the all-queries table is given too and
-is in-sample for those two rows (the report says so).
+UDCG_theta and the calibrated gamma are fitted on the ``fit_splits`` queries only, the headline table uses the
+``report_split`` queries (the all-queries table is in-sample for those two rows; the report says so).
 
-Metrics (each on the context as a ranked list in prompt order; ``k`` = context size): a row's key is its
-:data:`~udcg_ltr.metrics.table.METRIC_NAMES` key, or for the study-only rows a key of :data:`STUDY_ROWS`; the
-keys name the rows everywhere (summaries, CSV, JSON, W&B ``correlation/spearman/<key>``); Markdown tables and
-plots show :func:`row_label` of the key. How each row is computed (judged pools, eRAG labels, ANSWER_PROB,
-the random chance level ...): :data:`METRIC_NOTES`, which the report prints as its Definitions.
+A row's key (its :data:`~udcg_ltr.metrics.table.METRIC_NAMES` key, or one of :data:`STUDY_ROWS`) names it in
+summaries, CSV, JSON and W&B; Markdown and plots show :func:`row_label`; :data:`METRIC_NOTES` (the report's
+Definitions) says how each row is computed.
 """
 
 from __future__ import annotations
@@ -55,15 +49,14 @@ from udcg_ltr.report import (
     table_cell,
     write_csv,
 )
-from udcg_ltr.stats.bootstrap import bootstrap_ci, paired_bootstrap_test
+from udcg_ltr.stats.bootstrap import paired_bootstrap_test, rate_ci
 from udcg_ltr.stats.correlation import QueryCorrelations, per_query_correlations
 from udcg_ltr.stats.groups import group_index
-from udcg_ltr.studies.common import StudyReport, add_table, annotation_name
+from udcg_ltr.studies.common import OUTCOMES, StudyReport, add_table, annotation_name
 
-#: The study-only rows (no column of the metric table), key -> label: one spelling each, lower case like the
-#: :data:`~udcg_ltr.metrics.table.METRIC_NAMES` keys the other rows use.
 #: UDCG_theta feature variant (:func:`udcg_ltr.fit.theta.fit_udcg_theta`) -> its row.
 THETA_ROWS = {"full": "udcg_theta", "relevance_only": "udcg_theta_relevance_only", "binary": "udcg_theta_binary"}
+#: The study-only rows (no column of the metric table), key -> label.
 STUDY_ROWS: dict[str, str] = {
     "udcg_gamma_star": "UDCG (gamma*)",  # Eq. 4 with gamma calibrated on the fit split
     # Eq. 3 ablations (no u- features; u+ replaced by binary relevance): the fit's own variant names
@@ -108,21 +101,15 @@ METRIC_NOTES = """\
 """
 
 
-# =============================================================================================
-# metrics on contexts
-
-
 def _pool_rows(table: ContextTable, by_qid: Mapping[str, QueryRecord], relevance_threshold: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each context row's query pool (retrieval order): ``(binary relevance, mask, relevant count)``."""
     qids = list(dict.fromkeys(table.qids.tolist()))
-    width = max((len(by_qid[q].passages) for q in qids), default=0)
-    rel = np.zeros((len(qids), width), dtype=bool)
-    mask = np.zeros((len(qids), width), dtype=bool)
-    for i, q in enumerate(qids):
-        passages = by_qid[q].passages
-        rel[i, :len(passages)] = [p.is_relevant(relevance_threshold) for p in passages]
-        mask[i, :len(passages)] = True
+    pools = [[p.is_relevant(relevance_threshold) for p in by_qid[q].passages] for q in qids]
+    lengths = np.array([len(p) for p in pools], dtype=np.int64)
+    mask = np.arange(lengths.max(initial=0)) < lengths[:, None]
+    rel = np.zeros(mask.shape, dtype=bool)
+    rel[mask] = [x for pool in pools for x in pool]  # row-major: each query's pool in retrieval order
     row_of = {q: i for i, q in enumerate(qids)}
     rows = np.array([row_of[q] for q in table.qids.tolist()], dtype=np.int64)
     return rel[rows], mask[rows], rel.sum(axis=1)[rows].astype(np.float64)
@@ -143,18 +130,14 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
                             theta: Mapping[str, UDCGThetaWeights] | None = None, metrics: Sequence[str] | None = None,
                             erag_rule: str = "contains", relevance_threshold: int = 1, seed: int = 0
                             ) -> dict[str, np.ndarray]:
-    """Every requested metric on every context of ``table`` (``[n_contexts]`` each; NaN = not computable).
-
-    ``theta`` maps a feature variant (``full``/``relevance_only``/``binary``) to fitted weights; UDCG_theta
-    rows without weights are skipped, as is ``udcg_gamma_star`` without ``gamma_star``. ``metrics``: row keys
-    (:data:`DEFAULT_METRICS`).
-    """
+    """Every requested metric (row keys, :data:`DEFAULT_METRICS`) on every context of ``table`` (``[n]`` each;
+    NaN = not computable). ``theta``: feature variant -> fitted weights; UDCG_theta rows without weights are
+    skipped, as is ``udcg_gamma_star`` without ``gamma_star``."""
     by_qid = records_by_qid(records)
     wanted = list(metrics) if metrics is not None else list(DEFAULT_METRICS)
     theta = dict(theta or {})
     variant_of = {row: variant for variant, row in THETA_ROWS.items()}
-    k = table.k
-    u, m, rel = table.utility, table.mask, table.relevant
+    k, u, m, rel = table.k, table.utility, table.mask, table.relevant
     relf = rel.astype(np.float64)
     out: dict[str, np.ndarray] = {}
     if {"ndcg", "map", "ra_nwg"} & set(wanted):
@@ -185,14 +168,10 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
             vals = graded_precision(np.nan_to_num(labels), m, k=k)
             out[name] = np.where((m & np.isnan(labels)).any(axis=1), np.nan, vals)
         elif name == "answer_prob":
-            # mean over the real entries of each row; NaN when one lacks its annotation
-            lp = np.array([[np.nan if v is None else float(v) for v in row]
-                           for row in _passage_field(table, by_qid, "answer_logprob")], dtype=np.float64
-                          ).reshape(table.pids.shape)
-            n = m.sum(axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                mean = np.nansum(np.where(m, lp, 0.0), axis=1) / n
-            out[name] = np.where((m & np.isnan(lp)).any(axis=1) | (n == 0), np.nan, mean)
+            field = _passage_field(table, by_qid, "answer_logprob").ravel()
+            lp = np.array([np.nan if v is None else float(v) for v in field]).reshape(table.pids.shape)
+            with np.errstate(invalid="ignore", divide="ignore"):  # NaN: a missing annotation, or no passage
+                out[name] = np.where(m, lp, 0.0).sum(axis=1) / m.sum(axis=1)  # mean over the real entries
         elif name == "ra_nwg":
             out[name] = ra_nwg(np.where(rel, 5, 0), m, k=k, pool_grades=np.where(pool_rel, 5, 0), pool_mask=pool_mask)
         elif name == "random":
@@ -203,14 +182,9 @@ def compute_context_metrics(table: ContextTable, records: Mapping[str, QueryReco
     return out
 
 
-# =============================================================================================
-# summaries
-
-
 def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray, *, reference: str = REFERENCE,
               n_bootstrap: int = 1000, seed: int = 0, na_policy: str = "na") -> list[dict[str, Any]]:
-    """One row per metric over the selected queries: means, 95% CIs, n / NA counts, paired tests vs ``reference``.
-
+    """One row per metric over the selected queries: means, 95% CIs, n / NA, paired tests vs ``reference``;
     ``na_policy="zero"``: a metric constant over a query whose outcomes vary gets 0 instead of NA."""
     if na_policy not in ("na", "zero"):
         raise ValueError(f"na_policy must be 'na' or 'zero', got {na_policy!r}")
@@ -229,8 +203,7 @@ def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray,
         for method in ("spearman", "kendall"):
             v = values(name, method)
             ok = ~np.isnan(v)
-            row[method] = float(v[ok].mean()) if ok.any() else float("nan")
-            row[f"{method}_lo"], row[f"{method}_hi"] = bootstrap_ci(v, n_bootstrap, seed)
+            row[method], row[f"{method}_lo"], row[f"{method}_hi"] = rate_ci(v, n_bootstrap, seed)
             row[f"{method}_n"] = int(ok.sum())
             row[f"{method}_na"] = int((~ok).sum())
             test = paired_bootstrap_test(values(reference, method), v, n_bootstrap, seed) if paired else None
@@ -254,29 +227,21 @@ _MD_COLUMNS = [Column("metric", "Metric", row_label), Column("spearman_txt", "Sp
                Column("kendall_txt", "Kendall tau-b [95% CI]"),
                Column(f"kendall_p_vs_{REFERENCE}", f"p vs {row_label(REFERENCE)}", fmt_p),
                Column("n", "queries (NA)"), Column("gain", f"{row_label(REFERENCE)} vs metric (paired)")]
-_CSV_COLUMNS = ["metric", "spearman", "spearman_lo", "spearman_hi", "spearman_n", "spearman_na",
-                f"spearman_p_vs_{REFERENCE}", f"spearman_diff_vs_{REFERENCE}", "kendall", "kendall_lo", "kendall_hi",
-                "kendall_n", "kendall_na", f"kendall_p_vs_{REFERENCE}", f"kendall_diff_vs_{REFERENCE}",
-                f"{REFERENCE}_gain_pct"]
+_CSV_COLUMNS = ["metric"] + [f"{m}{s}" for m in ("spearman", "kendall") for s in (
+    "", "_lo", "_hi", "_n", "_na", f"_p_vs_{REFERENCE}", f"_diff_vs_{REFERENCE}")] + [f"{REFERENCE}_gain_pct"]
 
 
 def _rendered(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """:func:`summarise` rows with the text cells of :data:`_MD_COLUMNS` added."""
-    def gain(r) -> str:
-        value = r.get(f"{REFERENCE}_gain_pct")
-        return "-" if r["metric"] == REFERENCE or table_cell(value) is None else f"{value:+.0f}%"
-
-    return [{**r, "gain": gain(r), "n": f"{r['spearman_n']} ({r['spearman_na']})",
+    gain = f"{REFERENCE}_gain_pct"
+    return [{**r, "gain": "-" if r["metric"] == REFERENCE or table_cell(r.get(gain)) is None
+             else f"{r[gain]:+.0f}%", "n": f"{r['spearman_n']} ({r['spearman_na']})",
              **{f"{m}_txt": fmt_ci(r[m], r[f"{m}_lo"], r[f"{m}_hi"]) for m in ("spearman", "kendall")}} for r in rows]
 
 
 def correlation_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
     """The paper-layout markdown table of :func:`summarise` rows (metrics shown by :func:`row_label`)."""
     return markdown_table(_rendered(rows), _MD_COLUMNS)
-
-
-# =============================================================================================
-# the study
 
 
 @dataclass
@@ -310,11 +275,9 @@ def query_splits(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[st
     """Query -> split; when no record carries a split, a seeded 60/20/20 train/val/test hash split (noted)."""
     if any(r.split for r in records.values()):
         return {q: (r.split or "none") for q, r in records.items()}, None
-    out = {}
-    for q in records:
-        h = zlib.crc32(f"{seed}:{q}".encode()) / 2 ** 32
-        out[q] = "train" if h < 0.6 else ("val" if h < 0.8 else "test")
-    return out, "records carry no split: queries were split 60/20/20 by a seeded hash of their ids"
+    hashes = {q: zlib.crc32(f"{seed}:{q}".encode()) / 2 ** 32 for q in records}
+    return ({q: "train" if h < 0.6 else ("val" if h < 0.8 else "test") for q, h in hashes.items()},
+            "records carry no split: queries were split 60/20/20 by a seeded hash of their ids")
 
 
 @dataclass
@@ -328,8 +291,7 @@ class _Core:
 def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_splits, metrics, theta_variants, C,
           gamma_grid, relevance_threshold, seed, erag_rule, fit_kwargs) -> _Core:
     """Fit UDCG_theta and gamma* on the ``fit_splits`` contexts, then score and correlate every metric."""
-    fit_rows = np.array([split_of[q] in fit_splits for q in table.qids.tolist()], dtype=bool)
-    fit_table = table.subset(np.flatnonzero(fit_rows))
+    fit_table = table.subset(np.flatnonzero([split_of[q] in fit_splits for q in table.qids.tolist()]))
     fit_kwargs = dict(fit_kwargs or {})
     theta: dict[str, UDCGThetaWeights] = {}
     for v in theta_variants if len(fit_table) else ():
@@ -339,9 +301,8 @@ def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_split
                 c_v, cv_rows = select_C(fit_table, variant=v, seed=seed, **fit_kwargs)
             meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
             theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta, **fit_kwargs)
-    gamma = None
-    if len(fit_table) and "udcg_gamma_star" in metrics:
-        gamma = calibrate_gamma(fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
+    gamma = None if not len(fit_table) or "udcg_gamma_star" not in metrics else calibrate_gamma(
+        fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
     values = compute_context_metrics(table, by_qid, gamma_star=gamma.gamma if gamma else None, theta=theta,
                                      metrics=metrics, erag_rule=erag_rule, relevance_threshold=relevance_threshold,
                                      seed=seed)
@@ -351,9 +312,7 @@ def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_split
 
 
 def _select(groups: np.ndarray, split_of: Mapping[str, str], split: str | None) -> np.ndarray:
-    if split is None or split == "all":
-        return np.ones(len(groups), dtype=bool)
-    return np.array([split_of[q] == split for q in groups.tolist()], dtype=bool)
+    return np.array([split in (None, "all") or split_of[q] == split for q in groups.tolist()], dtype=bool)
 
 
 def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str = "truncate", scorer=None, cache=None,
@@ -361,14 +320,10 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
                  report_split, metrics: Sequence[str], C: float | str, gamma_grid, n_bootstrap: int, seed: int,
                  relevance_threshold: int = 1, erag_rule: str = "contains", rule: str = "contains",
                  fit_kwargs: Mapping[str, Any] | None = None, progress: bool = True) -> list[dict[str, Any]]:
-    """Correlation (report split) of each metric for contexts of ``k`` passages, for every ``k``.
-
-    ``mode="truncate"``: each context cut to its first ``k`` passages; with a ``scorer`` the LLM answers
-    the truncated context (outcomes re-measured), without one the outcome of the full context is kept
-    (metric@k against the full-context outcome: ``outcome_source="full_context"``).
-    ``mode="resample"``: fresh balanced contexts of ``k`` passages per ``k`` (``sampling``), answered
-    by the ``scorer`` (required).
-    """
+    """Correlation (report split) of each metric for contexts of ``k`` passages, for every ``k``. Truncate
+    mode: each context cut to its first ``k`` passages, answered again by a ``scorer``, or without one keeping
+    the full context's outcome (``outcome_source="full_context"``); resample mode: fresh balanced contexts of
+    ``k`` passages (``sampling``) answered by the ``scorer`` (required)."""
     from tqdm.auto import tqdm
 
     by_qid = records_by_qid(records)
@@ -396,8 +351,8 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
         for r in summarise(core.correlations, _select(core.groups, split_of, report_split), n_bootstrap=n_bootstrap,
                            seed=seed):
             rows.append({"k": k, "mode": mode, "outcome_source": source, "metric": r["metric"],
-                         "spearman": r["spearman"], "spearman_lo": r["spearman_lo"], "spearman_hi": r["spearman_hi"],
-                         "kendall": r["kendall"], "n": r["spearman_n"], "n_na": r["spearman_na"]})
+                         **{key: r[key] for key in ("spearman", "spearman_lo", "spearman_hi", "kendall")},
+                         "n": r["spearman_n"], "n_na": r["spearman_na"]})
     return rows
 
 
@@ -410,8 +365,7 @@ def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
         if by_k:
             series[row_label(name)] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
                                        for key, src in (("y", "spearman"), ("lo", "spearman_lo"), ("hi", "spearman_hi"))}
-    source = rows[0]["outcome_source"] if rows else ""
-    mode = rows[0]["mode"] if rows else ""
+    mode, source = (rows[0]["mode"], rows[0]["outcome_source"]) if rows else ("", "")
     return plot_lines(ks, series, path, xlabel="k (passages per context)", ylabel="mean per-query Spearman",
                       title=title or f"correlation vs k ({mode}; outcome: {source})", xticks=ks)
 
@@ -430,14 +384,11 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     """Run the correlation study and write its tables and figures to ``out_dir``.
 
     ``records`` carry single-passage annotations of ``llm`` (the annotation name, or a scorer: then it also
-    answers the k sweep) on every passage of a context; ``runs``: end-to-end ``ContextRun`` s of contexts of at
-    most ``k`` passages (ungraded ones are graded with ``rule``). UDCG_theta and gamma are fitted on the
-    ``fit_splits`` queries, the headline table uses the ``report_split`` queries (``None`` / ``"all"``: every
-    query). ``C``: the SVM-rank trade-off, or ``"cv"`` (query-grouped 5-fold CV on the fit split,
-    :func:`udcg_ltr.fit.theta.select_C`). ``k_sweep``: context sizes of the sensitivity sweep (:func:`k_sweep_rows`;
-    ``None`` / ``[]``: none -- a resampled sweep asks the LLM for fresh contexts, so it is never implicit).
-    ``na_policy``: ``"na"`` (queries where a side is constant are NA) or ``"zero"`` (a constant metric on a query
-    whose outcomes vary counts 0). ``logger``: a ``RunLogger``, W&B run or WandbLogger.
+    answers the k sweep); ``runs``: end-to-end ``ContextRun`` s of at most ``k`` passages (ungraded ones are
+    graded with ``rule``). ``report_split`` ``None`` / ``"all"``: every query. ``C``: the SVM-rank trade-off,
+    or ``"cv"`` (:func:`udcg_ltr.fit.theta.select_C` on the fit split). ``k_sweep``: context sizes of the
+    sensitivity sweep (:func:`k_sweep_rows`; never implicit: resampling asks the LLM for fresh contexts).
+    ``na_policy``: ``"na"`` or ``"zero"`` (a constant metric on a query whose outcomes vary counts 0).
     """
     llm_name = annotation_name(llm)
     scorer = llm if scorer is None and not isinstance(llm, str) else scorer  # the LLM answers the k sweep
@@ -475,25 +426,20 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     per_query = []
     for g, q in enumerate(groups):
         rows_q = table.outcome[table.qids == q]
-        row: dict[str, Any] = {"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
-                               "n_correct": int((rows_q == 2).sum()), "n_abstained": int((rows_q == 1).sum()),
-                               "n_wrong": int((rows_q == 0).sum()), "outcome_constant": bool(outcome_constant[g])}
-        for name, qc in core.correlations.items():
-            row[f"{name}|spearman"] = float(qc.spearman[g])
-            row[f"{name}|kendall"] = float(qc.kendall[g])
-        per_query.append(row)
+        per_query.append({"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
+                          **{f"n_{o}": int((rows_q == s).sum()) for o, s in zip(OUTCOMES, (2, 1, 0))},
+                          "outcome_constant": bool(outcome_constant[g]),
+                          **{f"{name}|{m}": float(getattr(qc, m)[g]) for name, qc in core.correlations.items()
+                             for m in ("spearman", "kendall")}})
 
     k_values = [] if k_sweep is None else [int(x) for x in k_sweep]
-    sweep = []
-    if k_values:
-        sweep = k_sweep_rows(by_qid, graded, llm=llm_name, k_values=k_values, mode=sweep_mode, scorer=scorer,
-                             cache=cache, sampling=sampling, split_of=split_of, fit_splits=fit_splits,
-                             report_split=report_split, metrics=[m for m in metrics if m in SWEEP_METRICS],
-                             C=C, gamma_grid=gamma_grid, n_bootstrap=n_bootstrap, seed=seed,
-                             relevance_threshold=relevance_threshold, erag_rule=erag_rule, rule=rule,
-                             fit_kwargs=fit_kwargs, progress=progress)
+    sweep = k_sweep_rows(by_qid, graded, llm=llm_name, k_values=k_values, mode=sweep_mode, scorer=scorer,
+                         cache=cache, sampling=sampling, split_of=split_of, fit_splits=fit_splits,
+                         report_split=report_split, metrics=[m for m in metrics if m in SWEEP_METRICS],
+                         C=C, gamma_grid=gamma_grid, n_bootstrap=n_bootstrap, seed=seed,
+                         relevance_threshold=relevance_threshold, erag_rule=erag_rule, rule=rule,
+                         fit_kwargs=fit_kwargs, progress=progress) if k_values else []
 
-    # ---- files -------------------------------------------------------------------------------
     paths: dict[str, Path] = {}
     n_q = {s: sum(1 for q in groups if split_of[q] == s) for s in sorted(set(split_of[q] for q in groups))}
     n_fit_q = sum(1 for q in groups if split_of[q] in fit_splits)

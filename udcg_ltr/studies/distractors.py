@@ -3,11 +3,9 @@
 For every query with a relevant passage, two contexts of ``k`` passages are answered by the LLM: the relevant
 passage plus ``k - 1`` irrelevant passages whose distracting effect ``DE = 1 - P(NO-RESPONSE | q, p)`` (the
 magnitude of Eq. 2's negative utility, from the single-passage annotations) is below ``weak_threshold``
-(**weak**, default 0.2) or above ``hard_threshold`` (**hard**, default 0.8). Both arms share the relevant
-passage and its position, and their distractors fill the same slots in the same DE order: only the
-distractors differ (:func:`plan_query`). A retrieval pool seldom holds ``k - 1`` passages beyond each fixed
-threshold: then (``adaptive``) the arm takes the pool's most extreme irrelevant passages and the report states
-the effective thresholds; ``adapt_k`` lowers ``k`` to what the pools hold (:func:`fit_k_to_pools`).
+(**weak**, default 0.2) or above ``hard_threshold`` (**hard**, default 0.8). Only the distractors differ
+between the arms (:func:`plan_query`, which also adapts a threshold the pool cannot meet); ``adapt_k`` lowers
+``k`` to what the pools hold (:func:`fit_k_to_pools`).
 
 Statistics: accuracy (``correct`` rate) per arm with bootstrap 95% CIs over queries; the paired difference
 weak - hard with its bootstrap CI and centred-bootstrap p; the Wilcoxon signed-rank test on per-query paired
@@ -27,31 +25,11 @@ import numpy as np
 from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.annotate.end_to_end import Context
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.fit.sampling import query_rng, retrieval_order
+from udcg_ltr.fit.sampling import query_rng
 from udcg_ltr.report import Column, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv
 from udcg_ltr.stats.bootstrap import paired_difference
 from udcg_ltr.stats.paired import mcnemar_exact, wilcoxon_paired
-from udcg_ltr.studies.common import (
-    OUTCOME_COLUMNS,
-    OUTCOMES,
-    StudyParams,
-    StudyReport,
-    add_table,
-    answer_contexts,
-    config_from,
-    describe_selection,
-    distracting_effect,
-    finish_report,
-    order_by_splits,
-    outcome_bars,
-    outcome_indicators,
-    outcome_rates,
-    pct_ci,
-    pick_relevant,
-    plot_title,
-    select_plans,
-    study_inputs,
-)
+from udcg_ltr.studies import common
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +37,11 @@ ARMS = ("weak", "hard")
 
 
 @dataclass(frozen=True)
-class DistractorConfig(StudyParams):
-    """Parameters of :func:`run_distractor_sensitivity` (mirrored by the lead's Hydra config).
-
-    ``relevant``: which relevant passage (``"top_ranked"``: the best-ranked relevant passage of the
-    pool; ``"best_utility"``: the relevant passage with the highest utility). ``relevant_position``:
-    ``"random"`` (seeded per query, uniform over 1..k) or a 1-based position. ``selection``: how a
-    fixed-threshold arm picks its ``k - 1`` passages among its candidates (``"random"`` seeded, or
-    ``"extreme"``: the lowest / highest DE). ``adapt_k``: ``k`` is an upper bound (:func:`fit_k_to_pools`).
-    """
+class DistractorConfig(common.StudyParams):
+    """Parameters of :func:`run_distractor_sensitivity`. ``relevant``: as in :func:`.common.pick_passages`;
+    ``relevant_position``: ``"random"`` (seeded per query, uniform over 1..k) or a 1-based position;
+    ``selection``: how a fixed-threshold arm picks its ``k - 1`` passages among its candidates (``"random"``,
+    seeded, or ``"extreme"``: the lowest / highest DE); ``adapt_k``: ``k`` is an upper bound."""
 
     k: int = 5
     weak_threshold: float = 0.2
@@ -120,24 +94,19 @@ class DistractorPlan:
 def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> DistractorPlan | str:
     """The paired weak / hard contexts of one query, or the reason it is left out.
 
-    The relevant passage's position is seeded per query (uniform over ``1..k`` by default); each arm's
-    distractors, sorted by DE, are dealt into the other slots by one seeded permutation shared by both arms.
-    An arm with fewer than ``k - 1`` candidates beyond its threshold takes, when ``adaptive``, the ``k - 1``
-    lowest- (weak) or highest-DE (hard) irrelevant passages of the pool (effective threshold: its largest /
-    smallest DE); a fixed-threshold arm draws its passages (seeded) among its candidates, never from the other
-    arm's. Left out: pools with fewer than ``2 (k - 1)`` irrelevant passages, arms that share a passage or do
-    not separate (weak max DE >= hard min DE).
+    Both arms put the relevant passage at the same (seeded) position and deal their distractors, sorted by DE,
+    into the other slots by one shared seeded permutation. A retrieval pool seldom holds ``k - 1`` passages
+    beyond a fixed threshold: then (``adaptive``) the arm takes the pool's ``k - 1`` lowest- (weak) or
+    highest-DE (hard) irrelevant passages, and its effective threshold is their largest / smallest DE. Left
+    out: pools with fewer than ``2 (k - 1)`` irrelevant passages, arms that overlap or do not separate.
     """
-    order = retrieval_order(record)
-    relevant = [p for p in order if p.is_relevant(cfg.relevance_threshold)]
-    if not relevant:
+    rel, irr = common.pick_passages(record, cfg, llm)
+    if rel is None:
         return "no relevant passage"
-    rel = pick_relevant(relevant, cfg.relevant, llm, cfg.relevance_threshold)
     m = cfg.k - 1
-    irr = [p for p in order if not p.is_relevant(cfg.relevance_threshold)]
     if len(irr) < 2 * m:
         return f"fewer than 2(k-1)={2 * m} irrelevant passages"
-    de = np.array([distracting_effect(p, llm) for p in irr])
+    de = np.array([common.distracting_effect(p, llm) for p in irr])
     # stable sorts: equal DEs keep retrieval order
     asc = np.argsort(de, kind="stable")
     desc = np.argsort(-de, kind="stable")
@@ -189,70 +158,53 @@ def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> Distract
 def fit_k_to_pools(records: Sequence[QueryRecord], cfg: DistractorConfig) -> tuple[int, str | None]:
     """``(k', note)``: the largest ``k' <= cfg.k`` (at least 2) at which at least half of the candidate queries
     (a relevant passage, in ``cfg.splits``) hold the ``2 (k' - 1)`` irrelevant passages two disjoint arms need;
-    ``note`` says why when ``k' < cfg.k`` (else None). Pools of 8 passages (the demo world) cannot hold 2 x 4
-    distractors, so the job default ``k = 5`` becomes 4 there."""
-    counts = []
-    for r in order_by_splits(records, cfg.splits):
-        rel = sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages)
-        if rel:
-            counts.append(len(r.passages) - rel)
+    ``note`` says why when ``k' < cfg.k``, e.g. in the demo world's pools of 8 passages (else None)."""
+    pools = [(len(r.passages), sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages))
+             for r in common.order_by_splits(records, cfg.splits)]
+    counts = [n - n_relevant for n, n_relevant in pools if n_relevant]  # irrelevant passages, candidate pools
     if not counts:
         return cfg.k, None
-
-    def holding(k: int) -> int:
-        return sum(n >= 2 * (k - 1) for n in counts)
-
-    k = cfg.k
-    while k > 2 and holding(k) * 2 < len(counts):
-        k -= 1
+    holding = {k: sum(n >= 2 * (k - 1) for n in counts) for k in range(2, cfg.k + 1)}  # pools that hold k
+    k = next((k for k in range(cfg.k, 2, -1) if holding[k] * 2 >= len(counts)), 2)
     if k == cfg.k:
         return k, None
     return k, (f"k lowered from {cfg.k} to {k}: two disjoint arms need 2(k-1) = {2 * (cfg.k - 1)} irrelevant "
-               f"passages, which {holding(cfg.k)} of {len(counts)} candidate pools hold "
-               f"(at most {max(counts)} irrelevant passages a pool); at k = {k}, {holding(k)} do")
+               f"passages, which {holding[cfg.k]} of {len(counts)} candidate pools hold "
+               f"(at most {max(counts)} irrelevant passages a pool); at k = {k}, {holding[k]} do")
 
 
-def plan_distractor_contexts(records: Sequence[QueryRecord], llm: str, cfg: DistractorConfig
-                             ) -> tuple[list[DistractorPlan], list[Context], dict[str, Any]]:
-    """Plans for the selected queries, their contexts (weak then hard per query) and the selection info."""
-    plans, info = select_plans(records, cfg, lambda r: plan_query(r, llm, cfg))
-    contexts = [Context(p.qid, 2 * i + j, getattr(p, arm), arm) for i, p in enumerate(plans)
-                for j, arm in enumerate(ARMS)]
-    return plans, contexts, info
-
-
-def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm, out_dir: str | os.PathLike,
-                               logger=None, cache=True, progress: bool = True, **params) -> StudyReport:
+def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm,
+                               out_dir: str | os.PathLike, logger=None, cache=True, progress: bool = True,
+                               **params) -> common.StudyReport:
     """Accuracy with weak vs hard distractors around the same relevant passage (UDCG paper, Table 1).
 
-    ``records`` need the single-passage ``p_no_response`` of ``llm`` (computed with the scorer when missing);
-    ``scorer_or_runs``, ``llm`` and ``cache`` as in :mod:`udcg_ltr.studies.common`; ``out_dir`` receives the tables
-    (``distractors.md/.csv``), the per-query CSV, the PNG, ``report.md`` and ``summary.json``; ``logger``: a
-    ``RunLogger`` / W&B run; ``params``: :class:`DistractorConfig` fields (or ``config=DistractorConfig(...)``).
+    Arguments as in :mod:`udcg_ltr.studies.common` (``records`` need the single-passage ``p_no_response``);
+    ``out_dir`` receives the tables, the per-query CSV, the PNG, ``report.md`` and ``summary.json``;
+    ``params``: :class:`DistractorConfig` fields (or ``config=DistractorConfig(...)``).
     """
-    cfg = config_from(params, DistractorConfig)
-    k_note = None
-    if cfg.adapt_k:
-        k, k_note = fit_k_to_pools(records, cfg)
-        if k_note is not None:
-            log.warning("distractor study: %s", k_note)
-            if isinstance(cfg.relevant_position, int) and cfg.relevant_position > k:
-                raise ValueError(f"relevant_position {cfg.relevant_position} > k = {k} after {k_note}")
-            cfg = replace(cfg, k=k)
-    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
+    cfg = common.config_from(params, DistractorConfig)
+    k, k_note = fit_k_to_pools(records, cfg) if cfg.adapt_k else (cfg.k, None)
+    if k_note is not None:
+        log.warning("distractor study: %s", k_note)
+        if isinstance(cfg.relevant_position, int) and cfg.relevant_position > k:
+            raise ValueError(f"relevant_position {cfg.relevant_position} > k = {k} after {k_note}")
+        cfg = replace(cfg, k=k)
+    name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
     ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
     by_qid = {r.qid: r for r in records}
-    plans, contexts, info = plan_distractor_contexts(records, name, cfg)
+    plans, info = common.select_plans(records, cfg, lambda r: plan_query(r, name, cfg))
     if not plans:
         feasible, _ = fit_k_to_pools(records, replace(cfg, adapt_k=True))
         hint = (f"; the pools support k = {feasible} (studies.distractors.k={feasible}, or adapt_k=true)"
                 if feasible < cfg.k else "")
         raise ValueError(f"no eligible query for the distractor study at k = {cfg.k} "
                          f"(excluded: {info['excluded']}){hint}")
-    graded = answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
-                             relevance_threshold=cfg.relevance_threshold, progress=progress)
+    contexts = [Context(p.qid, 2 * i + j, getattr(p, arm), arm) for i, p in enumerate(plans)
+                for j, arm in enumerate(ARMS)]  # weak then hard, query by query
+    graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
+                                    relevance_threshold=cfg.relevance_threshold, progress=progress)
     weak_runs, hard_runs = graded[0::2], graded[1::2]
-    ind = {"weak": outcome_indicators(weak_runs), "hard": outcome_indicators(hard_runs)}
+    ind = {"weak": common.outcome_indicators(weak_runs), "hard": common.outcome_indicators(hard_runs)}
     B, seed = cfg.n_bootstrap, cfg.seed
     adapted = {arm: np.array([getattr(p, f"{arm}_adapted") for p in plans]) for arm in ARMS}
     mean_de = {arm: np.array([np.mean(getattr(p, f"{arm}_de")) for p in plans]) for arm in ARMS}
@@ -260,22 +212,22 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     for arm, rule in zip(ARMS, (f"DE < {cfg.weak_threshold:g}", f"DE > {cfg.hard_threshold:g}")):
         ad = adapted[arm]
         eff = np.array([getattr(p, f"{arm}_threshold_eff") for p in plans])[ad]  # of the adapted arms
-        rows.append({"arm": arm, "queries": len(plans), "threshold": rule, **outcome_rates(ind[arm], B, seed),
-                     "mean_de": float(mean_de[arm].mean()), "n_adapted": int(ad.sum()),
+        rows.append({"arm": arm, "queries": len(plans), "threshold": rule,
+                     **common.outcome_rates(ind[arm], B, seed), "mean_de": float(mean_de[arm].mean()),
+                     "n_adapted": int(ad.sum()),
                      **{f"eff_threshold_{stat}": float(fn(eff)) if ad.any() else float("nan")
                         for stat, fn in (("median", np.median), ("min", np.min), ("max", np.max))}})
-    diffs = {o: paired_difference(ind["weak"][o], ind["hard"][o], B, seed) for o in OUTCOMES}
+    diffs = {o: paired_difference(ind["weak"][o], ind["hard"][o], B, seed) for o in common.OUTCOMES}
     diff = diffs["correct"]
     wil = wilcoxon_paired(ind["weak"]["correct"], ind["hard"]["correct"])
     mcn = mcnemar_exact(ind["weak"]["correct"], ind["hard"]["correct"])
-    diff_row = {"arm": "weak - hard", "queries": len(plans), "threshold": ""}
-    for o, d in diffs.items():
-        diff_row[o], diff_row[f"{o}_lo"], diff_row[f"{o}_hi"] = d["diff"], d["lo"], d["hi"]
-    diff_row["mean_de"] = float((mean_de["weak"] - mean_de["hard"]).mean())
-    diff_row.update(p_wilcoxon=wil["p"], wilcoxon_statistic=wil["statistic"], n_discordant=wil["n_nonzero"],
-                    p_bootstrap=diff["p_bootstrap"], p_mcnemar=mcn["p"], only_weak_correct=mcn["only_a"],
-                    only_hard_correct=mcn["only_b"])
-    rows.append(diff_row)
+    differences = (d[x] for d in diffs.values() for x in ("diff", "lo", "hi"))
+    rows.append({"arm": "weak - hard", "queries": len(plans), "threshold": "",
+                 **dict(zip(common.OUTCOME_COLUMNS, differences)),
+                 "mean_de": float((mean_de["weak"] - mean_de["hard"]).mean()), "p_wilcoxon": wil["p"],
+                 "wilcoxon_statistic": wil["statistic"], "n_discordant": wil["n_nonzero"],
+                 "p_bootstrap": diff["p_bootstrap"], "p_mcnemar": mcn["p"],
+                 "only_weak_correct": mcn["only_a"], "only_hard_correct": mcn["only_b"]})
 
     per_query = [{"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid, "position": p.position,
                   "n_irrelevant": p.n_irrelevant, "weak_pids": " ".join(p.weak), "hard_pids": " ".join(p.hard),
@@ -285,47 +237,40 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                   "weak_outcome": w.outcome, "hard_outcome": h.outcome, "weak_answer": w.answer,
                   "hard_answer": h.answer} for p, w, h in zip(plans, weak_runs, hard_runs)]
 
-    # ---- files ---------------------------------------------------------------------------------
     paths: dict[str, Any] = {}
     md_cols = [Column("arm", "Distractors"), Column("threshold", "Rule"), Column("queries", "Queries"),
                Column("acc", "Accuracy % [95% CI]"), Column("abst", "Abstained %"), Column("wrongs", "Wrong %"),
                Column("mean_de", "Mean DE", fmt_float), Column("adapted", "Adapted thr. (queries; median [range])")]
-
-    def adapted_cell(r) -> str:
-        if r["arm"] == "weak - hard":
-            return ""
-        return (f"{r['n_adapted']}; {fmt_float(r['eff_threshold_median'])} [{fmt_float(r['eff_threshold_min'])}, "
-                f"{fmt_float(r['eff_threshold_max'])}]" if r["n_adapted"] else "0")
-
     # markdown from the rendered strings, CSV from the raw values (``rendered`` holds both)
-    rendered = [{**r, "acc": pct_ci(r, "correct"), "abst": pct_ci(r, "abstained"), "wrongs": pct_ci(r, "wrong"),
-                 "adapted": adapted_cell(r)} for r in rows]
-    csv_cols = ["arm", "threshold", "queries", *OUTCOME_COLUMNS, "mean_de",
+    rendered = [{**r, "acc": common.pct_ci(r, "correct"), "abst": common.pct_ci(r, "abstained"),
+                 "wrongs": common.pct_ci(r, "wrong"), "adapted": "" if r["arm"] == "weak - hard" else
+                 f"{r['n_adapted']}; {_effective_thresholds(r)}" if r["n_adapted"] else "0"} for r in rows]
+    csv_cols = ["arm", "threshold", "queries", *common.OUTCOME_COLUMNS, "mean_de",
                 "n_adapted", "eff_threshold_median", "eff_threshold_min", "eff_threshold_max", "p_wilcoxon",
                 "wilcoxon_statistic", "n_discordant", "p_bootstrap", "p_mcnemar", "only_weak_correct",
                 "only_hard_correct"]
     note = (f"Paired on {len(plans)} queries (same relevant passage and position in both arms). weak - hard: "
             f"Wilcoxon signed-rank p = {fmt_p(wil['p'])} on per-query correctness ({wil['n_nonzero']} discordant "
             f"pairs), paired bootstrap p = {fmt_p(diff['p_bootstrap'])}, McNemar exact p = {fmt_p(mcn['p'])}.")
-    table_md = add_table(paths, "table", out / "distractors", rendered, md_cols, note=note, csv_columns=csv_cols,
-                         title=f"Distractor sensitivity, k = {cfg.k} (LLM {name})")
+    table_md = common.add_table(paths, "table", out / "distractors", rendered, md_cols, note=note,
+                                csv_columns=csv_cols,
+                                title=f"Distractor sensitivity, k = {cfg.k} (LLM {name})")
     breakdown = _breakdown(ind, adapted, mean_de, B, seed)
-    table_md += "\n" + add_table(paths, "breakdown", out / "distractors_breakdown", [
-        {**r, "w": fmt_pct(r["acc_weak"]), "h": fmt_pct(r["acc_hard"]), "d": pct_ci(r, "diff"),
+    table_md += "\n" + common.add_table(paths, "breakdown", out / "distractors_breakdown", [
+        {**r, "w": fmt_pct(r["acc_weak"]), "h": fmt_pct(r["acc_hard"]), "d": common.pct_ci(r, "diff"),
          "de": f"{fmt_float(r['mean_de_weak'])} / {fmt_float(r['mean_de_hard'])}"} for r in breakdown],
         [Column("by", "By"), Column("group", "Group"), Column("queries", "Queries"), Column("w", "Acc. weak %"),
          Column("h", "Acc. hard %"), Column("d", "weak - hard (pts) [95% CI]"), Column("de", "Mean DE weak / hard")],
         title="Breakdown: threshold adaptation and DE contrast", csv_columns=list(breakdown[0]))
     paths["per_query_csv"] = write_csv(out / "distractors_per_query.csv", per_query)
-    labels, vals, lo, hi = outcome_bars(rows[:2], lambda r: r["arm"])
-    labels.append("accuracy lost to hard (weak - hard)")
-    vals.append(100 * diff["diff"])
-    lo.append(100 * diff["lo"])
-    hi.append(100 * diff["hi"])
+    labels, vals, lo, hi = common.outcome_bars(rows[:2], lambda r: r["arm"])
+    for column, value in zip((labels, vals, lo, hi), ("accuracy lost to hard (weak - hard)",
+                                                      *(100 * diff[x] for x in ("diff", "lo", "hi")))):
+        column.append(value)
+    title = common.plot_title(f"Weak vs hard distractors, k = {cfg.k}", dataset=cfg.dataset,
+                              n_queries=len(plans), llm=name, by_split=info["by_split"])
     paths["png"] = plot_bars(labels, vals, out / "distractors.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
-                             highlight=[labels[0], labels[1], labels[-1]], digits=1,
-                             title=plot_title(f"Weak vs hard distractors, k = {cfg.k}", dataset=cfg.dataset,
-                                              n_queries=len(plans), llm=name, by_split=info["by_split"]))
+                             highlight=[labels[0], labels[1], labels[-1]], digits=1, title=title)
 
     n_weak, n_hard = int(adapted["weak"].sum()), int(adapted["hard"].sum())
     meta = {"study": "distractors", "llm": name, "config": asdict(cfg), "k_note": k_note, "n_queries": len(plans),
@@ -336,10 +281,11 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     scalars = {"k": cfg.k, "acc_weak": rows[0]["correct"], "acc_hard": rows[1]["correct"], "acc_diff": diff["diff"],
                "acc_diff_lo": diff["lo"], "acc_diff_hi": diff["hi"], "p_wilcoxon": wil["p"], "n_queries": len(plans),
                "n_adapted_weak": n_weak, "n_adapted_hard": n_hard}
-    report = StudyReport(name="distractors", rows=rows, markdown=_markdown(cfg, name, rows, info, meta, table_md),
-                         paths=paths, meta=meta, tables={"table": rows, "breakdown": breakdown, "per_query": per_query},
-                         scalars=scalars, runs=graded)
-    return finish_report(report, out, logger)
+    md = _markdown(cfg, name, rows, info, meta, table_md)
+    report = common.StudyReport(name="distractors", rows=rows, markdown=md, paths=paths, meta=meta,
+                                tables={"table": rows, "breakdown": breakdown, "per_query": per_query},
+                                scalars=scalars, runs=graded)
+    return common.finish_report(report, out, logger)
 
 
 def _breakdown(ind, adapted, mean_de, n_bootstrap: int, seed: int) -> list[dict[str, Any]]:
@@ -367,15 +313,16 @@ def _breakdown(ind, adapted, mean_de, n_bootstrap: int, seed: int) -> list[dict[
     return rows
 
 
+def _effective_thresholds(row) -> str:
+    """An arm's effective thresholds over its adapted queries: ``median [min, max]``."""
+    return (f"{fmt_float(row['eff_threshold_median'])} [{fmt_float(row['eff_threshold_min'])}, "
+            f"{fmt_float(row['eff_threshold_max'])}]")
+
+
 def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str) -> str:
     weak, hard, diff = rows
-
-    def eff(row) -> str:
-        return (f"median {fmt_float(row['eff_threshold_median'])} [{fmt_float(row['eff_threshold_min'])}, "
-                f"{fmt_float(row['eff_threshold_max'])}]")
-
     lines = [f"# Distractor sensitivity (UDCG paper, Table 1): LLM `{name}`, k = {cfg.k}", "",
-             f"- Queries: {describe_selection(info, cfg.max_queries)}.",
+             f"- Queries: {common.describe_selection(info, cfg.max_queries)}.",
              *([f"- Context size: {meta['k_note']} (adapt_k)."] if meta.get("k_note") else []),
              f"- Each query: its {'best-ranked' if cfg.relevant == 'top_ranked' else 'highest-utility'} relevant "
              f"passage at {'a seeded random position' if cfg.relevant_position == 'random' else 'position ' + str(cfg.relevant_position)}"
@@ -385,7 +332,8 @@ def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str)
              f"{cfg.adaptive}. Adapted (too few passages beyond the fixed threshold; the arm took the k-1 most "
              f"extreme passages of the pool): weak arm {meta['n_weak_adapted']} queries, hard arm "
              f"{meta['n_hard_adapted']} queries, either {meta['n_any_adapted']} of {meta['n_queries']}.",
-             f"- Effective thresholds of adapted arms: weak max DE {eff(weak)}; hard min DE {eff(hard)}.",
+             f"- Effective thresholds of adapted arms: weak max DE median {_effective_thresholds(weak)}; "
+             f"hard min DE median {_effective_thresholds(hard)}.",
              f"- Mean distractor DE: weak {fmt_float(weak['mean_de'])}, hard {fmt_float(hard['mean_de'])}.",
              "", table_md, "",
              f"Accuracy lost to hard distractors: {fmt_pct(diff['correct'])} points "

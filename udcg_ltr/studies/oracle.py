@@ -5,11 +5,9 @@ under that schema (:func:`oracle_order`): ``relevance`` (binary relevance), ``er
 passage alone is correct) or ``utility`` (Eq. 2, ``u = R (1 - P(NO-RESPONSE))``: usable relevant passages
 first, then, where the pool forces it, the *least distracting* irrelevant ones -- the point of the schema).
 
-Per schema: correct / abstained / wrong rates with bootstrap 95% CIs over queries. Between schemas (paired,
-same queries): differences of the correct and wrong rates with bootstrap CIs, McNemar's exact tests on
-per-query correctness and wrongness, and the ratio of wrong rates with a bootstrap CI (the paper reports wrong
-answers roughly halved by utility-chosen contexts). Rows also for the queries whose pool holds a relevant
-passage (no extra LLM call). Identical contexts across schemas are answered once (the cache) and counted.
+Per schema: outcome rates with bootstrap 95% CIs over queries, also on the queries whose pool holds a relevant
+passage. Between schemas (paired): differences of the correct and wrong rates, McNemar's exact tests, and the
+ratio of wrong rates (the paper reports wrong answers roughly halved by utility-chosen contexts).
 """
 
 from __future__ import annotations
@@ -30,59 +28,32 @@ from udcg_ltr.fit.sampling import retrieval_order
 from udcg_ltr.report import Column, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv
 from udcg_ltr.stats.bootstrap import paired_difference, paired_ratio_ci
 from udcg_ltr.stats.paired import mcnemar_exact
-from udcg_ltr.studies.common import (
-    OUTCOME_COLUMNS,
-    OUTCOMES,
-    StudyParams,
-    StudyReport,
-    add_table,
-    answer_contexts,
-    config_from,
-    describe_selection,
-    finish_report,
-    outcome_bars,
-    outcome_indicators,
-    outcome_rates,
-    pct_ci,
-    plot_title,
-    select_queries,
-    study_inputs,
-)
+from udcg_ltr.studies import common
 
 SCHEMAS = ("relevance", "erag", "utility")
 _ERAG_FIELD = {"contains": "erag_contains", "em": "erag_em", "f1": "erag_f1"}
 
 
 @dataclass(frozen=True)
-class OracleConfig(StudyParams):
-    """Parameters of :func:`run_oracle_contexts`.
-
-    ``ks``: context sizes; ``schemas``: among ``relevance``, ``erag``, ``utility``; ``erag_rule``:
-    how a single-passage answer counts as correct for the eRAG label (``contains``, ``em``, or
-    ``f1`` with token F1 >= 0.5).
-    """
+class OracleConfig(common.StudyParams):
+    """Parameters of :func:`run_oracle_contexts`: ``ks``, context sizes; ``schemas``, among :data:`SCHEMAS`;
+    ``erag_rule``: how a single-passage answer counts as correct for the eRAG label (``contains``, ``em``,
+    or ``f1`` with token F1 >= 0.5)."""
 
     ks: tuple[int, ...] = (5,)
     schemas: tuple[str, ...] = SCHEMAS
     erag_rule: str = "contains"
 
     def __post_init__(self):
-        ks = (self.ks,) if isinstance(self.ks, int) else tuple(int(k) for k in self.ks)
-        object.__setattr__(self, "ks", ks)
+        object.__setattr__(self, "ks", (self.ks,) if isinstance(self.ks, int) else tuple(map(int, self.ks)))
         object.__setattr__(self, "schemas", tuple(self.schemas))
-        if not ks or min(ks) < 1:
+        if not self.ks or min(self.ks) < 1:
             raise ValueError(f"ks must be positive context sizes, got {self.ks}")
         bad = set(self.schemas) - set(SCHEMAS)
         if bad or not self.schemas:
             raise ValueError(f"unknown schemas {sorted(bad)} (known: {SCHEMAS})")
         if self.erag_rule not in _ERAG_FIELD:
             raise ValueError(f"erag_rule must be one of {sorted(_ERAG_FIELD)}, got {self.erag_rule!r}")
-
-
-def erag_label(p: Passage, answers: Sequence[str], llm: str, rule: str = "contains") -> float:
-    """eRAG label of one passage: its single-passage answer is correct (1.0) or not (0.0)."""
-    value = erag_labels(str(p.annotations[llm]["answer_alone"]), answers)[_ERAG_FIELD[rule]]
-    return float(value >= 0.5) if rule == "f1" else float(value)
 
 
 def oracle_order(record: QueryRecord, schema: str, llm: str, *, erag_rule: str = "contains",
@@ -92,8 +63,9 @@ def oracle_order(record: QueryRecord, schema: str, llm: str, *, erag_rule: str =
     pool = retrieval_order(record)
     if schema == "relevance":
         key = [float(p.is_relevant(relevance_threshold)) for p in pool]
-    elif schema == "erag":
-        key = [erag_label(p, record.answers, llm, erag_rule) for p in pool]
+    elif schema == "erag":  # EM and containment are 0 / 1 already; a token F1 counts from 0.5
+        labels = [erag_labels(str(p.annotations[llm]["answer_alone"]), record.answers) for p in pool]
+        key = [float(label[_ERAG_FIELD[erag_rule]] >= 0.5) for label in labels]
     elif schema == "utility":
         key = [p.utility(llm, relevance_threshold) for p in pool]
     else:
@@ -103,8 +75,7 @@ def oracle_order(record: QueryRecord, schema: str, llm: str, *, erag_rule: str =
 
 def plan_oracle_contexts(records: Sequence[QueryRecord], llm: str, cfg: OracleConfig) -> list[Context]:
     """The top-``k`` context (pool smaller than ``k``: the whole pool) per ``k``, query and schema, in that
-    order: ``k``-major, so the first context size is fully answered before the next one starts (an
-    interrupted run leaves complete sizes in the cache)."""
+    order: ``k``-major, so an interrupted run leaves complete context sizes in the cache."""
     orders = [{s: oracle_order(r, s, llm, erag_rule=cfg.erag_rule, relevance_threshold=cfg.relevance_threshold)
                for s in cfg.schemas} for r in records]
     S = len(cfg.schemas)
@@ -113,25 +84,23 @@ def plan_oracle_contexts(records: Sequence[QueryRecord], llm: str, cfg: OracleCo
 
 
 def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm, out_dir: str | os.PathLike,
-                        logger=None, cache=True, progress: bool = True, **params) -> StudyReport:
+                        logger=None, cache=True, progress: bool = True, **params) -> common.StudyReport:
     """Correct / abstained / wrong rates of oracle contexts per annotation schema (UDCG paper, Table 2).
 
-    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`; ``params`` are
-    :class:`OracleConfig` fields (``ks=(5, 3)``, ``schemas=...``). Needs ``p_no_response`` and, for
-    the eRAG schema, ``answer_alone`` annotations (computed with the scorer when missing).
-    """
-    cfg = config_from(params, OracleConfig)
-    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
-    selected, info = select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries,
-                                    eligible=lambda r: None if r.passages else "empty pool")
+    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`, with :class:`OracleConfig`
+    fields; the eRAG schema also needs ``answer_alone`` annotations."""
+    cfg = common.config_from(params, OracleConfig)
+    name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
+    selected, info = common.select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries,
+                                           eligible=lambda r: None if r.passages else "empty pool")
     if not selected:
         raise ValueError("no query for the oracle study")
     fields = ["p_no_response"] + (["answer_alone"] if "erag" in cfg.schemas else [])
     ann = ensure_annotations(selected, name, fields, runner, progress=progress)
     by_qid = {r.qid: r for r in records}
     contexts = plan_oracle_contexts(selected, name, cfg)
-    graded = answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
-                             relevance_threshold=cfg.relevance_threshold, progress=progress)
+    graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
+                                    relevance_threshold=cfg.relevance_threshold, progress=progress)
     n, S = len(selected), len(cfg.schemas)
     B, seed = cfg.n_bootstrap, cfg.seed
     has_rel = np.array([any(p.is_relevant(cfg.relevance_threshold) for p in r.passages) for r in selected])
@@ -146,14 +115,12 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     for ki, k in enumerate(cfg.ks):
         # contexts are laid out k by k, then query by query, then schema (plan_oracle_contexts)
         by_schema = {s: [graded[ki * n * S + qi * S + si] for qi in range(n)] for si, s in enumerate(cfg.schemas)}
-        ind = {s: outcome_indicators(v) for s, v in by_schema.items()}
+        ind = {s: common.outcome_indicators(v) for s, v in by_schema.items()}
         n_rel_in_ctx = {s: np.array([sum(by_qid[run.qid].passage(pid).is_relevant(cfg.relevance_threshold)
                                          for pid in run.pids) for run in v]) for s, v in by_schema.items()}
-        for qi in range(n):
-            for s in cfg.schemas:
-                run = by_schema[s][qi]
-                per_query[qi][f"{s}@{k}_outcome"] = run.outcome
-                per_query[qi][f"{s}@{k}_pids"] = " ".join(run.pids)
+        for qi, s in itertools.product(range(n), cfg.schemas):
+            run = by_schema[s][qi]
+            per_query[qi].update({f"{s}@{k}_outcome": run.outcome, f"{s}@{k}_pids": " ".join(run.pids)})
         for a, b in itertools.combinations(cfg.schemas, 2):
             identical[f"{a}={b}@{k}"] = sum(x.pids == y.pids for x, y in zip(by_schema[a], by_schema[b]))
         for label, sel in subsets.items():
@@ -161,7 +128,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                 continue
             for s in cfg.schemas:
                 rows.append({"k": k, "subset": label, "schema": s, "queries": int(sel.sum()),
-                             **outcome_rates(ind[s], B, seed, sel),
+                             **common.outcome_rates(ind[s], B, seed, sel),
                              "mean_relevant_in_context": float(n_rel_in_ctx[s][sel].mean()),
                              "context_has_relevant": float((n_rel_in_ctx[s][sel] > 0).mean())})
             for a, b in pairs:
@@ -174,45 +141,48 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                 ratio = paired_ratio_ci(ind[a]["wrong"][sel], ind[b]["wrong"][sel], B, seed)
                 pair_rows.append({**row, **dict(zip(("wrong_ratio", "wrong_ratio_lo", "wrong_ratio_hi"), ratio))})
 
-    # ---- files ---------------------------------------------------------------------------------
     paths: dict[str, Any] = {}
     md_cols = [Column("k", "k"), Column("subset", "Queries"), Column("schema", "Schema"), Column("queries", "n"),
                Column("c", "Correct % [95% CI]"), Column("a", "Abstained % [95% CI]"), Column("w", "Wrong % [95% CI]"),
                Column("context_has_relevant", "Ctx with relevant %", fmt_pct)]
-    rendered = [{**r, "c": pct_ci(r, "correct"), "a": pct_ci(r, "abstained"), "w": pct_ci(r, "wrong")} for r in rows]
-    csv_cols = ["k", "subset", "schema", "queries", *OUTCOME_COLUMNS, "mean_relevant_in_context", "context_has_relevant"]
-    table_md = add_table(paths, "table", out / "oracle", rendered, md_cols, csv_columns=csv_cols,
-                         title=f"Oracle contexts by annotation schema (LLM {name})",
-                         note="CIs: bootstrap percentile over queries.")
+    rendered = [{**r, "c": common.pct_ci(r, "correct"), "a": common.pct_ci(r, "abstained"),
+                 "w": common.pct_ci(r, "wrong")} for r in rows]
+    csv_cols = ["k", "subset", "schema", "queries", *common.OUTCOME_COLUMNS, "mean_relevant_in_context",
+                "context_has_relevant"]
+    table_md = common.add_table(paths, "table", out / "oracle", rendered, md_cols, csv_columns=csv_cols,
+                                title=f"Oracle contexts by annotation schema (LLM {name})",
+                                note="CIs: bootstrap percentile over queries.")
     pair_md_cols = [Column("k", "k"), Column("subset", "Queries"), Column("comparison", "A - B"), Column("queries", "n"),
                     Column("dc", "d correct (pts) [95% CI]"), Column("p_mcnemar_correct", "McNemar p (correct)", fmt_p),
                     Column("dw", "d wrong (pts) [95% CI]"), Column("p_mcnemar_wrong", "McNemar p (wrong)", fmt_p),
                     Column("wr", "wrong A / wrong B [95% CI]")]
-    pair_rendered = [{**r, "dc": pct_ci(r, "d_correct"), "dw": pct_ci(r, "d_wrong"), "wr": _wrong_ratio(r)}
-                     for r in pair_rows]
-    pairs_md = add_table(paths, "pairs", out / "oracle_pairs", pair_rendered, pair_md_cols,
-                         title="Paired comparisons between schemas",
-                         note="McNemar: exact two-sided binomial test on the discordant queries (per-query "
-                              "correctness, then per-query wrongness); d: paired mean difference with a bootstrap CI.",
-                         csv_columns=list(pair_rows[0]) if pair_rows else None)
+    pair_rendered = [{**r, "dc": common.pct_ci(r, "d_correct"), "dw": common.pct_ci(r, "d_wrong"),
+                      "wr": _wrong_ratio(r)} for r in pair_rows]
+    pairs_md = common.add_table(paths, "pairs", out / "oracle_pairs", pair_rendered, pair_md_cols,
+                                title="Paired comparisons between schemas",
+                                note="McNemar: exact two-sided binomial test on the discordant queries "
+                                     "(per-query correctness, then per-query wrongness); d: paired mean "
+                                     "difference with a bootstrap CI.",
+                                csv_columns=list(pair_rows[0]) if pair_rows else None)
     paths["per_query_csv"] = write_csv(out / "oracle_per_query.csv", per_query)
     main = [r for r in rows if r["subset"] == "all"]
-    labels, vals, lo, hi = outcome_bars(main, lambda r: f"{r['schema']}@{r['k']}")
+    labels, vals, lo, hi = common.outcome_bars(main, lambda r: f"{r['schema']}@{r['k']}")
+    title = common.plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n, llm=name,
+                              by_split=info["by_split"])
     paths["png"] = plot_bars(labels, vals, out / "oracle.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
                              highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1,
-                             title=plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n, llm=name,
-                                              by_split=info["by_split"]))
+                             title=title)
 
     meta = {"study": "oracle", "llm": name, "config": asdict(cfg), "n_queries": n,
             "n_queries_with_relevant": int(has_rel.sum()), "n_contexts": len(graded),
             "n_distinct_contexts": len({(c.qid, c.pids) for c in contexts}), "identical_contexts": identical,
             "selection": info, "annotations": ann, "source": "scorer" if runner else "runs"}
-    scalars: dict[str, float] = {"n_queries": n}
-    scalars.update({f"{o}/{r['schema']}@{r['k']}": r[o] for r in main for o in OUTCOMES})
-    report = StudyReport(name="oracle", rows=rows, markdown=_markdown(cfg, name, meta, info, table_md, pairs_md, pair_rows),
-                         paths=paths, meta=meta, tables={"table": rows, "pairs": pair_rows, "per_query": per_query},
-                         scalars=scalars, runs=graded)
-    return finish_report(report, out, logger)
+    scalars = {"n_queries": n, **{f"{o}/{r['schema']}@{r['k']}": r[o] for r in main for o in common.OUTCOMES}}
+    md = _markdown(cfg, name, meta, info, table_md, pairs_md, pair_rows)
+    report = common.StudyReport(name="oracle", rows=rows, markdown=md, paths=paths, meta=meta,
+                                tables={"table": rows, "pairs": pair_rows, "per_query": per_query},
+                                scalars=scalars, runs=graded)
+    return common.finish_report(report, out, logger)
 
 
 def _wrong_ratio(row) -> str:
@@ -222,7 +192,7 @@ def _wrong_ratio(row) -> str:
 
 def _markdown(cfg: OracleConfig, name, meta, info, table_md, pairs_md, pair_rows) -> str:
     lines = [f"# Oracle contexts by annotation schema (UDCG paper, Table 2): LLM `{name}`", "",
-             f"- Queries: {describe_selection(info, cfg.max_queries)}; "
+             f"- Queries: {common.describe_selection(info, cfg.max_queries)}; "
              f"{meta['n_queries_with_relevant']} have a relevant passage in their pool (the 'with relevant' rows).",
              f"- Context sizes {list(cfg.ks)}; schemas {list(cfg.schemas)}: top-k by binary relevance (ties: "
              "retrieval order), by eRAG label (single-passage answer correct, rule "

@@ -1,11 +1,10 @@
 """Positional bias: one relevant passage moved through positions 1..k (UDCG paper, Figure 1).
 
-For every query with a relevant passage and at least ``k - 1`` irrelevant ones, ``k`` contexts are answered
-by the LLM: the same ``k - 1`` irrelevant passages in the same order, the relevant passage inserted at
-position ``i = 1..k``. Accuracy by position measures the LLM's positional bias ("lost in the middle": a U
-shape for many LLMs), next to what metrics *predict* for the same lists (:func:`predicted_curves`: nDCG, MRR
-and MAP fall with the position by construction, Precision and UDCG are flat; a UDCG_theta fit shows its
-learned ``alpha_i``, Eq. 3, the LLM-oriented discount the paper learns).
+For every query with a relevant passage, ``k`` contexts are answered by the LLM: the same ``k - 1`` irrelevant
+passages in the same order, the relevant passage inserted at position ``i = 1..k``. Accuracy by position
+measures the LLM's positional bias ("lost in the middle": a U shape for many LLMs), next to what metrics
+*predict* (:func:`predicted_curves`: nDCG, MRR and MAP fall with the position, Precision and UDCG are flat;
+UDCG_theta's learned ``alpha_i``, Eq. 3, is the LLM-oriented discount the paper learns).
 
 Statistics: bootstrap 95% CIs over queries; Cochran's Q test of equal accuracy at every position; primacy and
 recency (correctness at position 1, resp. ``k``, minus the mean at positions 2..k-1, per query; a U shape
@@ -24,7 +23,7 @@ import numpy as np
 from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.annotate.end_to_end import Context
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.fit.sampling import query_rng, retrieval_order
+from udcg_ltr.fit.sampling import query_rng
 from udcg_ltr.fit.weights import UDCGThetaWeights, load_weights
 from udcg_ltr.metrics import average_precision, mrr, ndcg, precision, udcg
 from udcg_ltr.report import (
@@ -40,37 +39,16 @@ from udcg_ltr.report import (
 )
 from udcg_ltr.stats.bootstrap import paired_difference
 from udcg_ltr.stats.paired import cochran_q, mcnemar_exact
-from udcg_ltr.studies.common import (
-    OUTCOME_COLUMNS,
-    StudyParams,
-    StudyReport,
-    add_table,
-    answer_contexts,
-    config_from,
-    describe_selection,
-    distracting_effect,
-    finish_report,
-    outcome_indicators,
-    outcome_rates,
-    pct_ci,
-    pick_relevant,
-    plot_title,
-    select_plans,
-    study_inputs,
-)
+from udcg_ltr.studies import common
 from udcg_ltr.studies.correlation import row_label
 
 
 @dataclass(frozen=True)
-class PositionConfig(StudyParams):
-    """Parameters of :func:`run_positional_bias`.
-
-    ``distractors``: which ``k - 1`` irrelevant passages surround the relevant one, in which fixed
-    order: ``"retrieval"`` (the best-ranked irrelevant passages, in retrieval order: the realistic
-    case), ``"random"`` (seeded sample, random order), ``"hard"`` / ``"weak"`` (highest / lowest
-    DE, sorted by DE descending). ``weights``: a UDCG_theta weight file (or ``UDCGThetaWeights`` /
-    a list of them); the set with ``k`` passages (variant ``full`` preferred) is used.
-    """
+class PositionConfig(common.StudyParams):
+    """Parameters of :func:`run_positional_bias`. ``distractors``: the ``k - 1`` irrelevant passages and their
+    fixed order: ``"retrieval"`` (the best-ranked, in retrieval order: the realistic case), ``"random"``
+    (seeded), ``"hard"`` / ``"weak"`` (highest / lowest DE, by DE descending). ``weights``: a UDCG_theta
+    weight file or ``UDCGThetaWeights`` (one or a list); the set for ``k`` (``full`` first) is used."""
 
     k: int = 5
     relevant: str = "top_ranked"
@@ -94,27 +72,23 @@ class PositionPlan:
 
     def context(self, position: int) -> tuple[str, ...]:
         """The list with the relevant passage at 1-based ``position``."""
-        d = list(self.distractors)
-        return tuple(d[:position - 1] + [self.relevant_pid] + d[position - 1:])
+        return self.distractors[:position - 1] + (self.relevant_pid,) + self.distractors[position - 1:]
 
 
 def plan_query(record: QueryRecord, llm: str, cfg: PositionConfig) -> PositionPlan | str:
-    order = retrieval_order(record)
-    rel = [p for p in order if p.is_relevant(cfg.relevance_threshold)]
-    if not rel:
+    r, irr = common.pick_passages(record, cfg, llm)
+    if r is None:
         return "no relevant passage"
-    irr = [p for p in order if not p.is_relevant(cfg.relevance_threshold)]
     m = cfg.k - 1
     if len(irr) < m:
         return f"fewer than k-1={m} irrelevant passages"
-    r = pick_relevant(rel, cfg.relevant, llm, cfg.relevance_threshold)
     if cfg.distractors == "retrieval":
         chosen = irr[:m]
     elif cfg.distractors == "random":
         rng = query_rng(cfg.seed, record.qid, "position")
         chosen = [irr[i] for i in rng.choice(len(irr), size=m, replace=False)]
     else:
-        de = np.array([distracting_effect(p, llm) for p in irr])
+        de = np.array([common.distracting_effect(p, llm) for p in irr])
         idx = np.argsort(-de if cfg.distractors == "hard" else de, kind="stable")[:m]
         chosen = [irr[i] for i in idx[np.argsort(-de[idx], kind="stable")]]
     return PositionPlan(record.qid, r.pid, tuple(p.pid for p in chosen))
@@ -135,12 +109,9 @@ def select_weights(weights, k: int) -> UDCGThetaWeights | None:
 
 def predicted_curves(k: int, utilities: np.ndarray | None = None, theta: UDCGThetaWeights | None = None
                      ) -> dict[str, np.ndarray]:
-    """Metric values by position ``[k]`` for a list of ``k`` with one relevant passage at each position.
-
-    Computed with the metric library on the ``[k, k]`` relevance matrix (row ``i``: the relevant
-    passage at position ``i + 1``). ``utilities``: optional ``[n_queries, k, k]`` utilities of the
-    study's lists (UDCG and UDCG_theta are averaged over queries; without them UDCG is left out).
-    """
+    """Metric values ``[k]`` of a list of ``k`` with its one relevant passage at each position (the ``[k, k]``
+    identity relevance matrix). ``utilities``: the ``[n_queries, k, k]`` utilities of the study's lists, for
+    UDCG and UDCG_theta (averaged over queries; left out without them)."""
     rel = np.eye(k)
     curves = {"ndcg": ndcg(rel, k=k), "mrr": mrr(rel, k=k), "map": average_precision(rel, k=k),
               "precision": precision(rel, k=k)}
@@ -153,26 +124,26 @@ def predicted_curves(k: int, utilities: np.ndarray | None = None, theta: UDCGThe
 
 
 def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm, out_dir: str | os.PathLike,
-                        logger=None, cache=True, progress: bool = True, **params) -> StudyReport:
+                        logger=None, cache=True, progress: bool = True, **params) -> common.StudyReport:
     """Accuracy by position of the relevant passage vs what rank metrics predict (UDCG paper, Figure 1).
 
     Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`; ``params`` are
     :class:`PositionConfig` fields (``weights=`` a UDCG_theta weight file or objects).
     """
-    cfg = config_from(params, PositionConfig)
-    name, runner, runs, out = study_inputs(llm, scorer_or_runs, out_dir, cache)
+    cfg = common.config_from(params, PositionConfig)
+    name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
     k = cfg.k
     ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
     by_qid = {r.qid: r for r in records}
-    chosen, info = select_plans(records, cfg, lambda r: plan_query(r, name, cfg))
+    chosen, info = common.select_plans(records, cfg, lambda r: plan_query(r, name, cfg))
     if not chosen:
         raise ValueError(f"no eligible query for the position study (excluded: {info['excluded']})")
     contexts = [Context(p.qid, i * k + j, p.context(j + 1), f"position {j + 1}")
                 for i, p in enumerate(chosen) for j in range(k)]
-    graded = answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
-                             relevance_threshold=cfg.relevance_threshold, progress=progress)
+    graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
+                                    relevance_threshold=cfg.relevance_threshold, progress=progress)
     n = len(chosen)
-    ind = {o: v.reshape(n, k) for o, v in outcome_indicators(graded).items()}
+    ind = {o: v.reshape(n, k) for o, v in common.outcome_indicators(graded).items()}
     B, seed = cfg.n_bootstrap, cfg.seed
 
     # utilities of every list: [n, k (position of the relevant passage), k (slot)]
@@ -180,13 +151,10 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                      for c in contexts]).reshape(n, k, k)
     theta = select_weights(cfg.weights, k)
     curves = predicted_curves(k, util, theta)
-    rows: list[dict[str, Any]] = []
-    for j in range(k):
-        row: dict[str, Any] = {"position": j + 1, "queries": n, **outcome_rates(ind, B, seed, (slice(None), j)),
-                               **{m: float(c[j]) for m, c in curves.items()}}
-        if theta is not None:
-            row.update(alpha=float(theta.alpha[j]), beta=float(theta.beta[j]))
-        rows.append(row)
+    rows = [{"position": j + 1, "queries": n, **common.outcome_rates(ind, B, seed, (slice(None), j)),
+             **{m: float(c[j]) for m, c in curves.items()},
+             **({"alpha": float(theta.alpha[j]), "beta": float(theta.beta[j])} if theta is not None else {})}
+            for j in range(k)]
 
     correct = ind["correct"]
     q = cochran_q(correct)
@@ -202,24 +170,25 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                   **{f"outcome_pos{j + 1}": graded[i * k + j].outcome for j in range(k)}}
                  for i, p in enumerate(chosen)]
 
-    # ---- files ---------------------------------------------------------------------------------
     paths: dict[str, Any] = {}
     md_cols = [Column("position", "Position"), Column("acc", "Accuracy % [95% CI]"), Column("abst", "Abstained %"),
                Column("wrongs", "Wrong %"), *(Column(m, row_label(m), fmt_float) for m in curves)]
-    csv_cols = ["position", "queries", *OUTCOME_COLUMNS, *curves]
+    csv_cols = ["position", "queries", *common.OUTCOME_COLUMNS, *curves]
     if theta is not None:
         md_cols += [Column("alpha", "alpha_i", fmt_float), Column("beta", "beta_i", fmt_float)]
         csv_cols += ["alpha", "beta"]
-    rendered = [{**r, "acc": pct_ci(r, "correct"),
+    rendered = [{**r, "acc": common.pct_ci(r, "correct"),
                  "abst": fmt_pct(r["abstained"]), "wrongs": fmt_pct(r["wrong"])} for r in rows]
     note = (f"{n} queries, each answered with the relevant passage at every position (same k-1 irrelevant passages). "
             f"Cochran's Q = {fmt_float(q['Q'])} (df {q['df']}), p = {fmt_p(q['p'])}.")
-    table_md = add_table(paths, "table", out / "position", rendered, md_cols, note=note, csv_columns=csv_cols,
-                         title=f"Accuracy by position of the relevant passage, k = {k}")
+    table_md = common.add_table(paths, "table", out / "position", rendered, md_cols, note=note,
+                                csv_columns=csv_cols,
+                                title=f"Accuracy by position of the relevant passage, k = {k}")
     paths["per_query_csv"] = write_csv(out / "position_per_query.csv", per_query)
-    paths["png"] = _plot(rows, curves, theta, out / "position.png", k=k, n=n, llm=name,
-                         title=plot_title(f"Positional bias, k = {k}", dataset=cfg.dataset, n_queries=n, llm=name,
-                                          by_split=info["by_split"]))
+    title = common.plot_title(f"Positional bias, k = {k}", dataset=cfg.dataset, n_queries=n, llm=name,
+                              by_split=info["by_split"])
+    paths["png"] = save_figure(position_figure(rows, curves, theta, k=k, n=n, llm=name, title=title),
+                               out / "position.png")
 
     tests = {"cochran_q": q, "first_minus_middle": primacy, "last_minus_middle": recency, "first_minus_last": first_last,
              "first_vs_last_mcnemar": first_last_mcnemar}
@@ -236,16 +205,15 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                    first_minus_middle=primacy["diff"] if primacy else float("nan"),
                    last_minus_middle=recency["diff"] if recency else float("nan"))
     md = _markdown(cfg, name, rows, info, meta, tests, table_md, theta, best=best, worst=worst)
-    report = StudyReport(name="position", rows=rows, markdown=md, paths=paths, meta=meta,
-                         tables={"table": rows, "per_query": per_query}, scalars=scalars, runs=graded)
-    return finish_report(report, out, logger)
+    report = common.StudyReport(name="position", rows=rows, markdown=md, paths=paths, meta=meta,
+                                tables={"table": rows, "per_query": per_query}, scalars=scalars, runs=graded)
+    return common.finish_report(report, out, logger)
 
 
 def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str | None = None):
     """Accuracy (left axis, 95% CI band, values at the points) and the metric curves normalised by their
-    maximum (right axis). Curves that coincide (MRR and MAP with one relevant passage; Precision and UDCG,
-    flat) are drawn once with both names; the others get distinct markers and dashes and sit slightly
-    apart sideways (:func:`udcg_ltr.report.draw_lines`), so no curve hides another."""
+    maximum (right axis), drawn by :func:`udcg_ltr.report.draw_lines` so that no curve hides another (curves
+    that coincide, e.g. MRR and MAP with one relevant passage, are drawn once with both names)."""
     fig, ax = new_figure(figsize=(8.4, 4.8))
     x = np.arange(1, k + 1)
     acc, lo, hi = (np.array([100 * r[key] for r in rows]) for key in ("correct", "correct_lo", "correct_hi"))
@@ -254,33 +222,24 @@ def position_figure(rows, curves, theta, *, k: int, n: int, llm: str, title: str
     for xi, a in zip(x, acc):
         ax.annotate(f"{a:.1f}%", (xi, a), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7,
                     zorder=6, bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.set_xlabel("position of the relevant passage")
-    ax.set_ylabel(f"accuracy % (95% CI, {n} queries)")
-    ax.set_xticks(x)
-    ax.set_ylim(-2, 108)
+    ax.set(xlabel="position of the relevant passage", ylabel=f"accuracy % (95% CI, {n} queries)", xticks=x,
+           ylim=(-2, 108))
     ax.grid(alpha=0.3)
     ax2 = ax.twinx()
     series = {row_label(m): y for m, y in curves.items()}
     if theta is not None:
         series["alpha_i (UDCG_theta)"] = theta.alpha
-    normalised = {}
-    for m, y in series.items():
-        y = np.asarray(y, dtype=np.float64)
-        peak = np.max(np.abs(y))
-        normalised[m] = y / peak if peak > 0 else y
+    series = {m: np.asarray(y, dtype=np.float64) for m, y in series.items()}
+    peaks = {m: np.max(np.abs(y)) for m, y in series.items()}
+    normalised = {m: y / peaks[m] if peaks[m] > 0 else y for m, y in series.items()}
     draw_lines(ax2, x, normalised, dodge=0.2)
     ax2.set_ylabel("metric / its maximum over positions")
     ax2.set_ylim(-0.05 if min(np.min(v) for v in normalised.values()) >= 0 else -1.05, 1.1)
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="upper left", bbox_to_anchor=(1.1, 1.0),
+    (handles, labels), (handles2, labels2) = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+    ax.legend(handles + handles2, labels + labels2, fontsize=7, loc="upper left", bbox_to_anchor=(1.1, 1.0),
               borderaxespad=0.0)
     set_title(ax, title or f"Positional bias, k = {k}: {n} queries, LLM {llm}")
     return fig
-
-
-def _plot(rows, curves, theta, path, *, k: int, n: int, llm: str, title: str | None = None):
-    return save_figure(position_figure(rows, curves, theta, k=k, n=n, llm=llm, title=title), path)
 
 
 def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, theta, *, best, worst) -> str:
@@ -291,7 +250,7 @@ def _markdown(cfg: PositionConfig, name, rows, info, meta, tests, table_md, thet
         return f"{fmt_pct(d['diff'])} points [{fmt_pct(d['lo'])}, {fmt_pct(d['hi'])}]"
 
     lines = [f"# Positional bias (UDCG paper, Figure 1): LLM `{name}`, k = {cfg.k}", "",
-             f"- Queries: {describe_selection(info, cfg.max_queries)}.",
+             f"- Queries: {common.describe_selection(info, cfg.max_queries)}.",
              f"- Lists: the {'best-ranked' if cfg.relevant == 'top_ranked' else 'highest-utility'} relevant passage "
              f"inserted at each position among the same {cfg.k - 1} irrelevant passages "
              f"(chosen by: {cfg.distractors}); {meta['n_contexts']} LLM answers.",

@@ -1,6 +1,6 @@
 """Readers for every source layout; each returns validated :class:`~udcg_ltr.data.schema.QueryRecord` s.
 
-The shared annotated SQuAD set (:func:`read_annotated_squad`, :func:`read_annotated_contexts`), the UDCG
+The shared annotated SQuAD set (:func:`read_annotated_squad`, :mod:`.annotated`), the UDCG
 authors' reference samples (:func:`read_udcg_reference`), DPR / KILT ``ctxs`` files and NQ-open pools
 (:func:`read_dpr`, :func:`build_nq_pool`, :func:`read_nq_pool`), SQuAD v1.1 (:func:`read_squad`),
 HotpotQA (:func:`read_hotpotqa`), TREC runs / qrels and DL19 (:func:`read_trec_run`,
@@ -8,13 +8,8 @@ HotpotQA (:func:`read_hotpotqa`), TREC runs / qrels and DL19 (:func:`read_trec_r
 raises :class:`~udcg_ltr.data.schema.DataError` naming the file, the line and the field.
 """
 
-from udcg_ltr.data.readers.annotated import (
-    ANNOTATED_LLM,
-    read_annotated_contexts,
-    read_annotated_squad,
-    read_annotation_meta,
-)
-from udcg_ltr.data.readers.beir import read_beir, read_beir_corpus, read_beir_qrels, read_beir_queries
+from udcg_ltr.data.readers.annotated import read_annotated_squad, read_annotation_meta
+from udcg_ltr.data.readers.beir import read_beir
 from udcg_ltr.data.readers.dpr import BM25Index, build_nq_pool, read_dpr, read_nq_pool
 from udcg_ltr.data.readers.hotpotqa import read_hotpotqa
 from udcg_ltr.data.readers.squad import assign_splits, chunk_paragraph, read_squad, split_sentences
@@ -31,9 +26,8 @@ from udcg_ltr.data.readers.trec import (
 from udcg_ltr.data.readers.udcg_reference import read_udcg_reference
 
 __all__ = [
-    "ANNOTATED_LLM", "BM25Index", "assign_splits", "build_nq_pool", "chunk_paragraph", "read_annotated_contexts",
-    "read_annotated_squad", "read_annotation_meta", "read_beir", "read_beir_corpus", "read_beir_qrels",
-    "read_beir_queries", "read_dl19", "read_dpr", "read_hotpotqa", "read_nq_pool", "read_squad",
-    "read_trec_qrels", "read_trec_run", "read_udcg_reference", "records_from_run", "records_to_qrels",
-    "records_to_run", "split_sentences", "write_trec_qrels", "write_trec_run",
+    "BM25Index", "assign_splits", "build_nq_pool", "chunk_paragraph", "read_annotated_squad",
+    "read_annotation_meta", "read_beir", "read_dl19", "read_dpr", "read_hotpotqa", "read_nq_pool",
+    "read_squad", "read_trec_qrels", "read_trec_run", "read_udcg_reference", "records_from_run",
+    "records_to_qrels", "records_to_run", "split_sentences", "write_trec_qrels", "write_trec_run",
 ]

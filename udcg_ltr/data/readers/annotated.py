@@ -1,10 +1,9 @@
 """Reader for the shared annotated SQuAD set (``annotated/`` in the shared data folder).
 
-``squad_top10.jsonl.gz``: one question a line (``qid, question, answers, article, split,
-passages[{pid, title, text, rank, retrieval_score, has_answer, same_article, p_no_response,
-answer_alone}]``), read into :class:`QueryRecord` s with relevance = ``has_answer`` and the LLM
-fields under ``annotations[ANNOTATED_LLM]``. ``squad_contexts.jsonl.gz``: end-to-end answers on
-5-passage contexts, read as ready-made :class:`ContextRun` s.
+``squad_top10.jsonl.gz``: one question a line (``qid, question, answers, article, split, passages[{pid,
+title, text, rank, retrieval_score, has_answer, same_article, p_no_response, answer_alone}]``), relevance
+= ``has_answer``, the LLM fields under ``annotations[ANNOTATED_LLM]``. ``squad_contexts.jsonl.gz``:
+end-to-end answers on 5-passage contexts (:class:`ContextRun` s).
 """
 
 from __future__ import annotations
@@ -41,14 +40,14 @@ def _passage(obj: Any, i: int) -> Passage:
         annotation["answer_alone"] = answer
     same_article = get_field(obj, "same_article", bool, where, optional=True)
     score = get_field(obj, "retrieval_score", float, where, optional=True)
-    return Passage(
-        pid=str(get_field(obj, "pid", (str, int), where)), title=get_field(obj, "title", str, where, optional=True,
-                                                                         default=""),
-        text=get_field(obj, "text", str, where), rank=get_field(obj, "rank", int, where, optional=True),
-        score=None if score is None else float(score), relevance=int(get_field(obj, "has_answer", bool, where)),
-        annotations={ANNOTATED_LLM: annotation},
-        extra={"same_article": same_article} if same_article is not None else {},
-    )
+    return Passage(pid=str(get_field(obj, "pid", (str, int), where)),
+                   title=get_field(obj, "title", str, where, optional=True, default=""),
+                   text=get_field(obj, "text", str, where),
+                   rank=get_field(obj, "rank", int, where, optional=True),
+                   score=None if score is None else float(score),
+                   relevance=int(get_field(obj, "has_answer", bool, where)),
+                   annotations={ANNOTATED_LLM: annotation},
+                   extra={"same_article": same_article} if same_article is not None else {})
 
 
 def _record(obj: Any) -> QueryRecord:
@@ -66,8 +65,7 @@ def _record(obj: Any) -> QueryRecord:
 
 
 def read_annotated_squad(path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """The 400 annotated SQuAD questions with their MiniLM top-10 pools, in file order, every field
-    type-checked (``"answers": "yes"`` is an error, not ``['y', 'e', 's']``)."""
+    """The 400 annotated SQuAD questions with their MiniLM top-10 pools, every field type-checked."""
     path = Path(path) if path is not None else annotated_dir() / "squad_top10.jsonl.gz"
     return list(parse_lines(path, _record, unique=lambda r: r.qid))
 

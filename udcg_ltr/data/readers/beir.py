@@ -18,17 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from udcg_ltr.data.jsonl import parse_lines
-from udcg_ltr.data.readers.trec import (
-    Qrels,
-    Run,
-    as_nested_dict,
-    judged_record,
-    qrels_from_rows,
-    ranked_items,
-    read_trec_run,
-)
+from udcg_ltr.data.readers import trec
 from udcg_ltr.data.schema import MAX_GRADE, DataError, QueryRecord, get_field, validate_record
-from udcg_ltr.io import MissingFileError, open_text
+from udcg_ltr.io import MissingFileError
 
 _QRELS_COLUMNS = ("column 1 (query-id)", "column 2 (corpus-id)", "column 3 (score)")
 
@@ -42,25 +34,13 @@ def _find(folder: Path, name: str) -> Path:
 
 def _qrels_rows(path: str | os.PathLike) -> Iterator[tuple[int, str, str, str]]:
     """``(line, qid, docid, grade text)`` of each judgement line of a BEIR qrels TSV (after its header)."""
-    with open_text(path) as f:
-        for lineno, line in enumerate(f, start=1):
-            cols = line.rstrip("\r\n").split("\t")
-            if not line.strip() or (lineno == 1 and cols[:1] == ["query-id"]):
-                continue
-            if len(cols) != 3:
-                raise DataError(f"expected 3 tab-separated columns (query-id corpus-id score), got {len(cols)}",
-                                path=str(path), line=lineno)
-            qid, docid, grade = (c.strip() for c in cols)
-            if not qid or not docid:
-                raise DataError("empty id", path=str(path), line=lineno,
-                                field=_QRELS_COLUMNS[0 if not qid else 1])
-            yield lineno, qid, docid, grade
-
-
-def read_beir_qrels(path: str | os.PathLike, *, grades: tuple[int, int] | None = None) -> Qrels:
-    """``{qid: {docid: grade}}`` from a BEIR qrels TSV (header ``query-id corpus-id score``), as
-    :func:`~udcg_ltr.data.readers.trec.qrels_from_rows` (``"1.0"`` is a grade; ``"inf"``, ``"0.5"`` not)."""
-    return qrels_from_rows(path, _qrels_rows(path), grades, _QRELS_COLUMNS[1:])
+    for lineno, cols in trec.iter_columns(path, ("query-id", "corpus-id", "score"), tabs=True,
+                                          header="query-id"):
+        qid, docid, grade = (c.strip() for c in cols)
+        if not qid or not docid:
+            raise DataError("empty id", path=str(path), line=lineno,
+                            field=_QRELS_COLUMNS[0 if not qid else 1])
+        yield lineno, qid, docid, grade
 
 
 def _query(obj: Any) -> tuple[str, str]:
@@ -72,47 +52,29 @@ def _document(obj: Any) -> tuple[str, str, str]:
             get_field(obj, "title", str, optional=True, default=""))
 
 
-def read_beir_queries(path: str | os.PathLike) -> dict[str, str]:
-    """``{qid: text}`` from ``queries.jsonl`` (an id given twice, or no query at all, is an error)."""
-    return dict(parse_lines(path, _query, unique=lambda q: q[0], unique_field="_id"))
-
-
-def read_beir_corpus(path: str | os.PathLike, ids: set[str] | None = None) -> dict[str, dict[str, str]]:
-    """``{docid: {"title", "text"}}`` from ``corpus.jsonl``; with ``ids``, only those documents (every line
-    is still checked: a malformed line or a repeated id is an error even when not wanted)."""
-    corpus: dict[str, dict[str, str]] = {}
-    for docid, text, title in parse_lines(path, _document, unique=lambda d: d[0], unique_field="_id"):
-        if ids is None or docid in ids:
-            corpus[docid] = {"title": title, "text": text}
-    return corpus
-
-
-def read_beir(folder: str | os.PathLike, split: str = "test", run: Run | str | os.PathLike | None = None,
+def read_beir(folder: str | os.PathLike, split: str = "test", run: trec.Run | str | os.PathLike | None = None,
               top_k: int | None = 100) -> list[QueryRecord]:
-    """One record per query of ``qrels/{split}.tsv``, pooled from ``run`` (a ``{qid: {docid: score}}`` mapping,
-    a ranx ``Run`` or a TREC run file) or from the judged documents.
-
-    With a run, each pool is the query's top ``top_k`` documents by descending score (``rank`` =
-    position, ``score`` = run score); a judged query missing from the run has an empty pool and is
-    reported. Without a run, the pool is the query's judged documents (``top_k`` ignored). Labels as
-    :func:`~udcg_ltr.data.readers.trec.judged_record`. A document or query without text is an error.
-    """
+    """One record per query of ``qrels/{split}.tsv``, labelled by :func:`~.trec.judged_record`, its pool
+    the query's top ``top_k`` documents of ``run`` (a ``{qid: {docid: score}}`` mapping, a ranx ``Run`` or
+    a TREC run file; a judged query missing from it has an empty pool, an error) or, without a run, its
+    judged documents (no rank or score). A document or query without text is an error."""
     folder = Path(folder)
     qrels_path = _find(folder / "qrels", f"{split}.tsv")
-    qrels = read_beir_qrels(qrels_path, grades=(0, MAX_GRADE))
+    qrels = trec.qrels_from_rows(qrels_path, _qrels_rows(qrels_path), (0, MAX_GRADE), _QRELS_COLUMNS[1:])
     queries_path = _find(folder, "queries.jsonl")
-    queries = read_beir_queries(queries_path)
+    queries = dict(parse_lines(queries_path, _query, unique=lambda q: q[0], unique_field="_id"))
     if isinstance(run, (str, os.PathLike)):
-        run = read_trec_run(run)
+        run = trec.read_trec_run(run)
     elif run is not None:
-        run = as_nested_dict(run, "run")  # a mapping or a ranx Run
+        run = trec.as_nested_dict(run, "run")  # a mapping or a ranx Run
     pools: dict[str, list[tuple[str, float | None]]] = {
         qid: [(docid, None) for docid in judged] if run is None
-        else [(d, float(s)) for d, s in ranked_items(run.get(qid, {}))[:top_k]]
+        else [(d, float(s)) for d, s in trec.ranked_items(run.get(qid, {}))[:top_k]]
         for qid, judged in qrels.items()}
     needed = {docid for pool in pools.values() for docid, _ in pool}
     corpus_path = _find(folder, "corpus.jsonl")
-    corpus = read_beir_corpus(corpus_path, needed)
+    documents = parse_lines(corpus_path, _document, unique=lambda d: d[0], unique_field="_id")
+    corpus = {doc[0]: doc for doc in documents if doc[0] in needed}  # every line is checked
     source: Any = "run" if run is not None else qrels_path
     records = []
     for qid, judged in qrels.items():
@@ -121,13 +83,13 @@ def read_beir(folder: str | os.PathLike, split: str = "test", run: Run | str | o
                             field=_QRELS_COLUMNS[0])
         hits = []
         for rank, (docid, score) in enumerate(pools[qid], start=1):
-            doc = corpus.get(docid)
-            if doc is None:
+            if docid not in corpus:
                 raise DataError(f"document {docid!r} (query {qid!r}) is not in the corpus", path=str(corpus_path),
                                 field="_id")
-            hits.append((docid, doc["title"], doc["text"], rank if score is not None else None, score))
+            _, text, title = corpus[docid]
+            hits.append((docid, title, text, rank if score is not None else None, score))
         try:
-            records.append(validate_record(judged_record(qid, queries[qid], hits, judged, split=split)))
+            records.append(validate_record(trec.judged_record(qid, queries[qid], hits, judged, split=split)))
         except DataError as err:
             raise DataError(f"{err.reason} (pool from {source})", path=str(qrels_path),
                             field=f"query {qid!r} {err.field}") from None

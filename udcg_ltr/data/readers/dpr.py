@@ -6,14 +6,12 @@ Layout: one JSON object a line (``*.jsonl`` or ``*.jsonl.gz``)::
      "ctxs": [{"title": str, "text": str, "hasanswer" | "has_answer": bool,
                "isgold": bool (optional), "id": optional, "score": optional}]}
 
-* ``qid``: the ``id`` or ``qid`` field when present, else the 1-based line number (as a string);
-* ``pid``: the ctx ``id`` when present, else ``f"{qid}-{j}"`` (``j`` = 0-based ctx index);
-* ``relevance``: ``hasanswer`` as 1/0 (computed with :func:`udcg_ltr.text.has_answer` when the
-  field is absent); ``isgold`` is kept in ``passage.extra["isgold"]``; ``rank`` = ctx position + 1.
+``qid`` is the ``id`` or ``qid`` field, else the 1-based line number; ``pid`` the ctx ``id``, else
+``f"{qid}-{j}"`` (``j``: 0-based ctx index); ``relevance`` is ``hasanswer`` as 1/0 (computed with
+:func:`udcg_ltr.text.has_answer` when absent); ``isgold`` goes to ``extra["isgold"]``; ``rank`` = j + 1.
 
-NQ-open's oracle file holds one gold passage per question and no distractors:
-:func:`build_nq_pool` builds a candidate pool per question by BM25 retrieval over all the gold
-passages of the file (:class:`BM25Index`, numpy + scipy.sparse).
+NQ-open's oracle file holds one gold passage per question and no distractors: :func:`build_nq_pool`
+retrieves a pool per question by BM25 over all the gold passages of the file (:class:`BM25Index`).
 """
 
 from __future__ import annotations
@@ -34,21 +32,17 @@ from udcg_ltr.data.schema import DataError, Passage, QueryRecord, get_field, get
 from udcg_ltr.paths import shared_file
 from udcg_ltr.text import answer_tokens, has_answer, has_answer_tokens
 
-# ---- reader --------------------------------------------------------------------------------
-
 
 def _ctx(obj: Any, j: int, qid: str, answers: list[str]) -> Passage:
     where = f"ctxs[{j}]"
     text = get_field(obj, "text", str, where)
     title = get_field(obj, "title", str, where, optional=True, default="")
-    cid = get_field(obj, "id", (str, int), where, optional=True)
+    pid = str(get_field(obj, "id", (str, int), where, optional=True, default=f"{qid}-{j}"))
     flag = get_field(obj, "hasanswer", bool, where, optional=True)
     if flag is None:
         flag = get_field(obj, "has_answer", bool, where, optional=True)
-    extra: dict[str, Any] = {}
-    if flag is None:
-        flag = has_answer(text, answers)
-        extra["hasanswer_computed"] = True
+    extra: dict[str, Any] = {} if flag is not None else {"hasanswer_computed": True}
+    flag = has_answer(text, answers) if flag is None else flag
     isgold = get_field(obj, "isgold", bool, where, optional=True)
     if isgold is not None:
         extra["isgold"] = isgold
@@ -58,7 +52,7 @@ def _ctx(obj: Any, j: int, qid: str, answers: list[str]) -> Passage:
             score = float(score)
         except ValueError:
             raise DataError(f"expected a number, got {score!r:.60}", field=f"{where}.score") from None
-    return Passage(pid=str(cid) if cid is not None else f"{qid}-{j}", title=title, text=text, rank=j + 1,
+    return Passage(pid=pid, title=title, text=text, rank=j + 1,
                    score=None if score is None else float(score), relevance=int(flag), extra=extra)
 
 
@@ -69,8 +63,7 @@ def _dpr_record(obj: Any, lineno: int) -> QueryRecord:
         if key in obj and obj[key] is None:  # an explicit null id must not silently become a line number
             raise DataError("must not be null", field=key)
     id_key = "id" if "id" in obj else "qid"
-    raw_id = get_field(obj, id_key, (str, int), optional=True)
-    qid = str(raw_id) if raw_id is not None else str(lineno)
+    qid = str(get_field(obj, id_key, (str, int), optional=True, default=lineno))
     question = get_field(obj, "question", str)
     answers = get_str_list(obj, "answers")
     passages = [_ctx(c, j, qid, answers) for j, c in enumerate(get_field(obj, "ctxs", list))]
@@ -102,8 +95,6 @@ def read_dpr(path: str | os.PathLike | None = None, limit: int | None = None) ->
         raise DataError("no records (the file is empty)", path=str(path))
     return records
 
-
-# ---- BM25 ----------------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -147,17 +138,15 @@ class BM25Index:
         self.weights = sp.csr_matrix((weight, (tf.row, tf.col)), shape=(n_docs, n_terms))
         self.n_docs = n_docs
 
-    def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Dense ``[n_queries, n_docs]`` BM25 scores."""
         rows, cols = [], []
         for i, q in enumerate(queries):
             terms = [self.vocab[t] for t in tokenize(q) if t in self.vocab]
             rows += [i] * len(terms)
             cols += terms
-        return sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(queries), len(self.vocab)))
-
-    def scores(self, queries: Sequence[str]) -> np.ndarray:
-        """Dense ``[n_queries, n_docs]`` BM25 scores."""
-        return np.asarray((self.query_matrix(queries) @ self.weights.T).todense())
+        query = sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(queries), len(self.vocab)))
+        return np.asarray((query @ self.weights.T).todense())
 
     def search(self, queries: Sequence[str], k: int, *, seed: int | None = 0,
                batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
@@ -182,26 +171,20 @@ class BM25Index:
 
 def build_nq_pool(records: Sequence[QueryRecord], pool_size: int = 10, seed: int = 0, *,
                   include_gold: bool = True, k1: float = 0.9, b: float = 0.4) -> list[QueryRecord]:
-    """Candidate pools for gold-passage-only data (NQ-open oracle) by BM25 over all gold passages.
-
-    The corpus is every passage of ``records`` (identical title + text indexed once, under the first
-    id). Each question retrieves its top ``pool_size`` passages over ``title + " " + text``;
-    ``relevance`` = :func:`udcg_ltr.text.has_answer` in the text (its own gold passage also keeps the
-    file's ``hasanswer``). With ``include_gold`` a question whose gold passage is not retrieved gets it
-    in place of its last one (with its real BM25 score; ``extra["gold_retrieved"]`` says so). ``seed``
-    orders equal scores. Passages carry ``extra["source_qid"]`` (whose gold) and ``extra["own_gold"]``.
-    """
+    """Candidate pools for gold-passage-only data (NQ-open oracle) by BM25 over all gold passages (those of
+    ``records``, identical title + text indexed once): each question's top ``pool_size`` over ``title + " " +
+    text``, ``relevance`` = ``has_answer`` (its own gold passage also keeps the file's ``hasanswer``). With
+    ``include_gold`` an unretrieved gold passage replaces the last one (``extra["gold_retrieved"]`` says so).
+    ``seed`` orders equal scores."""
     if pool_size < 1:
         raise ValueError(f"pool_size must be >= 1, got {pool_size}")
-    docs: list[tuple[Passage, str]] = []
-    doc_of_text: dict[tuple[str, str], int] = {}
-    own: list[list[int]] = []
+    first: dict[tuple[str, str], tuple[Passage, str]] = {}  # (title, text) -> its first passage and query
     for rec in records:
         for p in rec.passages:
-            if (p.title, p.text) not in doc_of_text:
-                doc_of_text[(p.title, p.text)] = len(docs)
-                docs.append((p, rec.qid))
-        own.append([doc_of_text[(p.title, p.text)] for p in rec.passages])
+            first.setdefault((p.title, p.text), (p, rec.qid))
+    doc_of_text = {key: i for i, key in enumerate(first)}
+    docs = list(first.values())
+    own = [[doc_of_text[(p.title, p.text)] for p in rec.passages] for rec in records]
     if not docs:
         raise ValueError("no passages to index")
     index = BM25Index([f"{p.title} {p.text}" if p.title else p.text for p, _ in docs], k1=k1, b=b)
@@ -210,22 +193,18 @@ def build_nq_pool(records: Sequence[QueryRecord], pool_size: int = 10, seed: int
     out = []
     for i, rec in enumerate(records):
         targets = [t for t in (answer_tokens(a) for a in rec.answers) if t]
-        chosen = list(top[i])
-        scores = list(top_scores[i])
+        chosen, scores = list(top[i]), list(top_scores[i])
         gold = set(own[i])
         retrieved = bool(gold & set(chosen))
-        if include_gold and gold and not retrieved:
-            g = own[i][0]
-            gold_score = float(index.scores([rec.question])[0, g])
-            chosen, scores = chosen[:-1] + [g], scores[:-1] + [gold_score]
-        own_flags = {idx: p for idx, p in zip(own[i], rec.passages)}
+        if include_gold and gold and not retrieved:  # the gold passage replaces the last one
+            chosen[-1], scores[-1] = own[i][0], float(index.scores([rec.question])[0, own[i][0]])
+        own_flags = dict(zip(own[i], rec.passages))
         passages = []
         for rank, (d, s) in enumerate(zip(chosen, scores), start=1):
             src, src_qid = docs[d]
             own_relevant = d in own_flags and bool(own_flags[d].relevance)
-            relevant = own_relevant or has_answer_tokens(doc_tokens[d], targets)
             passages.append(Passage(pid=src.pid, title=src.title, text=src.text, rank=rank, score=float(s),
-                                    relevance=int(relevant),
+                                    relevance=int(own_relevant or has_answer_tokens(doc_tokens[d], targets)),
                                     extra={"source_qid": src_qid, "own_gold": d in gold}))
         new = QueryRecord(qid=rec.qid, question=rec.question, answers=list(rec.answers), passages=passages,
                           split=rec.split, extra={**rec.extra, "pool": f"bm25-top{pool_size}",
@@ -240,5 +219,3 @@ def read_nq_pool(path: str | os.PathLike | None = None, pool_size: int = 10, see
     ``limit`` keeps the first ``limit`` questions after retrieval)."""
     pools = build_nq_pool(read_dpr(path), pool_size=pool_size, seed=seed, **kw)
     return pools if limit is None else pools[:limit]
-
-

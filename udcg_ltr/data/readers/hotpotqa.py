@@ -6,11 +6,10 @@ Layout: one JSON object a line::
      "answers_objects": [{"spans": [str], "number": str, "date": {...}}],
      "contexts": [{"id": str, "title": str, "paragraph_text": str, "is_supporting": bool}]}
 
-Gold answers are the ``spans`` of all answer objects (distinct, in order); passages keep the file's
-order (``rank`` = position + 1), ``pid = f"{question_id}-{id}"`` (IRCoT ids are positions), ``relevance``
-= ``is_supporting`` (the multi-hop gold paragraphs), ``is_distractor`` = not supporting (TF-IDF
-neighbours), ``extra["has_answer"]`` = :func:`udcg_ltr.text.has_answer` (often false for a bridge
-paragraph, noisy for yes/no answers) and ``extra["context_id"]`` = the file's id.
+Gold answers are the ``spans`` of all answer objects (distinct, in order); ``pid = f"{question_id}-{id}"``
+(IRCoT ids are positions), ``rank`` = position + 1, ``relevance`` = ``is_supporting`` (the multi-hop
+gold paragraphs; the others, TF-IDF neighbours, are distractors), ``extra["has_answer"]`` =
+:func:`udcg_ltr.text.has_answer` (often false for a bridge paragraph, noisy for yes/no answers).
 """
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ def _record(obj: Any) -> QueryRecord:
     passages = []
     for j, ctx in enumerate(get_field(obj, "contexts", list)):
         where = f"contexts[{j}]"
-        cid = get_field(ctx, "id", (str, int), where, optional=True)
-        cid = str(cid) if cid is not None else str(j)
+        cid = str(get_field(ctx, "id", (str, int), where, optional=True, default=j))
         text = get_field(ctx, "paragraph_text", str, where)
         supporting = get_field(ctx, "is_supporting", bool, where)
         passages.append(Passage(

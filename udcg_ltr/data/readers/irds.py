@@ -1,12 +1,9 @@
 """Reader for any ir_datasets id (``dataset=ir_datasets dataset.id=...``), from ir_datasets' local cache.
 
-:func:`read_ir_dataset` builds one record per judged query, as the BEIR reader does: the pool is the
-query's top ``top_k`` documents of a run (``run_path``, a TREC run file, else the dataset's
-``scoreddocs_iter``) or, without one, its judged documents (qrels order, no rank or score), labelled by
-:func:`~udcg_ltr.data.readers.trec.judged_record`; only pooled documents are looked up
-(``docs_store().get_many``). Offline, only ids already in ``IR_DATASETS_HOME`` load (ir_datasets is an
-optional dependency). Bad input raises :class:`~udcg_ltr.data.schema.DataError` naming the id's part
-(``ir_datasets:ID qrels``), the position in it (``line``, 1-based) and the field.
+One record per judged query, as the BEIR reader builds: the pool is the query's top ``top_k`` documents
+of a run (``run_path``, else the dataset's ``scoreddocs``) or its judged documents (qrels order, no
+rank or score); only pooled documents are looked up. Offline, only ids already in ``IR_DATASETS_HOME``
+load. Errors name the id's part (``ir_datasets:ID qrels``), the position in it (``line``) and the field.
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ def _field(item: Any, names: Iterable[str], source: str, what: str, *, line: int
 
 
 def _has(dataset: Any, part: str) -> bool:
-    """Whether the dataset offers ``part`` (``qrels``, ``scoreddocs``, ``docs``): its ``has_<part>()``, else the
-    accessor the reader calls (``<part>_iter``, ``docs_store``)."""
+    """Whether the dataset offers ``part``: its ``has_<part>()``, else the accessor the reader calls."""
     has = getattr(dataset, f"has_{part}", None)
     if callable(has):
         return bool(has())
@@ -53,11 +49,9 @@ def _has(dataset: Any, part: str) -> bool:
 
 def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | None = 100,
                     run_path: str | os.PathLike | None = None, query_field: str | None = None) -> list[QueryRecord]:
-    """One record per judged query of the ir_datasets id ``dataset_id`` (module doc).
-
-    ``split`` is written to every record (ir_datasets ids name their split: ``beir/scifact/test``);
-    ``query_field`` picks the query text field (default: the first of :data:`QUERY_TEXT_FIELDS`).
-    """
+    """One record per judged query of ``dataset_id`` (module doc), each with ``split`` (ir_datasets ids
+    name their split: ``beir/scifact/test``); ``query_field``: the query text field, else the first of
+    :data:`QUERY_TEXT_FIELDS`."""
     irds = optional_import("ir_datasets")
     try:
         dataset = irds.load(str(dataset_id))
@@ -80,7 +74,6 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
         judged[docid] = grade
     if not qrels:
         raise DataError("no judgement", path=f"{name} qrels")
-
     queries: dict[str, str] = {}
     fields = (query_field,) if query_field else QUERY_TEXT_FIELDS
     for position, query in enumerate(dataset.queries_iter(), start=1):
@@ -90,7 +83,6 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     if unknown:
         raise DataError(f"{len(unknown)} judged queries have no query text (first: {unknown[0]!r})",
                         path=f"{name} qrels", field="query_id")
-
     run: Run | None = None
     if run_path is not None:
         run = read_trec_run(run_path)
@@ -117,18 +109,16 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     texts = _documents(dataset, {d for pool in pools.values() for d in pool}, name)
     if run is not None:
         records = records_from_run(run, qrels, texts, queries, top_k=top_k)
-    else:
-        records = []
-        for qid, pool in pools.items():
-            hits = [(d, texts[d]["title"], texts[d]["text"], None, None) for d in pool]
-            records.append(validate_record(judged_record(qid, queries[qid], hits, qrels[qid])))
+    else:  # the judged documents, unranked
+        hits = {qid: [(d, *texts[d], None, None) for d in pool] for qid, pool in pools.items()}
+        records = [validate_record(judged_record(qid, queries[qid], hits[qid], qrels[qid])) for qid in hits]
     for record in records:
         record.split = split
     return records
 
 
-def _documents(dataset: Any, ids: set[str], name: str) -> dict[str, dict[str, str]]:
-    """``{docid: {"title", "text"}}`` of ``ids`` from the dataset's document store."""
+def _documents(dataset: Any, ids: set[str], name: str) -> dict[str, tuple[str, str]]:
+    """``{docid: (title, text)}`` of ``ids`` from the dataset's document store."""
     if not ids:
         return {}
     if not _has(dataset, "docs"):
@@ -138,6 +128,6 @@ def _documents(dataset: Any, ids: set[str], name: str) -> dict[str, dict[str, st
     if missing:
         raise DataError(f"{len(missing)} pooled documents are not in the document store (first: {missing[0]!r})",
                         path=f"{name} docs", field="doc_id")
-    return {docid: {"text": _field(doc, DOC_TEXT_FIELDS, f"{name} docs (document {docid!r})", "document text"),
-                    "title": _field(doc, DOC_TITLE_FIELDS, name, "title", optional=True)}
+    return {docid: (_field(doc, DOC_TITLE_FIELDS, name, "title", optional=True),
+                    _field(doc, DOC_TEXT_FIELDS, f"{name} docs (document {docid!r})", "document text"))
             for docid, doc in ((d, found[d]) for d in sorted(ids))}

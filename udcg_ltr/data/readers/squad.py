@@ -1,17 +1,14 @@
 """Reader for SQuAD v1.1 (``squad/dev-v1.1.json.gz``): passages, same-article pools, splits by article.
 
-Passages (:func:`chunk_paragraph`): each paragraph is cut into sentences (after ``.``, ``!`` or ``?``
-followed by white space), packed greedily in order into chunks of at most ``max_words`` white-space
-words; a sentence longer than that on its own is never cut but becomes a chunk by itself; sentences
-are joined by one space. This rule reproduces all 3,629 passages of the shared annotated set
-(``annotated/squad_top10.jsonl.gz``). Passage id ``ARTICLE-PARAGRAPH-CHUNK`` (0-based, ``"4-6-1"``);
-title = article title with underscores as spaces.
+Passages (:func:`chunk_paragraph`): each paragraph's sentences (cut after ``.``, ``!`` or ``?`` and
+white space) packed greedily into chunks of at most ``max_words`` words, a longer sentence being a
+chunk by itself. This rule reproduces all 3,629 passages of the shared annotated set. Passage id
+``ARTICLE-PARAGRAPH-CHUNK`` (0-based, ``"4-6-1"``); title = article title with underscores as spaces.
 
 Pools: ``pool="article"``: every passage of the question's article (other paragraphs are same-topic
 hard distractors), in article order, without rank or score; ``pool="paragraph"``: the question's own
 paragraph. Relevance is :func:`udcg_ltr.text.has_answer` of the gold answers; a passage without the
-answer is ``is_distractor=True``. Splits are by article: articles in file order (or a seeded random
-order) cut by ``split_ratios`` (default 32/8/8 of 48 -> train/val/test).
+answer is ``is_distractor=True``. Splits are by article (:func:`assign_splits`).
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -44,19 +42,16 @@ def chunk_paragraph(text: str, max_words: int = 100) -> list[str]:
     """Greedy packing of whole sentences into chunks of at most ``max_words`` words (module doc)."""
     if max_words < 1:
         raise ValueError(f"max_words must be >= 1, got {max_words}")
-    chunks: list[str] = []
-    current: list[str] = []
+    chunks: list[list[str]] = []
     n_words = 0
     for sentence in split_sentences(text):
         w = len(sentence.split())
-        if current and n_words + w > max_words:
-            chunks.append(" ".join(current))
-            current, n_words = [], 0
-        current.append(sentence)
+        if not chunks or n_words + w > max_words:
+            chunks.append([])
+            n_words = 0
+        chunks[-1].append(sentence)
         n_words += w
-    if current:
-        chunks.append(" ".join(current))
-    return chunks
+    return [" ".join(chunk) for chunk in chunks]
 
 
 def assign_splits(n_items: int, ratios: Mapping[str, float] | None = None,
@@ -70,14 +65,11 @@ def assign_splits(n_items: int, ratios: Mapping[str, float] | None = None,
     if seed is not None:
         random.Random(seed).shuffle(order)
     total = float(sum(ratios.values()))
+    ends = [round(n_items * cumulative / total) for cumulative in accumulate(ratios.values(), initial=0.0)]
     out = [""] * n_items
-    start, cumulative = 0, 0.0
-    for name, ratio in ratios.items():
-        cumulative += ratio
-        end = round(n_items * cumulative / total)
-        for pos in range(start, end):
-            out[order[pos]] = name
-        start = end
+    for name, start, end in zip(ratios, ends, ends[1:]):
+        for pos in order[start:end]:
+            out[pos] = name
     return out
 
 
@@ -88,7 +80,6 @@ class SquadPassage:
     chunk: int
     title: str
     text: str
-
     tokens: tuple[str, ...] = ()  # answer_tokens(text), for fast has_answer
 
     @property
@@ -126,14 +117,10 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
                split_ratios: Mapping[str, float] | None = None, split_seed: int | None = None,
                article_splits: Mapping[int, str] | None = None,
                articles: Sequence[int] | None = None) -> list[QueryRecord]:
-    """SQuAD v1.1 questions with same-article candidate pools (module doc).
-
-    ``questions_per_article`` samples that many questions per article with ``seed`` (kept in file
-    order; ``None``: all). Splits: ``article_splits`` (article index -> split name) when given, else
-    :func:`assign_splits` with ``split_ratios`` and ``split_seed`` over all articles of the file.
-    ``articles`` restricts the output to those article indices. Errors name the file and the field
-    (``data[3].paragraphs[2].qas[1].answers[0].text``).
-    """
+    """SQuAD v1.1 questions with same-article candidate pools (module doc); ``questions_per_article``
+    samples that many questions per article with ``seed`` (in file order). Splits: ``article_splits``
+    (article index -> split name), else :func:`assign_splits` of all articles. ``articles`` keeps those
+    article indices. Errors name the file and the field (``data[3].paragraphs``...)."""
     if pool not in ("article", "paragraph"):
         raise ValueError(f"pool must be 'article' or 'paragraph', got {pool!r}")
     path = Path(path) if path is not None else shared_file("squad", "dev-v1.1.json.gz")
@@ -143,7 +130,6 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
     splits = assign_splits(len(raw_articles), split_ratios, split_seed)
     if article_splits is not None:
         splits = [article_splits.get(a, "") for a in range(len(raw_articles))]
-    wanted = set(range(len(raw_articles))) if articles is None else set(articles)
     rng = random.Random(seed)
     records: list[QueryRecord] = []
     seen: dict[str, str] = {}  # question id -> where it first appeared, over the whole file
@@ -161,7 +147,7 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
         if questions_per_article is not None and questions_per_article < len(questions):
             keep = sorted(rng.sample(range(len(questions)), questions_per_article))
             questions = [questions[i] for i in keep]
-        if a not in wanted:
+        if articles is not None and a not in articles:
             continue
         for p, q, where in questions:
             try:
@@ -187,19 +173,11 @@ def _record(qa: Any, article: int, paragraph: int, article_passages: list[SquadP
     if not answers:
         raise DataError("no gold answer", field="answers")
     targets = [answer_tokens(a) for a in answers]
-    passages = []
-    for sp in article_passages:
-        if pool == "paragraph" and sp.paragraph != paragraph:
-            continue
-        relevant = has_answer_tokens(sp.tokens, targets)
-        passages.append(Passage(pid=sp.pid, title=sp.title, text=sp.text, relevance=int(relevant),
-                                is_distractor=not relevant,
-                                extra={"same_paragraph": sp.paragraph == paragraph}))
+    kept = [sp for sp in article_passages if pool != "paragraph" or sp.paragraph == paragraph]
+    relevant = [has_answer_tokens(sp.tokens, targets) for sp in kept]
+    passages = [Passage(pid=sp.pid, title=sp.title, text=sp.text, relevance=int(r), is_distractor=not r,
+                        extra={"same_paragraph": sp.paragraph == paragraph}) for sp, r in zip(kept, relevant)]
     record = QueryRecord(qid=str(qid), question=question, answers=answers, passages=passages, split=split,
                          extra={"article": article, "paragraph": paragraph,
                                 "title": article_passages[0].title if article_passages else ""})
     return validate_record(record)
-
-
-__all__ = ["DEFAULT_SPLIT_RATIOS", "SquadPassage", "assign_splits", "chunk_paragraph", "read_squad",
-           "split_sentences", "squad_passages"]

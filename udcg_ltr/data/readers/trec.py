@@ -1,11 +1,10 @@
 """TREC run and qrels files, the TREC DL 2019 passage layout, and conversions to and from records.
 
-qrels: ``qid iter docid rel`` lines (``iter`` ignored) -> ``{qid: {docid: rel}}``; runs: ``qid Q0 docid
-rank score tag`` lines -> ``{qid: {docid: score}}`` (the rank is checked to be an integer, but order is
-by score, as trec_eval does): the shapes ranx and ir-measures accept. Errors name file, line and column.
-TREC DL19 (``trec_dl19/``): ``retrieve_results_dl19.json.gz`` is a JSON list of
-``{query, hits: [{content, qid, docid, rank, score}]}`` (BM25 top 100 of 43 queries) and
-``qrels.dl19-passage.txt.gz`` grades passages 0..3. :func:`read_dl19` joins them.
+qrels (``qid iter docid rel``) -> ``{qid: {docid: rel}}``; runs (``qid Q0 docid rank score tag``) ->
+``{qid: {docid: score}}``, ordered by score as trec_eval does: the shapes ranx and ir-measures accept.
+Errors name file, line and column. TREC DL19 (``trec_dl19/``): ``retrieve_results_dl19.json.gz`` (a JSON
+list of ``{query, hits: [{content, qid, docid, rank, score}]}``, BM25 top 100 of 43 queries) and
+``qrels.dl19-passage.txt.gz`` (grades 0..3), joined by :func:`read_dl19`.
 """
 
 from __future__ import annotations
@@ -31,16 +30,20 @@ RUN_COLUMNS = ("qid", "Q0", "docid", "rank", "score", "tag")
 _QRELS_COLUMNS = ("qid", "iter", "docid", "rel")
 
 
-def iter_columns(path: str | os.PathLike, names: Sequence[str]) -> Iterator[tuple[int, list[str]]]:
-    """``(line, columns)`` of each non-blank line of a white-space separated file of ``names`` columns."""
+def iter_columns(path: str | os.PathLike, names: Sequence[str], *, tabs: bool = False,
+                 header: str | None = None) -> Iterator[tuple[int, list[str]]]:
+    """``(line, columns)`` of each non-blank line of a file of ``names`` columns separated by white space (or
+    tabs), after a first line whose first column is ``header``."""
     with open_text(path) as f:
         for lineno, line in enumerate(f, start=1):
-            cols = line.split()
-            if cols and len(cols) != len(names):
-                raise DataError(f"expected {len(names)} white-space separated columns ({' '.join(names)}), "
-                                f"got {len(cols)}", path=str(path), line=lineno)
-            if cols:
-                yield lineno, cols
+            cols = line.rstrip("\r\n").split("\t") if tabs else line.split()
+            if not line.strip() or (lineno == 1 and header is not None and cols[0] == header):
+                continue
+            if len(cols) != len(names):
+                kind = "tab-separated" if tabs else "white-space separated"
+                raise DataError(f"expected {len(names)} {kind} columns ({' '.join(names)}), got {len(cols)}",
+                                path=str(path), line=lineno)
+            yield lineno, cols
 
 
 def _column(index: int, names: Sequence[str]) -> str:
@@ -53,10 +56,9 @@ def _run_error(path: str | os.PathLike, lineno: int, index: int, message: str) -
 
 def qrels_from_rows(path: str | os.PathLike, rows: Iterable[tuple[int, str, str, str]],
                     grades: tuple[int, int] | None, columns: tuple[str, str]) -> Qrels:
-    """``{qid: {docid: grade}}`` from ``(line, qid, docid, grade text)`` rows; ``columns`` names the docid and
-    grade columns in errors. A pair judged twice (ambiguous, or a merged file: counts would be off) and
-    an empty file are errors. ``grades=(lowest, highest)`` bounds the grades (readers of record labels
-    pass 0..5, so that the error names the qrels line rather than a passage)."""
+    """``{qid: {docid: grade}}`` from ``(line, qid, docid, grade text)`` rows (``columns``: the docid and
+    grade columns' names in errors); a pair judged twice and an empty file are errors. ``grades=(lo, hi)``
+    bounds the grades (readers of record labels pass 0..5, so that the error names the qrels line)."""
     qrels: Qrels = {}
     for lineno, qid, docid, text in rows:
         try:
@@ -121,15 +123,14 @@ def ranked_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
 
 def write_trec_run(path: str | os.PathLike, run: Mapping[str, Mapping[str, float]], tag: str = "udcg_ltr", *,
                    ties: str = "stable") -> Path:
-    """Write a 6-column TREC run atomically, ranked by descending score, in the order trec_eval re-derives
-    on reading (it ignores the rank column, reads each score into a C ``float`` and sorts by it, then by
-    docid descending: ``comp_sim_docno`` in its ``form_res_rels.c``).
+    """Write a 6-column TREC run atomically, in the order trec_eval re-derives on reading (it ignores the
+    rank column, reads each score into a C ``float``, sorts by it, then by docid descending:
+    ``comp_sim_docno`` in its ``form_res_rels.c``).
 
-    Ties, as :func:`udcg_ltr.metrics.rank_by_scores`: ``ties="stable"`` keeps input order (float64
-    scores); so that trec_eval reads that order, a score it would see tied with (or, after 32-bit
-    rounding, above) the previous one is written as the next 32-bit float below it (a few float32
-    ulps, only at ties). ``ties="trec"``: trec_eval's own order, scores unchanged. Scores are written
-    with ``repr``, so :func:`read_trec_run` gives back the same floats (the untied ones for "stable").
+    ``ties="stable"`` (as :func:`udcg_ltr.metrics.rank_by_scores`) keeps input order: a score trec_eval would
+    see tied with (or, after 32-bit rounding, above) the previous one is written as the next 32-bit float
+    below it. ``ties="trec"``: trec_eval's own order, scores unchanged. Scores are written with ``repr``, so
+    :func:`read_trec_run` gives back the same floats (the untied ones for "stable").
     """
     tag = _check_id(tag, "run tag")
     path = Path(path)
@@ -145,12 +146,6 @@ def _c_float(x: float) -> float:
     """``x`` as trec_eval holds a score: a 32-bit C ``float`` (``float sim``), rounded to nearest."""
     with np.errstate(over="ignore"):  # beyond the float32 range: +-inf, as C gives
         return float(np.float32(x))
-
-
-def _c_float_below(x: float) -> float:
-    """The largest 32-bit float strictly below the 32-bit float ``x``."""
-    with np.errstate(over="ignore"):
-        return float(np.nextafter(np.float32(x), np.float32(-np.inf)))
 
 
 def _trec_ordered(qid: str, scores: Mapping[str, float], ties: str) -> list[tuple[str, float]]:
@@ -171,7 +166,7 @@ def _trec_ordered(qid: str, scores: Mapping[str, float], ties: str) -> list[tupl
     out, last = [], math.inf
     for docid, score in items:
         if not _c_float(score) < last:  # trec_eval would tie it with the previous one: strictly below it
-            score = _c_float_below(last)
+            score = float(np.nextafter(np.float32(last), np.float32(-np.inf)))  # the next float32 below
             if not math.isfinite(score):
                 raise ValueError(f"cannot make the tied scores of query {qid!r} distinct below {last!r}")
         out.append((docid, score))
@@ -191,8 +186,6 @@ def write_trec_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, i
                 f.write(f"{q} 0 {_check_id(docid, 'document id')} {int(rel)}\n")
     return path
 
-
-# ---- records <-> runs and qrels ------------------------------------------------------------
 
 def _text_of(entry: Any) -> tuple[str, str]:
     if isinstance(entry, str):
@@ -218,29 +211,24 @@ def as_nested_dict(obj: Any, what: str = "run") -> Mapping[str, Mapping[str, Any
 
 def judged_record(qid: str, question: str, hits: Iterable[tuple[str, str, str, int | None, float | None]],
                   judged: Mapping[str, int], **fields: Any) -> QueryRecord:
-    """A record of ``hits`` ``(docid, title, text, rank, score)`` labelled by the query's qrels ``judged``.
-
-    ``relevance`` is the qrels grade, 0 for an unjudged document, with ``passage.extra["unjudged"]``
-    telling which; ``record.extra["judged_grades"]`` counts the query's judged documents per grade
-    (over all qrels, not only the pool), which recall-style metrics need. Not validated.
-    """
+    """A record of ``hits`` ``(docid, title, text, rank, score)`` labelled by the query's qrels ``judged``
+    (0 for an unjudged document, ``extra["unjudged"]``); ``extra["judged_grades"]`` counts judged
+    documents per grade over all qrels, not only the pool (recall-style metrics need it). Not validated."""
     passages = [Passage(pid=docid, title=title, text=text, rank=rank, score=score,
                         relevance=int(judged.get(docid, 0)), extra={"unjudged": docid not in judged})
                 for docid, title, text, rank, score in hits]
-    return QueryRecord(qid=qid, question=question, passages=passages,
-                       extra={"judged_grades": grade_counts(judged)}, **fields)
+    counts = dict(sorted(Counter(str(grade) for grade in judged.values()).items(), key=lambda kv: int(kv[0])))
+    return QueryRecord(qid=qid, question=question, passages=passages, extra={"judged_grades": counts},
+                       **fields)
 
 
 def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
                      qrels: Mapping[str, Mapping[str, int]] | Any | None,
                      texts: Mapping[str, Any], queries: Mapping[str, str], *,
                      top_k: int | None = None) -> list[QueryRecord]:
-    """Records from a run: per query (in run order) its documents by descending score (:func:`judged_record`).
-
-    ``run`` / ``qrels``: ``{qid: {docid: score / grade}}`` mappings or ranx ``Run`` / ``Qrels``.
-    ``texts[docid]`` is a passage text, a ``{"title", "text"}`` mapping or a ``(title, text)``
-    pair; ``queries[qid]`` the query text. ``top_k`` truncates each ranking.
-    """
+    """Records from a run (a mapping or a ranx ``Run``; ``qrels`` likewise): per query, in run order, its
+    top ``top_k`` documents by descending score (:func:`judged_record`). ``texts[docid]`` is a text, a
+    ``{"title", "text"}`` mapping or a ``(title, text)`` pair."""
     run = as_nested_dict(run, "run")
     qrels = as_nested_dict(qrels, "qrels") if qrels is not None else {}
     records = []
@@ -254,11 +242,6 @@ def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
             hits.append((docid, *_text_of(texts[docid]), rank, float(score)))
         records.append(validate_record(judged_record(qid, queries[qid], hits, qrels.get(qid, {}))))
     return records
-
-
-def grade_counts(judged: Mapping[str, int]) -> dict[str, int]:
-    """Judged documents per grade, ``{"0": n0, "1": n1, ...}`` (string keys: JSON-safe)."""
-    return dict(sorted(Counter(str(grade) for grade in judged.values()).items(), key=lambda kv: int(kv[0])))
 
 
 _SCORE_FIELDS: dict[str, Callable[[Passage], Any]] = {
@@ -286,20 +269,18 @@ def records_to_run(records: Iterable[QueryRecord],
                    score_field: str | Callable[[Passage], float | None] = "score") -> Run:
     """``{qid: {pid: score}}`` for ranx / ir-measures / :func:`write_trec_run`, by ``score_field``:
     ``"score"``, ``"rank"`` (``-rank``), ``"relevance"``, ``"extra.KEY"``, ``"annotations.LLM.KEY"`` or a
-    callable on a :class:`Passage`. A passage without a value is an error (a run with holes ranks
+    callable on a :class:`Passage`; a passage without a value is an error (a run with holes ranks
     documents arbitrarily)."""
     get = _score_getter(score_field)
-    run: Run = {}
-    for rec in records:
-        scores: dict[str, float] = {}
-        for p in rec.passages:
-            value = get(p)
-            if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"passage {p.pid!r} of query {rec.qid!r} has no numeric {score_field!r} "
-                                 f"(got {value!r:.40})")
-            scores[p.pid] = float(value)
-        run[rec.qid] = scores
-    return run
+
+    def score(rec: QueryRecord, p: Passage) -> float:
+        value = get(p)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"passage {p.pid!r} of query {rec.qid!r} has no numeric {score_field!r} "
+                             f"(got {value!r:.40})")
+        return float(value)
+
+    return {rec.qid: {p.pid: score(rec, p) for p in rec.passages} for rec in records}
 
 
 def records_to_qrels(records: Iterable[QueryRecord], *, include_zero: bool = True,
@@ -311,8 +292,6 @@ def records_to_qrels(records: Iterable[QueryRecord], *, include_zero: bool = Tru
                       and (include_zero or p.relevance != 0)}
             for rec in records}
 
-
-# ---- TREC DL19 -----------------------------------------------------------------------------
 
 def dl19_dir() -> Path:
     return shared_file("trec_dl19")
@@ -342,10 +321,9 @@ def _dl19_record(obj: Any, qrels: Qrels) -> QueryRecord:
 
 def read_dl19(results_path: str | os.PathLike | None = None,
               qrels_path: str | os.PathLike | None = None) -> list[QueryRecord]:
-    """TREC DL19 passages: BM25 top-100 per query in rank order, relevance = graded qrel (0..3,
-    :func:`judged_record`). Use ``relevance_threshold=2`` for the usual binary DL19 metrics. Errors name
-    the file, the line where the query's entry starts and the field (``[3].hits[7].score``).
-    """
+    """TREC DL19 passages: BM25 top-100 per query in rank order, relevance = graded qrel (0..3; use
+    ``relevance_threshold=2`` for the usual binary DL19 metrics). Errors name the file, the line where
+    the query's entry starts and the field (``[3].hits[7].score``)."""
     results_path = Path(results_path) if results_path is not None else dl19_dir() / "retrieve_results_dl19.json.gz"
     qrels_path = Path(qrels_path) if qrels_path is not None else dl19_dir() / "qrels.dl19-passage.txt.gz"
     qrels = read_trec_qrels(qrels_path, grades=(0, MAX_GRADE))

@@ -47,8 +47,7 @@ def _reference_value(reference: Any, llm: str) -> float:
 def _record(obj: Any) -> QueryRecord:
     qid = get_field(obj, "example_id", (str, int))
     question = get_field(obj, "question", str)
-    raw = get_field(obj, "passages", list)
-    passages = [_passage(p, i) for i, p in enumerate(raw)]
+    passages = [_passage(p, i) for i, p in enumerate(get_field(obj, "passages", list))]
     extra: dict[str, Any] = {}
     reference = get_field(obj, "udcg", dict, optional=True)
     if reference is not None:
