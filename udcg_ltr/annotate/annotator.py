@@ -128,13 +128,8 @@ class CachedScorer:
         golds = [distinct_answers(g) for g in golds]  # one spelling per normalised answer
         keys = [self.key(task, it, {"answers": g}) for it, g in zip(items, golds)]
         found = lookup(self.cache, keys, task)
-        out: list[float | None] = [None] * len(items)
-        pairs: list[tuple[int, str]] = []
-        for i, (entry, g) in enumerate(zip(found, golds)):
-            if entry is not None:
-                out[i] = entry[task]
-            elif g:
-                pairs.extend((i, a) for a in g)
+        out: list[float | None] = [None if e is None else e[task] for e in found]
+        pairs = [(i, a) for i, (e, g) in enumerate(zip(found, golds)) if e is None for a in g]
         todo = sorted({i for i, _ in pairs})
         chunk = max(1, 8 * int(getattr(self.scorer, "batch_size", 8)))
         for start in range(0, len(todo), chunk):
@@ -350,8 +345,7 @@ def ensure_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequenc
     if scorer is None:
         raise DataError(f"{n_missing} passages lack {list(fields)} annotations for LLM {llm!r}, and no scorer "
                         "was given to compute them")
-    scorer_name = getattr(scorer, "name", None)
-    if scorer_name is not None and scorer_name != llm:
+    if (scorer_name := getattr(scorer, "name", None)) not in (None, llm):
         raise ValueError(f"the scorer is {scorer_name!r} but the records need annotations of {llm!r}")
     todo = [r for r in records if any(f not in p.annotations.get(llm, {}) for p in r.passages for f in fields)]
     stats = annotate_records(todo, scorer, None, fields=list(fields), progress=progress)

@@ -192,8 +192,7 @@ class AnnotationCache:
         return 1
 
     def get(self, key: str) -> dict[str, Any] | None:
-        entry = self._index.get(key)
-        return dict(entry) if entry is not None else None
+        return dict(entry) if (entry := self._index.get(key)) is not None else None
 
     def __contains__(self, key: str) -> bool:
         return key in self._index

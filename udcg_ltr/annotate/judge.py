@@ -172,10 +172,8 @@ def _normalise_grade(value: Any, allowed: Sequence[str]) -> str | None:
         return None
     text = str(value).strip().strip("\"'`*.()[] ").upper()
     labelled = re.match(r"^([A-Z])\s*[:).\-]\s*\S", text)  # "A: RELEVANT", "B) INCORRECT"
-    for grade in (text, labelled and labelled.group(1), _GRADE_WORDS.get(text)):
-        if grade and grade in allowed:
-            return grade
-    return None
+    candidates = (text, labelled and labelled.group(1), _GRADE_WORDS.get(text))
+    return next((grade for grade in candidates if grade and grade in allowed), None)
 
 
 def _balanced_objects(text: str) -> list[str]:
@@ -229,8 +227,7 @@ def parse_judge_reply(text: str, allowed: Sequence[str] = ("A", "B")) -> JudgeRe
             return JudgeReply(grade, str(motivation) if motivation is not None else None, raw)
     # No usable object: a bare `grade: A` / `"grade": "B"` anywhere (truncated JSON, prose).
     m = re.search(r"""["']?grade["']?\s*[:=]\s*["']?([A-Za-z][A-Za-z ]*?)["'\s,}.]""", body + " ")
-    grade = _normalise_grade(m.group(1), allowed) if m else None
-    if grade is not None:
+    if m and (grade := _normalise_grade(m.group(1), allowed)) is not None:
         mm = re.search(r"""["']?motivation["']?\s*[:=]\s*["'](.*?)["']\s*[,}]""", body, flags=re.S)
         return JudgeReply(grade, mm.group(1) if mm else None, raw)
     return JudgeReply(None, None, raw)

@@ -174,11 +174,9 @@ class LLMScorer:
         return self._prefix_ids
 
     def _forward(self, input_ids, attention_mask, position_ids, cache, keep: int):
-        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                      past_key_values=cache, use_cache=True)
-        if self._keep_kw:
-            kwargs["logits_to_keep"] = keep
-        out = self.model(**kwargs)
+        keep_kw = {"logits_to_keep": keep} if self._keep_kw else {}
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True, **keep_kw)
         self.counters["forward_passes"] += 1
         return (out.logits if self._keep_kw else out.logits[:, -keep:]), out.past_key_values
 
@@ -204,7 +202,6 @@ class LLMScorer:
         """One forward pass over a left-padded batch whose rows all start with ``prefix``:
         ``(logits[B, keep, V], cache, attention_mask, last_positions)``."""
         B, P = len(seqs), len(prefix)
-        dev = self._input_device
         lengths = [len(s) - P for s in seqs]
         L = max(lengths)
         input_ids = torch.full((B, L), self._pad_id, dtype=torch.long)
@@ -216,7 +213,7 @@ class LLMScorer:
         # Positions count only real tokens, so a padded row sees the positions of its unpadded prompt.
         pos = (mask[:, P:].cumsum(-1) - 1).clamp(min=0) + P
         cache = self._new_cache(self._kv_for(tuple(prefix)) if P else (), B)
-        input_ids, mask, pos = input_ids.to(dev), mask.to(dev), pos.to(dev)
+        input_ids, mask, pos = (t.to(self._input_device) for t in (input_ids, mask, pos))
         # Fast mode: the prompt's bulk with bfloat16 Linear layers, its last (and kept) positions exactly.
         tail = max(self.exact_tail, keep) if self._fast_switch is not None else L
         if L > tail:
@@ -308,7 +305,7 @@ class LLMScorer:
         with torch.inference_mode():
             seqs = [self.encode(it) for it in items]
             prefix = self._shared_prefix(seqs, self.prefix_ids())
-            results: list[ScoreResult | None] = [None] * len(items)
+            results: dict[int, ScoreResult] = {}
             for batch in self._batches(seqs, self.name, progress):
                 logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
                 p_no = logits[:, -1].float().log_softmax(-1)[:, self.no_response_token_id].exp().tolist()
@@ -317,12 +314,11 @@ class LLMScorer:
                     toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new, _greedy)
                     answers = [self._detok(t) for t in toks]
                 batch_results = [ScoreResult(p, a, len(seqs[i])) for i, p, a in zip(batch, p_no, answers)]
-                for i, r in zip(batch, batch_results):
-                    results[i] = r
+                results.update(zip(batch, batch_results))
                 self.counters["prompts"] += len(batch)
                 if on_batch is not None:
                     on_batch(list(batch), batch_results)
-        return results  # type: ignore[return-value]
+        return [results[i] for i in range(len(items))]
 
     def score_reference(self, items: Sequence[PromptItem], *, generate: bool = False,
                         max_new_tokens: int | None = None) -> list[ScoreResult]:
@@ -355,9 +351,8 @@ class LLMScorer:
         with torch.inference_mode():
             prompts = [self.encode(it) for it in items]
             targets = [self._answer_ids(a) for a in answers]
-            for a, t in zip(answers, targets):
-                if not t:
-                    raise ValueError(f"answer {a!r} tokenises to nothing")
+            if empty := [a for a, t in zip(answers, targets) if not t]:
+                raise ValueError(f"answer {empty[0]!r} tokenises to nothing")
             seqs = [p + t for p, t in zip(prompts, targets)]
             prefix = self._shared_prefix(prompts, self.prefix_ids())
             out: list[float] = [math.nan] * len(items)
@@ -411,10 +406,9 @@ class LLMScorer:
         if not conversations:
             return []
         with torch.inference_mode():
-            if self._use_chat:
-                seqs = [self._tokenize(self.render_chat(list(c))) for c in conversations]
-            else:
-                seqs = [self._tokenize("\n\n".join(m["content"] for m in c)) for c in conversations]
+            texts = [self.render_chat(list(c)) if self._use_chat else "\n\n".join(m["content"] for m in c)
+                     for c in conversations]
+            seqs = [self._tokenize(t) for t in texts]
             prefix = self._shared_prefix(seqs, seqs[0]) if len(seqs) > 1 else []
             out: list[str] = [""] * len(seqs)
             for batch in self._batches(seqs, f"{self.name} generate", progress):
@@ -457,9 +451,7 @@ def _merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     if not messages or messages[0]["role"] != "system":
         return messages
     system, rest = messages[0]["content"], [dict(m) for m in messages[1:]]
-    for m in rest:
-        if m["role"] == "user":
-            m["content"] = f"{system}\n\n{m['content']}"
-            break
+    if user := next((m for m in rest if m["role"] == "user"), None):
+        user["content"] = f"{system}\n\n{user['content']}"
     return rest
 

@@ -185,8 +185,7 @@ class _Names:
 
     def take(self, make) -> str:
         name = _retry(make, self.ok, "could not find a fresh name; use fewer entities")
-        self.used.add(name.lower())
-        self.used.update(_words(name))
+        self.used.update([name.lower(), *_words(name)])
         return name
 
     def ok(self, name: str) -> bool:
@@ -350,9 +349,7 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         raise ValueError(f"pool_size must be >= 2, got {pool_size}")
     world = build_world(seed, n_entities, family_size=family_size, split_ratios=split_ratios)
     rng = random.Random(f"questions-{seed}")
-    by_entity: dict[str, list[WorldPassage]] = {}
-    for p in world.passages:
-        by_entity.setdefault(p.eid, []).append(p)
+    by_entity = {e.eid: [p for p in world.passages if p.eid == e.eid] for e in world.entities}
     eid_of = {e.eid: e for e in world.entities}
 
     queues = [[(e, a) for e in world.entities if e.etype == etype for a in ATTRIBUTES[etype]]

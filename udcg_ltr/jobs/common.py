@@ -159,10 +159,9 @@ def is_dedicated_run_dir(run_dir: Path) -> bool:
     """False for a folder that holds more than a job's run (the working directory or one of its parents, the
     project, a git checkout): artefacts are never cleared there (``hydra.run.dir=.`` must not empty a checkout)."""
     run_dir = run_dir.resolve()
-    for protected in (Path.cwd().resolve(), PROJECT_ROOT.resolve(), Path.home().resolve()):
-        if run_dir == protected or run_dir in protected.parents:
-            return False
-    return not any((run_dir / name).exists() for name in (".git", "pyproject.toml", "setup.py"))
+    protected = [p.resolve() for p in (Path.cwd(), PROJECT_ROOT, Path.home())]
+    return not any(run_dir == p or run_dir in p.parents for p in protected) \
+        and not any((run_dir / name).exists() for name in (".git", "pyproject.toml", "setup.py"))
 
 
 def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None) -> list[str]:
@@ -185,16 +184,13 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
         targets = [child for child in sorted(run_dir.iterdir())
                    if not (child.name == ".hydra" or (child.is_file() and child.suffix == ".log"))
                    and (not keep_resumable or child.name in (FINISHED_FILE, "wandb"))]
-    removed = []
+    targets = [target for target in targets if target.exists() or target.is_symlink()]
     for target in targets:
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target, ignore_errors=True)
-        elif target.exists() or target.is_symlink():
-            target.unlink()
         else:
-            continue
-        removed.append(target.relative_to(run_dir).as_posix())
-    return removed
+            target.unlink()
+    return [target.relative_to(run_dir).as_posix() for target in targets]
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -429,11 +425,8 @@ def load_records(cfg) -> list[QueryRecord]:
 
 
 def select_split(records: Sequence[QueryRecord], splits: str | Sequence[str] | None) -> list[QueryRecord]:
-    """Records whose ``split`` is in ``splits`` (all records when ``splits`` is None)."""
-    if splits is None:
-        return list(records)
-    wanted = {splits} if isinstance(splits, str) else set(splits)
-    return [r for r in records if r.split in wanted]
+    wanted = {splits} if isinstance(splits, str) else set(splits or ())
+    return [r for r in records if splits is None or r.split in wanted]
 
 
 def get_metric_value(metrics: Mapping[str, Any], name: str | None) -> float | None:

@@ -28,8 +28,6 @@ log = logging.getLogger("udcg_ltr.evaluate")
 
 
 class EvalContext(JobContext):
-    """What every mode needs (:class:`JobContext`)."""
-
     def uses_llm(self) -> bool:
         return bool(self.cfg.end_to_end) and bool(self.cfg.dataset.get("has_answers", False)) \
             and self.llm_name is not None
@@ -38,12 +36,10 @@ class EvalContext(JobContext):
                llm: str | None, chosen_k: dict[str, np.ndarray] | None = None) -> dict[str, float]:
         """:func:`report_systems` at the job's k, gamma, relevance threshold and match rule; the LLM answers
         each context when the job is end to end (:meth:`uses_llm`) and ``llm`` annotated the records."""
-        _, metrics = report_systems(records, systems, run_dir=self.run_dir, logger=self.logger, title=title,
-                                    llm=llm, k=int(self.cfg.k), gamma=float(self.cfg.gamma),
-                                    relevance_threshold=self.threshold, match_rule=str(self.cfg.match_rule),
-                                    chosen_k=chosen_k,
-                                    scorer=self.scorer if self.uses_llm() and llm else None)
-        return metrics
+        return report_systems(records, systems, run_dir=self.run_dir, logger=self.logger, title=title,
+                              llm=llm, k=int(self.cfg.k), gamma=float(self.cfg.gamma),
+                              relevance_threshold=self.threshold, match_rule=str(self.cfg.match_rule),
+                              chosen_k=chosen_k, scorer=self.scorer if self.uses_llm() and llm else None)[1]
 
 
 def _rows_with_annotations(ctx: EvalContext, records: list[QueryRecord]) -> list[QueryRecord]:
@@ -177,10 +173,8 @@ def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
               "dataset": str(cfg.dataset.name), **params}  # the data set is named in the study's plot titles
     if ctx.llm_name is None:
         raise ValueError(f"mode={name} needs an LLM (llm=demo, llm=smollm2, ...)")
-    if name == "context_size" and cfg.dataset.get("contexts_path"):
-        source = load_shared_runs(ctx.records, path=cfg.dataset.contexts_path, rule=str(cfg.match_rule))
-    else:
-        source = ctx.scorer
+    source = (load_shared_runs(ctx.records, path=cfg.dataset.contexts_path, rule=str(cfg.match_rule))
+              if name == "context_size" and cfg.dataset.get("contexts_path") else ctx.scorer)
     report = run(ctx.records, source, llm=ctx.llm_name, out_dir=ctx.run_dir / name, logger=ctx.logger,
                  cache=False, **params)
     print("\n" + report.markdown)
@@ -206,8 +200,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     def body(run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()
-        ctx = EvalContext(cfg, run_dir, logger)
-        metrics = {k: float(v) for k, v in MODES[mode](ctx).items()
+        metrics = {k: float(v) for k, v in MODES[mode](EvalContext(cfg, run_dir, logger)).items()
                    if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool)}
         metrics["time/total_s"] = time.perf_counter() - t0
         logger.log_metrics(metrics)

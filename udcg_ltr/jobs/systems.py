@@ -101,9 +101,8 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
         outcomes = None if scorer is None else end_to_end_selection(
             records, contexts, scorer, relevance_threshold=relevance_threshold, match_rule=match_rule,
             return_outcomes=True)["outcomes"]
-        results.append(SystemResult(name=name, per_query=per_query, outcomes=outcomes,
-                                    context_sizes=np.array([len(c) for c in contexts], dtype=float),
-                                    n_unjudged=n_unjudged))
+        results.append(SystemResult(name=name, per_query=per_query, outcomes=outcomes, n_unjudged=n_unjudged,
+                                    context_sizes=np.array([len(c) for c in contexts], dtype=float)))
     return results
 
 

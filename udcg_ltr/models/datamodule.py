@@ -81,11 +81,9 @@ def encode_slates(slates: Sequence[Slate], tokenizer, max_length: int) -> list[S
     if todo:
         enc = encode_pairs(tokenizer, [s.question for s in todo for _ in s.texts],
                            [t for s in todo for t in s.texts], max_length)
-        start = 0
-        for s in todo:
+        for s, start in zip(todo, np.cumsum([0, *map(len, todo)]).tolist()):
             s.encoding = {name: rows[start:start + len(s)] for name, rows in enc.items()}
             s.encoded_with = key
-            start += len(s)
     return list(slates)
 
 
@@ -195,8 +193,7 @@ class SlateCollator:
         buckets = [idx.tolist() for idx in torch.tensor_split(order, n_buckets)]
         chunks = [{key: pad_rows([flat[key][i] for i in rows], self.pad_id if key == "input_ids" else 0,
                                  self.left) for key in keys} for rows in buckets]
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(n_pairs)
+        inverse = torch.argsort(order)  # the inverse permutation
 
         sizes = torch.tensor([len(s) for s in slates])
         query_index = torch.repeat_interleave(torch.arange(len(slates)), sizes)
@@ -216,8 +213,7 @@ class SlateCollator:
 
 def scatter_scores(logits: torch.Tensor, batch: dict, fill: float = 0.0) -> torch.Tensor:
     """Flat pair logits ``[P]`` -> padded ``[Q, n]`` slate scores (``fill`` at padding, see ``batch['mask']``)."""
-    mask = batch["mask"]
-    out = torch.full(mask.shape, fill, dtype=logits.dtype, device=logits.device)
+    out = torch.full(batch["mask"].shape, fill, dtype=logits.dtype, device=logits.device)
     return out.index_put((batch["query_index"].to(logits.device), batch["slot_index"].to(logits.device)), logits)
 
 
@@ -232,7 +228,6 @@ class SlateDataModule(pl.LightningDataModule):
                  template: str = DEFAULT_TEMPLATE, seed: int = 0, num_workers: int = 0, pin_memory: bool = False,
                  buckets: int = 4, shuffle: bool = True):
         super().__init__()
-        self.tokenizer = tokenizer
         self.collate = SlateCollator(tokenizer, max_length, buckets=buckets)
         kw = dict(llm=llm, relevance_threshold=relevance_threshold, template=template)
 

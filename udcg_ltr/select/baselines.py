@@ -68,8 +68,7 @@ class ScoreThreshold(Selector):
 
     def fit(self, ranked: RankedSlates, *, gamma: float = DEFAULT_GAMMA) -> ScoreThreshold:
         grid = _grid(ranked.scores[ranked.mask], self.n_grid, np.inf)  # inf: keep nothing (k = 0 everywhere)
-        ks = self._ks(ranked, grid)
-        values = mean_udcg_per_k(_need_utility(ranked, "fit"), ranked.mask, ks, gamma=gamma)
+        values = mean_udcg_per_k(_need_utility(ranked, "fit"), ranked.mask, self._ks(ranked, grid), gamma=gamma)
         self.threshold = float(grid[int(np.argmax(values))])
         return self
 

@@ -45,14 +45,11 @@ def mlp(n_in: int, n_out: int, *, hidden: int = 0, n_layers: int = 1, dropout: f
     if hidden <= 0 or n_layers <= 0:
         return torch.nn.Linear(n_in, n_out)
     layers: list[torch.nn.Module] = []
-    width = n_in
-    for _ in range(n_layers):
+    for width in [n_in] + [hidden] * (n_layers - 1):
         layers += [torch.nn.Linear(width, hidden), torch.nn.GELU()]
         if dropout > 0:
             layers.append(torch.nn.Dropout(dropout))
-        width = hidden
-    layers.append(torch.nn.Linear(width, n_out))
-    return torch.nn.Sequential(*layers)
+    return torch.nn.Sequential(*layers, torch.nn.Linear(hidden, n_out))
 
 
 def as_tensors(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
@@ -108,8 +105,7 @@ class KeepBest(pl.Callback):
 
     def on_validation_end(self, trainer, module):
         value = trainer.callback_metrics.get(self.monitor)
-        improved = value is not None and float(value) > self.best_value + self.min_delta
-        if improved and not trainer.sanity_checking:
+        if value is not None and float(value) > self.best_value + self.min_delta and not trainer.sanity_checking:
             self.best_value, self.best_epoch = float(value), trainer.current_epoch
             self.state = copy.deepcopy(module.state_dict())
 
@@ -275,5 +271,4 @@ class LearnedSelector(Selector):
                 raise ValueError(f"saved state has no weights for module {j} of {self.n_seeds}")
             module = self._build_module(self.n_features)
             module.load_state_dict(weights)
-            module.eval()
-            self.modules.append(module)
+            self.modules.append(module.eval())

@@ -118,33 +118,27 @@ class BM25Index:
     def __init__(self, texts: Sequence[str], *, k1: float = 0.9, b: float = 0.4):
         self.k1, self.b = float(k1), float(b)
         self.vocab: dict[str, int] = {}
-        rows, cols, vals = [], [], []
-        lengths = np.zeros(len(texts))
-        for i, text in enumerate(texts):
-            toks = tokenize(text)
-            lengths[i] = len(toks)
-            counts = Counter(self.vocab.setdefault(t, len(self.vocab)) for t in toks)
-            rows.extend([i] * len(counts))
-            cols.extend(counts)
-            vals.extend(counts.values())
+        docs = [tokenize(text) for text in texts]
+        counts = [Counter(self.vocab.setdefault(t, len(self.vocab)) for t in toks) for toks in docs]
+        lengths = np.array([len(toks) for toks in docs], dtype=np.float64)
+        rows = [i for i, c in enumerate(counts) for _ in c]
+        cols = [t for c in counts for t in c]
+        vals = [n for c in counts for n in c.values()]
         n_docs, n_terms = len(texts), len(self.vocab)
-        tf = sp.csr_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms))
+        tf = sp.coo_matrix((np.asarray(vals, dtype=np.float64), (rows, cols)), shape=(n_docs, n_terms))
         df = np.bincount(np.asarray(cols, dtype=np.int64), minlength=n_terms)
         self.idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
         avgdl = lengths.mean() if n_docs and lengths.mean() > 0 else 1.0
         norm = self.k1 * (1.0 - self.b + self.b * lengths / avgdl)
-        tf = tf.tocoo()
         weight = tf.data * (self.k1 + 1.0) / (tf.data + norm[tf.row]) * self.idf[tf.col]
         self.weights = sp.csr_matrix((weight, (tf.row, tf.col)), shape=(n_docs, n_terms))
         self.n_docs = n_docs
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Dense ``[n_queries, n_docs]`` BM25 scores."""
-        rows, cols = [], []
-        for i, q in enumerate(queries):
-            terms = [self.vocab[t] for t in tokenize(q) if t in self.vocab]
-            rows += [i] * len(terms)
-            cols += terms
+        terms = [[self.vocab[t] for t in tokenize(q) if t in self.vocab] for q in queries]
+        rows = [i for i, ids in enumerate(terms) for _ in ids]
+        cols = [c for ids in terms for c in ids]
         query = sp.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(queries), len(self.vocab)))
         return np.asarray((query @ self.weights.T).todense())
 

@@ -244,18 +244,13 @@ def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
     return records
 
 
-_SCORE_FIELDS: dict[str, Callable[[Passage], Any]] = {
-    "score": lambda p: p.score,
-    "rank": lambda p: None if p.rank is None else -float(p.rank),  # higher is better: rank r scores -r
-    "relevance": lambda p: p.relevance,
-}
-
-
 def _score_getter(score_field: str | Callable[[Passage], float | None]) -> Callable[[Passage], Any]:
     if callable(score_field):
         return score_field
-    if score_field in _SCORE_FIELDS:
-        return _SCORE_FIELDS[score_field]
+    if score_field in ("score", "relevance"):
+        return lambda p: getattr(p, score_field)
+    if score_field == "rank":  # higher is better: rank r scores -r
+        return lambda p: None if p.rank is None else -float(p.rank)
     parts = score_field.split(".")
     if parts[0] == "extra" and len(parts) == 2:
         return lambda p: p.extra.get(parts[1])
