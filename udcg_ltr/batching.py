@@ -14,7 +14,8 @@ from tqdm.auto import tqdm
 
 def length_batches(lengths: Sequence[int], max_rows: int, max_tokens: int | None = None) -> Iterator[list[int]]:
     """Indices sorted by length (longest first, ties in input order), cut into batches of at most ``max_rows``
-    rows and ``max_tokens`` padded tokens (a sequence longer than the budget gets a batch of its own)."""
+    rows and, when ``max_tokens`` is set, at most ``max_tokens`` padded tokens (a sequence longer than the
+    budget gets a batch of its own)."""
     if max_rows < 1:
         raise ValueError(f"max_rows must be >= 1, got {max_rows}")
     if max_tokens is not None and max_tokens < 1:

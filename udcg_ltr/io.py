@@ -213,9 +213,13 @@ def json_safe(obj: Any) -> Any:
         return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_safe(v) for v in obj]
-    if isinstance(obj, (np.ndarray, np.generic)):  # arrays and scalars -> Python lists and scalars
+    if isinstance(obj, np.ndarray):
         return json_safe(obj.tolist())
-    if isinstance(obj, float):
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):  # np.longdouble's tolist() is itself: convert, never recurse
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, Path):
         return str(obj)

@@ -125,8 +125,9 @@ def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], column
     cols = _columns(rows, columns)
     path = Path(path)
     with atomic_open(path, "w") as f:
-        values = ([_csv_value(row.get(c.key)) for c in cols] for row in rows)
-        csv.writer(f, lineterminator="\n").writerows([[c.key for c in cols], *values])
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow([c.key for c in cols])
+        writer.writerows([_csv_value(row.get(c.key)) for c in cols] for row in rows)
     return path
 
 

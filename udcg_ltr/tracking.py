@@ -109,7 +109,9 @@ class RunLogger:
             return None
         path = self.run_dir / f"{name.replace('/', '_')}.csv"
         with atomic_open(path, "w") as f:
-            csv.writer(f).writerows([columns, *([_plain(v) for v in row] for row in rows)])
+            writer = csv.writer(f)
+            writer.writerow(columns)
+            writer.writerows([_plain(v) for v in row] for row in rows)
         return path
 
     def log_image(self, name: str, path: str | os.PathLike) -> None:

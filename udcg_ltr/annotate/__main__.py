@@ -120,7 +120,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     output = Path(cfg.output)
     write_records(output, records)
     summary = {"output": str(output), "source": source, "questions": len(records), **stats.to_dict(),
-               "relevance": dataclasses.asdict(rel_stats),
+               "relevance": rel_stats.to_dict(),
                "cache": cache.stats() if cache is not None else None,
                "cache_dir": str(cache.root) if cache is not None else None}
     meta = {"llm": scorer.describe(), "fields": list(cfg.fields), "summary": summary,

@@ -31,9 +31,12 @@ from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
+#: A segment's file name is ``SEGMENT_PREFIX<time>-<pid>-<random>SEGMENT_SUFFIX`` (written and globbed alike).
+SEGMENT_PREFIX, SEGMENT_SUFFIX = "seg-", ".jsonl"
+
 
 def _segment_name(tag: str) -> str:
-    return f"seg-{time.time_ns():020d}-{os.getpid()}-{tag}.jsonl"
+    return f"{SEGMENT_PREFIX}{time.time_ns():020d}-{os.getpid()}-{tag}{SEGMENT_SUFFIX}"
 
 
 def default_cache_root(llm_name: str) -> Path:
@@ -129,7 +132,7 @@ class AnnotationCache:
         self.refresh()
 
     def segments(self) -> list[Path]:
-        return sorted(self.root.glob("seg-*.jsonl")) if self.root.is_dir() else []
+        return sorted(self.root.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}")) if self.root.is_dir() else []
 
     def refresh(self) -> int:
         """Read whatever complete lines other writers appended since the last call; returns how many."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from udcg_ltr.data.schema import DataError, QueryRecord
 from udcg_ltr.text import has_answer
@@ -29,6 +29,9 @@ class RelevanceStats:
     relevant: int = 0
     unlabelled: int = 0
     unparseable: int = 0
+
+    def to_dict(self) -> dict:  # as AnnotationStats.to_dict: the CLI's summary reads both alike
+        return asdict(self)
 
 
 def label_relevance(records: Sequence[QueryRecord], method: str = "dataset", *, judge=None,

@@ -305,7 +305,7 @@ class LLMScorer:
         with torch.inference_mode():
             seqs = [self.encode(it) for it in items]
             prefix = self._shared_prefix(seqs, self.prefix_ids())
-            results: dict[int, ScoreResult] = {}
+            results: list[ScoreResult | None] = [None] * len(items)
             for batch in self._batches(seqs, self.name, progress):
                 logits, cache, mask, last_pos = self._prefill([seqs[i] for i in batch], prefix)
                 p_no = logits[:, -1].float().log_softmax(-1)[:, self.no_response_token_id].exp().tolist()
@@ -314,11 +314,12 @@ class LLMScorer:
                     toks = self._decode(logits[:, -1].float(), cache, mask, last_pos, max_new, _greedy)
                     answers = [self._detok(t) for t in toks]
                 batch_results = [ScoreResult(p, a, len(seqs[i])) for i, p, a in zip(batch, p_no, answers)]
-                results.update(zip(batch, batch_results))
+                for i, r in zip(batch, batch_results):
+                    results[i] = r
                 self.counters["prompts"] += len(batch)
                 if on_batch is not None:
                     on_batch(list(batch), batch_results)
-        return [results[i] for i in range(len(items))]
+        return results  # type: ignore[return-value]  (every index is in exactly one batch)
 
     def score_reference(self, items: Sequence[PromptItem], *, generate: bool = False,
                         max_new_tokens: int | None = None) -> list[ScoreResult]:

@@ -153,7 +153,10 @@ class DemoWorld:
     passages: list[WorldPassage]
 
     def entity(self, eid: str) -> Entity:
-        return {e.eid: e for e in self.entities}[eid]
+        for e in self.entities:
+            if e.eid == eid:
+                return e
+        raise KeyError(eid)
 
 
 def _stem(rng: random.Random, n_syllables: int) -> str:
@@ -349,7 +352,9 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         raise ValueError(f"pool_size must be >= 2, got {pool_size}")
     world = build_world(seed, n_entities, family_size=family_size, split_ratios=split_ratios)
     rng = random.Random(f"questions-{seed}")
-    by_entity = {e.eid: [p for p in world.passages if p.eid == e.eid] for e in world.entities}
+    by_entity: dict[str, list[WorldPassage]] = {}
+    for p in world.passages:
+        by_entity.setdefault(p.eid, []).append(p)
     eid_of = {e.eid: e for e in world.entities}
 
     queues = [[(e, a) for e in world.entities if e.etype == etype for a in ATTRIBUTES[etype]]
@@ -383,9 +388,12 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         others = [p for p in world.passages if eid_of[p.eid].split == e.split and p.eid != e.eid
                   and p.eid not in family and p not in mentions]
         rng.shuffle(others)
-        # keep the question answerable from its answer passages only
-        pool = [(p, kind) for p, kind in candidates + [(p, "unrelated") for p in others]
-                if kind == "answer" or not has_answer(p.text, answers)][:pool_size]
+        pool: list[tuple[WorldPassage, str]] = []
+        for p, kind in candidates + [(p, "unrelated") for p in others]:
+            if len(pool) >= pool_size:
+                break  # has_answer is the costly test: stop as soon as the pool is full
+            if kind == "answer" or not has_answer(p.text, answers):  # answerable from its answer passages only
+                pool.append((p, kind))
         scores = [round(3.0 * _lexical(question, f"{p.title} {p.text}") + rng.gauss(0.0, score_noise), 4)
                   for p, _ in pool]
         ranked = sorted(zip(scores, pool), key=lambda x: (-x[0], x[1][0].pid))

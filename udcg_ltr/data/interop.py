@@ -53,8 +53,8 @@ def records_to_trec(records: Iterable[QueryRecord], run_path: str | os.PathLike 
     """Write the records' run (``score_field``, as :func:`records_to_ranx_run`) and / or qrels as TREC files
     (atomically); returns ``(run_path, qrels_path)`` (None for the one not asked for)."""
     records = list(records)
-    run = trec.records_to_run(records, score_field) if run_path else None
-    run = trec.write_trec_run(run_path, run, tag=tag, ties=ties) if run_path else None
+    run = (trec.write_trec_run(run_path, trec.records_to_run(records, score_field), tag=tag, ties=ties)
+           if run_path else None)
     qrels = trec.write_trec_qrels(qrels_path, trec.records_to_qrels(records)) if qrels_path else None
     return run, qrels
 

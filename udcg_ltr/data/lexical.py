@@ -39,19 +39,23 @@ def content_terms(text: str) -> set[str]:
     return {t for t in answer_tokens(text) if t not in STOP_WORDS}
 
 
-class CorpusIdf(dict):
-    """``{term: idf(t)}``, ``idf(t) = log((N + 1) / (df(t) + 0.5))`` over ``N`` documents; an unseen term
-    (``df = 0``) gets the largest value."""
+class CorpusIdf(Mapping[str, float]):
+    """``idf(t) = log((N + 1) / (df(t) + 0.5))`` over ``N`` documents; unseen terms get the largest value
+    (also through ``get`` and ``in``: every term has an idf)."""
 
     def __init__(self, document_frequency: Mapping[str, int], n_documents: int):
         if n_documents < 0:
             raise ValueError(f"n_documents must be >= 0, got {n_documents}")
-        super().__init__((term, math.log((n_documents + 1) / (df + 0.5)))
-                         for term, df in document_frequency.items())
-        self.unseen = math.log((n_documents + 1) / 0.5)
+        self.document_frequency, self.n_documents = dict(document_frequency), int(n_documents)
 
-    def __missing__(self, term: str) -> float:
-        return self.unseen
+    def __getitem__(self, term: str) -> float:
+        return math.log((self.n_documents + 1) / (self.document_frequency.get(term, 0) + 0.5))
+
+    def __iter__(self):
+        return iter(self.document_frequency)
+
+    def __len__(self) -> int:
+        return len(self.document_frequency)
 
 
 def corpus_idf(texts: Iterable[str]) -> CorpusIdf:

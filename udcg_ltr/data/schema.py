@@ -27,8 +27,7 @@ MAX_GRADE = 5
 
 
 #: A passage's keys in file order, with their JSON types.
-_PASSAGE_KEYS = {"pid": str, "title": str, "text": str, "rank": int, "score": float, "relevance": int,
-                 "is_distractor": bool, "annotations": dict, "extra": dict}
+_PASSAGE_KEYS = ("pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations", "extra")
 _RECORD_KEYS = ("qid", "question", "answers", "split", "passages", "extra")
 
 
@@ -66,11 +65,19 @@ class Passage:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, where: str = "passage") -> Passage:
-        _check_keys(obj, ("pid", "text"), tuple(_PASSAGE_KEYS), "an object", where)
-        defaults = {"title": "", "annotations": {}, "extra": {}}  # the other keys are required or nullable
-        return cls(**{key: _typed(obj.get(key, defaults.get(key)), kind, f"{where}.{key}",
-                                  optional=key in ("rank", "score", "relevance", "is_distractor"))
-                      for key, kind in _PASSAGE_KEYS.items()})
+        # One explicit call per field (this runs for every passage read); fresh {} defaults per passage.
+        _check_keys(obj, ("pid", "text"), _PASSAGE_KEYS, "an object", where)
+        return cls(
+            pid=_typed(obj["pid"], str, f"{where}.pid"),
+            title=_typed(obj.get("title", ""), str, f"{where}.title"),
+            text=_typed(obj["text"], str, f"{where}.text"),
+            rank=_typed(obj.get("rank"), int, f"{where}.rank", optional=True),
+            score=_typed(obj.get("score"), float, f"{where}.score", optional=True),
+            relevance=_typed(obj.get("relevance"), int, f"{where}.relevance", optional=True),
+            is_distractor=_typed(obj.get("is_distractor"), bool, f"{where}.is_distractor", optional=True),
+            annotations=_typed(obj.get("annotations", {}), dict, f"{where}.annotations"),
+            extra=_typed(obj.get("extra", {}), dict, f"{where}.extra"),
+        )
 
 
 @dataclass

@@ -82,7 +82,8 @@ def _positive_subset(rng: np.random.Generator, rel: np.ndarray, non: np.ndarray,
     """A uniform ``k``-subset with >= 1 relevant index (truncated hypergeometric count, then draws)."""
     js = np.arange(max(1, k - len(non)), min(k, len(rel)) + 1)
     w = [math.comb(len(rel), j) * math.comb(len(non), k - j) for j in js.tolist()]  # exact ints: no overflow
-    j = int(rng.choice(js, p=[x / sum(w) for x in w]))
+    total = sum(w)
+    j = int(rng.choice(js, p=[x / total for x in w]))
     return np.concatenate([rng.choice(rel, size=j, replace=False), rng.choice(non, size=k - j, replace=False)])
 
 

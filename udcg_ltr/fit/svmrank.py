@@ -45,16 +45,24 @@ def quiet_lightning(level: int = logging.WARNING) -> Iterator[None]:
             lg.setLevel(lvl)
 
 
-def _loss_derivatives(margins: torch.Tensor, smoothing: float, loss: str):
-    """``(l, l', l'')`` elementwise at the margins: the smoothed hinge ``s * softplus((1 - m) / s)`` (the
-    plain hinge, with no second derivative, for ``s <= 0``) or the squared hinge."""
+def _loss(margins: torch.Tensor, smoothing: float, loss: str) -> torch.Tensor:
+    """``l`` elementwise at the margins: the smoothed hinge ``s * softplus((1 - m) / s)`` (the plain hinge for
+    ``s <= 0``) or the squared hinge; the value alone, as :meth:`PairwiseSVMRank.objective` and autograd need."""
+    if loss == "hinge" and smoothing > 0:
+        return smoothing * torch.nn.functional.softplus((1.0 - margins) / smoothing)
     slack = torch.clamp(1.0 - margins, min=0.0)
-    if loss == "hinge" and smoothing <= 0:
-        return slack, -(slack > 0).to(margins.dtype), torch.zeros_like(margins)
-    if loss == "hinge":
+    return slack if loss == "hinge" else slack ** 2
+
+
+def _loss_derivatives(margins: torch.Tensor, smoothing: float, loss: str):
+    """``(l, l', l'')`` of :func:`_loss` (the plain hinge has no second derivative), for the Newton optimiser."""
+    if loss == "hinge" and smoothing > 0:
         z = (1.0 - margins) / smoothing
         sig = torch.sigmoid(z)
         return smoothing * torch.nn.functional.softplus(z), -sig, sig * (1.0 - sig) / smoothing
+    slack = torch.clamp(1.0 - margins, min=0.0)
+    if loss == "hinge":
+        return slack, -(slack > 0).to(margins.dtype), torch.zeros_like(margins)
     return slack ** 2, -2.0 * slack, 2.0 * (slack > 0).to(margins.dtype)
 
 
@@ -125,7 +133,7 @@ class PairwiseSVMRank(pl.LightningModule):
     def objective(self, diffs: torch.Tensor, smoothing: float, *, batch_fraction: float = 1.0) -> torch.Tensor:
         """``(0.5 ||w||^2 * batch_fraction + C * sum_batch l(w . d)) / (C * P)``; its full-batch minimiser is the SVM's."""
         hp = self.hparams
-        losses = _loss_derivatives(diffs @ self.w, smoothing, hp.loss)[0]
+        losses = _loss(diffs @ self.w, smoothing, hp.loss)
         reg = 0.5 * (self.w @ self.w) * batch_fraction
         return (reg + hp.C * losses.sum()) / (hp.C * hp.n_pairs)
 

@@ -37,14 +37,18 @@ def fit_udcg_theta_records(records: Sequence[QueryRecord], runs: Sequence, llm: 
 
 
 def fit_udcg_theta_per_k(records: Sequence[QueryRecord], runs: Sequence, llm: str, *,
-                         variants: Sequence[str] = ("full",),
+                         variants: Sequence[str] = ("full",), relevance_threshold: int = 1,
                          **kwargs) -> dict[int, dict[str, UDCGThetaWeights]]:
-    """One weight set per context size ``k`` present in ``runs`` (and per variant): ``{k: {variant: weights}}``."""
+    """One weight set per context size ``k`` present in ``runs`` (and per variant): ``{k: {variant: weights}}``;
+    each k's context table is built once and shared by its variants."""
     by_k: dict[int, list] = {}
     for run in runs:
         by_k.setdefault(len(run.pids), []).append(run)
-    return {k: {v: fit_udcg_theta_records(records, by_k[k], llm, k=k, variant=v, **kwargs) for v in variants}
-            for k in sorted(by_k)}
+    out: dict[int, dict[str, UDCGThetaWeights]] = {}
+    for k in sorted(by_k):
+        table = build_context_table(records, by_k[k], llm, k=k, relevance_threshold=relevance_threshold)
+        out[k] = {v: fit_udcg_theta(table, variant=v, **kwargs) for v in variants}
+    return out
 
 
 DEFAULT_C_GRID: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)

@@ -159,9 +159,10 @@ def is_dedicated_run_dir(run_dir: Path) -> bool:
     """False for a folder that holds more than a job's run (the working directory or one of its parents, the
     project, a git checkout): artefacts are never cleared there (``hydra.run.dir=.`` must not empty a checkout)."""
     run_dir = run_dir.resolve()
-    protected = [p.resolve() for p in (Path.cwd(), PROJECT_ROOT, Path.home())]
-    return not any(run_dir == p or run_dir in p.parents for p in protected) \
-        and not any((run_dir / name).exists() for name in (".git", "pyproject.toml", "setup.py"))
+    for protected in (Path.cwd().resolve(), PROJECT_ROOT.resolve(), Path.home().resolve()):
+        if run_dir == protected or run_dir in protected.parents:
+            return False
+    return not any((run_dir / name).exists() for name in (".git", "pyproject.toml", "setup.py"))
 
 
 def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None) -> list[str]:
@@ -425,8 +426,11 @@ def load_records(cfg) -> list[QueryRecord]:
 
 
 def select_split(records: Sequence[QueryRecord], splits: str | Sequence[str] | None) -> list[QueryRecord]:
-    wanted = {splits} if isinstance(splits, str) else set(splits or ())
-    return [r for r in records if splits is None or r.split in wanted]
+    """Records whose ``split`` is in ``splits`` (all records when ``splits`` is None)."""
+    if splits is None:
+        return list(records)
+    wanted = {splits} if isinstance(splits, str) else set(splits)
+    return [r for r in records if r.split in wanted]
 
 
 def get_metric_value(metrics: Mapping[str, Any], name: str | None) -> float | None:
@@ -450,7 +454,6 @@ class JobContext:
     def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
         self.cfg, self.run_dir, self.logger = cfg, run_dir, logger
         self.llm_name: str | None = cfg.llm.get("name") if cfg.get("llm") else None
-        self._idf = None  # lexical corpus statistics over every record (udcg_ltr.data.lexical)
 
     @cached_property
     def scorer(self):
@@ -490,12 +493,15 @@ class JobContext:
     def split(self, splits: str | Sequence[str] | None) -> list[QueryRecord]:
         return select_split(self.records, splits)
 
+    @cached_property
+    def idf(self):
+        """Lexical corpus statistics over every record (:mod:`udcg_ltr.data.lexical`), shared by all splits."""
+        return records_idf(self.records)
+
     def slates(self, records: Sequence[QueryRecord]) -> PaddedSlates:
         """Padded arrays of ``records`` (the selectors' input): one width and idf for every split."""
-        if self._idf is None:
-            self._idf = records_idf(self.records)
         return pad_records(records, llm=self.llm_name, width=max(len(r.passages) for r in self.records),
-                           relevance_threshold=self.threshold, idf=self._idf)
+                           relevance_threshold=self.threshold, idf=self.idf)
 
 
 # ---- the job -----------------------------------------------------------------------------------

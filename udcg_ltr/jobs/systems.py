@@ -149,16 +149,19 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
 
 
 def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *, run_dir,
-                   logger=None, title: str = "", k: int, chosen_k: Mapping[str, np.ndarray] | None = None,
-                   **evaluate_kw: Any) -> tuple[list[SystemResult], dict[str, float]]:
-    """:func:`evaluate_systems` (``evaluate_kw``: its keyword arguments), then the comparison table
-    (``results.md`` / ``.csv``), PNG plots (metrics and outcomes per system, chosen-k histograms) and their
-    logging. Returns the results and flat metrics ``test/{system}/{metric}``."""
+                   logger=None, title: str = "", llm: str | None, k: int, gamma: float = DEFAULT_GAMMA,
+                   theta: Any = None, scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
+                   chosen_k: Mapping[str, np.ndarray] | None = None
+                   ) -> tuple[list[SystemResult], dict[str, float]]:
+    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots (metrics and
+    outcomes per system, chosen-k histograms) and their logging. Returns the results and flat metrics
+    ``test/{system}/{metric}``."""
     run_dir = Path(run_dir)
-    results = evaluate_systems(records, systems, k=k, **evaluate_kw)
+    results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
+                               relevance_threshold=relevance_threshold, match_rule=match_rule)
     _publish(run_dir, "results", [{"system": r.name, **r.summary()} for r in results], logger, title=title)
     plots = [save_figure(systems_figure(results, k, title=title), run_dir / "plots" / "systems.png")]
-    if evaluate_kw.get("scorer") is not None:
+    if scorer is not None:
         plots.append(save_figure(outcomes_figure(results, title=title), run_dir / "plots" / "outcomes.png"))
     if chosen_k:
         from udcg_ltr.select.evaluation import plot_k_histograms

@@ -98,3 +98,8 @@ def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[
         return out
     return {**_shared_for(name, spec), **out}
 
+
+__all__ = [
+    "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
+    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "with_spec",
+]

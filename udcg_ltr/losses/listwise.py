@@ -94,8 +94,9 @@ class LambdaUDCGLoss(RankingLoss):
 
     def compute(self, scores, targets, mask):
         pairs = pair_mask(targets, mask)
-        # the deltas are >= 0, so a floor of 0 (the default) changes nothing
-        delta = udcg_swap_deltas(scores, targets, mask, self.k, self.gamma).clamp(min=self.min_weight)
+        delta = udcg_swap_deltas(scores, targets, mask, self.k, self.gamma)
+        if self.min_weight > 0:  # the deltas are >= 0: a floor of 0 (the default) would only copy [Q, n, n]
+            delta = delta.clamp(min=self.min_weight)
         w = torch.where(pairs, delta, torch.zeros_like(delta))
         per_query = (w * F.softplus(-self.sigma * (scores[:, :, None] - scores[:, None, :]))).sum(dim=(1, 2))
         if self.normalize:

@@ -60,7 +60,8 @@ def rarity_weights(pool_grades, pool_mask=None, *, alpha: float = 1.0, cap4: flo
         # r_g / r_5 = (b_g / b_5) * (n_5 / n_g)^alpha for g = 3, 4; N cancels. r_g = 0 when n_g = 0.
         rarity = np.where(n[:, 3:5] > 0, (b[3:5] / b[5]) * (n[:, 5:] / n[:, 3:5]) ** alpha, 0.0)
     w = np.zeros((grades.shape[0], MAX_GRADE + 1))
-    w[:, 3:5] = np.where(n[:, 5:] > 0, np.minimum(rarity, [cap3, cap4]), [fallback[1], fallback[0]])
+    # columns are grades 3, 4; ``fallback`` is ordered (w4, w3), hence reversed
+    w[:, 3:5] = np.where(n[:, 5:] > 0, np.minimum(rarity, [cap3, cap4]), fallback[::-1])
     w[:, 5] = 1.0
     return w
 

@@ -53,7 +53,9 @@ def top_k_mask_torch(scores: torch.Tensor, mask: torch.Tensor | None, k: int) ->
         mask = torch.ones_like(scores, dtype=torch.bool)
     key = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
     order = torch.sort(key, dim=-1, descending=True, stable=True).indices
-    return (torch.argsort(order, dim=-1) < k) & mask  # argsort of a permutation: each column's rank
+    pos = torch.empty_like(order)  # each column's rank: one scatter (a second sort would cost more)
+    pos.scatter_(1, order, torch.arange(scores.shape[1], device=scores.device).expand_as(order))
+    return (pos < k) & mask
 
 
 def _positions(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

@@ -10,6 +10,8 @@ import importlib
 _EXPORTS = {"Reranker": "reranker", "write_run": "reranker", "fit_reranker": "training",
             "evaluate_reranker": "evaluation", "per_query_metrics": "evaluation"}
 
+__all__ = sorted(_EXPORTS)  # lazy names, so that a star import asks __getattr__ for them
+
 
 def __getattr__(name: str):
     if name in _EXPORTS:

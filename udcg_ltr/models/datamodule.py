@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from udcg_ltr.data.schema import Passage, QueryRecord
@@ -81,9 +80,11 @@ def encode_slates(slates: Sequence[Slate], tokenizer, max_length: int) -> list[S
     if todo:
         enc = encode_pairs(tokenizer, [s.question for s in todo for _ in s.texts],
                            [t for s in todo for t in s.texts], max_length)
-        for s, start in zip(todo, np.cumsum([0, *map(len, todo)]).tolist()):
+        start = 0
+        for s in todo:
             s.encoding = {name: rows[start:start + len(s)] for name, rows in enc.items()}
             s.encoded_with = key
+            start += len(s)
     return list(slates)
 
 
@@ -196,14 +197,18 @@ class SlateCollator:
         inverse = torch.argsort(order)  # the inverse permutation
 
         sizes = torch.tensor([len(s) for s in slates])
-        query_index = torch.repeat_interleave(torch.arange(len(slates)), sizes)
+        q, n = len(slates), int(sizes.max())
+        query_index = torch.repeat_interleave(torch.arange(q), sizes)
         slot_index = torch.cat([torch.arange(int(m)) for m in sizes])
+        mask = torch.zeros(q, n, dtype=torch.bool)
+        mask[query_index, slot_index] = True
 
-        def padded(attr):  # [Q, n] float32, 0 at padding
-            return pad_sequence([torch.tensor(getattr(s, attr), dtype=torch.float32) for s in slates],
-                                batch_first=True)
+        def padded(attr):  # [Q, n] float32, 0 at padding; one scatter, as scatter_scores puts the logits back
+            out = torch.zeros(q, n, dtype=torch.float32)
+            out[query_index, slot_index] = torch.tensor([v for s in slates for v in getattr(s, attr)],
+                                                         dtype=torch.float32)
+            return out
 
-        mask = pad_sequence([torch.ones(len(s), dtype=torch.bool) for s in slates], batch_first=True)
         return dict(chunks=chunks, inverse=inverse, n_pairs=n_pairs, n_tokens=int(lengths.sum()),
                     query_index=query_index, slot_index=slot_index, mask=mask, utility=padded("utility"),
                     relevance=padded("relevance"), graded=padded("graded"),

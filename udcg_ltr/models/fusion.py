@@ -55,9 +55,11 @@ def fuse_scores(records: Sequence[QueryRecord], scores, weight: float) -> list[n
     """Per record, ``z(scores) + weight * z(retriever_prior)`` (module docstring); a record without a prior, or
     ``weight == 0``, keeps its reranker scores unchanged."""
     weight = check_weight(weight)
-    priors = [retriever_prior(rec) if weight > 0 else None for rec in records]
-    return [s if p is None else standardise(s) + weight * standardise(p)
-            for s, p in zip(align_scores(records, scores), priors)]
+    out = []
+    for rec, s in zip(records, align_scores(records, scores)):
+        prior = retriever_prior(rec) if weight > 0 else None
+        out.append(s if prior is None else standardise(s) + weight * standardise(prior))
+    return out
 
 
 def fit_fusion_weight(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,

@@ -77,13 +77,16 @@ def model_card_text(facts: Mapping[str, Any]) -> str:
               "follow UDCG@k `sigmoid((1/k) sum u+ + (gamma/k) sum u-)` (Eq. 4).", "",
               "## Training", "", "| fact | value |", "|---|---|"]
     rows = [("base model", base or "unknown"), ("data set", facts.get("dataset", "unknown")),
-            ("loss", facts.get("loss", "unknown")), ("loss arguments", facts.get("loss_kwargs") or None),
-            ("k (context size)", k if k is not None else "unknown"),
-            ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
-            ("LLM whose utilities were the targets", llm or "none (relevance targets)"),
-            ("passage template", facts.get("template", DEFAULT_TEMPLATE)),
-            *[(f.replace("_", " "), facts.get(f)) for f in ("max_length", "relevance_threshold", "seed")]]
-    lines += [f"| {_cell(a)} | {_cell(b)} |" for a, b in rows if b is not None]  # None: a fact not recorded
+            ("loss", facts.get("loss", "unknown"))]
+    if facts.get("loss_kwargs"):
+        rows.append(("loss arguments", facts["loss_kwargs"]))
+    rows += [("k (context size)", k if k is not None else "unknown"),
+             ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
+             ("LLM whose utilities were the targets", llm or "none (relevance targets)"),
+             ("passage template", facts.get("template", DEFAULT_TEMPLATE))]
+    rows += [(key.replace("_", " "), facts[key]) for key in ("max_length", "relevance_threshold", "seed")
+             if facts.get(key) is not None]  # optional facts: left out when not recorded
+    lines += [f"| {_cell(a)} | {_cell(b)} |" for a, b in rows]
     other = {key: value for key, value in facts.items() if key not in _KNOWN}
     if other:
         lines += ["", "Other settings:", "", "| setting | value |", "|---|---|"]
@@ -162,3 +165,7 @@ def push_to_hub(folder: str | os.PathLike, repo_id: str, token: str | None = Non
     api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
     return api.upload_folder(repo_id=repo_id, folder_path=str(folder), repo_type="model",
                              commit_message=commit_message, ignore_patterns=["checkpoints/*", "*.ckpt", ".*"])
+
+
+__all__ = ["CARD_FACTS", "MODEL_CARD", "PACKAGED_BASE_MODEL", "base_model_name", "model_card_text", "push_to_hub",
+           "write_model_card"]

@@ -181,7 +181,8 @@ class CumulativeUtilityRule(Selector):
                 value = float(mean_udcg_per_k(u, ranked.mask, self._ks(ranked, **params)[None], gamma=gamma)[0])
                 if value > best[0] + 1e-12:
                     best = (value, params)
-        vars(self).update(best[1])
+        for name, value in best[1].items():
+            setattr(self, name, value)
         return self
 
     def select(self, ranked: RankedSlates) -> np.ndarray:

@@ -63,7 +63,10 @@ def as_tensors(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
 def _loader(arrays: Mapping[str, np.ndarray], batch_size: int, **kwargs: Any) -> DataLoader:
     """Batches of queries: dicts of aligned tensors (``x [Q, W, F]``, ``mask``, ``utility``, ``table``...)."""
     tensors = as_tensors(arrays)
-    return DataLoader(range(len(tensors["mask"])), batch_size=batch_size, **kwargs,
+    sizes = {v.shape[0] for v in tensors.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"tensors disagree on the number of queries: {sizes}")
+    return DataLoader(range(sizes.pop()), batch_size=batch_size, **kwargs,
                       collate_fn=lambda rows: {k: v[rows] for k, v in tensors.items()})
 
 

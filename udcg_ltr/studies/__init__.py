@@ -22,6 +22,8 @@ STUDY_ENTRIES = {
 _EXPORTS = {name: module for module, *names in STUDY_ENTRIES.values() for name in names}
 _EXPORTS.update(StudyReport="common", run_correlation_study="correlation", CorrelationReport="correlation")
 
+__all__ = sorted(_EXPORTS) + ["STUDY_ENTRIES", "get_study"]  # lazy names: see models/__init__
+
 
 def get_study(name: str):
     """``(run function, config class)`` of the study ``name`` (a key of :data:`STUDY_ENTRIES`)."""

@@ -150,9 +150,11 @@ def split_scorer_or_runs(llm, scorer_or_runs) -> tuple[str, Any, list[ContextRun
         raise TypeError(f"scorer_or_runs must be a scorer (with .score) or ContextRun s, got "
                         f"{type(scorer_or_runs).__name__}")
     name = annotation_name(llm)
-    if scorer is None and runs is None and isinstance(llm, str):
-        raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
-    return name, llm if scorer is None and runs is None else scorer, runs
+    if scorer is None and runs is None:
+        if isinstance(llm, str):
+            raise ValueError("a study needs an LLM scorer or ready-made context runs (scorer_or_runs)")
+        scorer = llm
+    return name, scorer, runs
 
 
 def study_inputs(llm, scorer_or_runs, out_dir: str | os.PathLike,
@@ -176,7 +178,9 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Conte
     if scorer is not None:
         return run_contexts(records, contexts, DedupScorer.wrap(scorer), llm_name=llm, rule=rule,
                             relevance_threshold=relevance_threshold, progress=progress)
-    table = {(r.qid, tuple(r.pids)): r for r in reversed(list(runs or ()))}  # the first run of a context wins
+    table: dict[tuple, ContextRun] = {}
+    for r in runs or ():
+        table.setdefault((r.qid, tuple(r.pids)), r)  # the first run of a context wins
     missing = [c for c in contexts if (c.qid, tuple(c.pids)) not in table]
     if missing:
         raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run "
@@ -258,7 +262,7 @@ def pick_passages(record: QueryRecord, cfg, llm: str) -> tuple[Passage | None, l
     rel = [p for p in order if p.is_relevant(cfg.relevance_threshold)]
     irr = [p for p in order if not p.is_relevant(cfg.relevance_threshold)]
     if cfg.relevant == "best_utility" and rel:
-        return max(rel, key=lambda p: (p.utility(llm, cfg.relevance_threshold), -rel.index(p))), irr
+        return max(rel, key=lambda p: p.utility(llm, cfg.relevance_threshold)), irr  # max keeps the first of ties
     return (rel[0] if rel else None), irr
 
 

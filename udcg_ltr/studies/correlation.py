@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts, run_summary
+from udcg_ltr.data.contexts import OUTCOMES
 from udcg_ltr.data.schema import QueryRecord, records_by_qid
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID, GammaCalibration, calibrate_gamma, plot_gamma_curve
-from udcg_ltr.fit.pairs import ContextTable, build_context_table
+from udcg_ltr.fit.pairs import ContextTable, build_context_table, outcome_score
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts, truncate_contexts
 from udcg_ltr.fit.theta import fit_udcg_theta, select_C, weights_rows
 from udcg_ltr.fit.weights import VARIANT_NAMES, UDCGThetaWeights, plot_weights, save_weights
@@ -52,7 +53,7 @@ from udcg_ltr.report import (
 from udcg_ltr.stats.bootstrap import paired_bootstrap_test, rate_ci
 from udcg_ltr.stats.correlation import QueryCorrelations, per_query_correlations
 from udcg_ltr.stats.groups import group_index
-from udcg_ltr.studies.common import OUTCOMES, StudyReport, add_table, annotation_name
+from udcg_ltr.studies.common import StudyReport, add_table, annotation_name
 
 #: UDCG_theta feature variant (:func:`udcg_ltr.fit.theta.fit_udcg_theta`) -> its row.
 THETA_ROWS = {"full": "udcg_theta", "relevance_only": "udcg_theta_relevance_only", "binary": "udcg_theta_binary"}
@@ -312,7 +313,9 @@ def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_split
 
 
 def _select(groups: np.ndarray, split_of: Mapping[str, str], split: str | None) -> np.ndarray:
-    return np.array([split in (None, "all") or split_of[q] == split for q in groups.tolist()], dtype=bool)
+    if split is None or split == "all":
+        return np.ones(len(groups), dtype=bool)
+    return np.array([split_of[q] == split for q in groups.tolist()], dtype=bool)
 
 
 def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str = "truncate", scorer=None, cache=None,
@@ -427,7 +430,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     for g, q in enumerate(groups):
         rows_q = table.outcome[table.qids == q]
         per_query.append({"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
-                          **{f"n_{o}": int((rows_q == s).sum()) for o, s in zip(OUTCOMES, (2, 1, 0))},
+                          **{f"n_{o}": int((rows_q == outcome_score(o)).sum()) for o in OUTCOMES},
                           "outcome_constant": bool(outcome_constant[g]),
                           **{f"{name}|{m}": float(getattr(qc, m)[g]) for name, qc in core.correlations.items()
                              for m in ("spearman", "kendall")}})

@@ -48,8 +48,8 @@ def parse_grade(text: str) -> int:
     with contextlib.suppress(ValueError):
         return int(text)
     with contextlib.suppress(ValueError):
-        if float(text).is_integer():  # False for nan and +-inf too
-            return int(float(text))
+        if (value := float(text)).is_integer():  # False for nan and +-inf too
+            return int(value)
     raise DataError(f"expected an integer grade, got {text!r}")
 
 
@@ -99,9 +99,12 @@ def parse_json_array(path: str | os.PathLike, parse: Callable[[Any], T], *,
         counted = pos
         try:
             obj, end = raw_decode_json(text, pos)
-            item = parse(obj)
         except json.JSONDecodeError as err:
             raise invalid_json(err, path, err.lineno, field=f"[{index}]") from None
+        except DataError as err:
+            raise err.located(path=path, line=line, prefix=f"[{index}]") from None
+        try:  # apart from the decoding: a parser's own error is about the element, not invalid JSON
+            item = parse(obj)
         except DataError as err:
             raise err.located(path=path, line=line, prefix=f"[{index}]") from None
         if unique is not None:

@@ -133,6 +133,7 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
     rng = random.Random(seed)
     records: list[QueryRecord] = []
     seen: dict[str, str] = {}  # question id -> where it first appeared, over the whole file
+    wanted = None if articles is None else set(articles)
     for a, article in enumerate(raw_articles):
         # sample even for skipped articles so that a subset keeps the same questions
         try:
@@ -147,7 +148,7 @@ def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
         if questions_per_article is not None and questions_per_article < len(questions):
             keep = sorted(rng.sample(range(len(questions)), questions_per_article))
             questions = [questions[i] for i in keep]
-        if articles is not None and a not in articles:
+        if wanted is not None and a not in wanted:
             continue
         for p, q, where in questions:
             try:
