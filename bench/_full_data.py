@@ -47,8 +47,13 @@ def per_split_quota(max_queries: int, splits: Sequence[str] = SPLITS) -> dict[st
 
 
 def _write_lines(path: Path, lines: Sequence[str]) -> None:
+    lines = [line if line.endswith("\n") else line + "\n" for line in lines]
+    if path.is_file():
+        with open_text(path) as f:
+            if list(f) == lines:  # kept as it is: its modification time is part of a job's config hash
+                return
     with atomic_open(path, "w") as f:  # gzipped by its .gz suffix
-        f.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+        f.writelines(lines)
 
 
 def write_subsample(src_root: Path, dst_root: Path, max_queries: int, *, seed: int = 0) -> dict[str, int]:

@@ -207,51 +207,6 @@ def reranker_scores(split: dict, args) -> dict[str, list[np.ndarray]]:
 
 
 # ---- selectors -------------------------------------------------------------------------------------
-#: Ranker-free per-passage arrays of the calibrated selector's prior (reader probes added with ``--probes``).
-PRIOR_FEATURES = ("retrieval_score", "retrieval_rank")
-
-
-def learned_candidates(extra: list[str], quick: bool, probes: bool = False) -> list[tuple[str, dict]]:
-    """The grid searched on val (kept small: 60 val questions cannot tell many configurations apart).
-
-    Feature sets: the scores' list features alone; plus ``extra`` (the retriever's score for the
-    reranker ranking) and the lexical coverage features (:data:`LEXICAL_FEATURES`); with ``probes``
-    also plus the reader probes (:data:`READER_PROBES`). The calibrated selector's prior reads
-    :data:`PRIOR_FEATURES` and the lexical features (plus the reader probes with ``probes``).
-    """
-    from udcg_ltr.data.lexical import LEXICAL_FEATURES
-    from udcg_ltr.data.probes import READER_PROBES
-
-    base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3, "n_seeds": 1 if quick else 3}
-    lexical = [*extra, *LEXICAL_FEATURES]
-    extras = [[], lexical] + ([[*lexical, *READER_PROBES]] if probes else [])
-    cands = []
-    prior = [*PRIOR_FEATURES, *LEXICAL_FEATURES]
-    for ex in [prior] + ([[*prior, *READER_PROBES]] if probes else []):
-        for hidden in ((0,) if quick else (0, 16)):
-            cands.append(("calibrated_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex}))
-    for ex in extras:
-        for objective in ("soft_mask", "expected"):
-            for hidden in ((0,) if quick else (0, 16)):
-                cands.append(("gate", {**base, "lr": 0.1, "objective": objective, "hidden": hidden,
-                                       "extra_features": ex}))
-        for arch, objective in (("cumulative", "expected"), ("cumulative", "cross_entropy"),
-                                ("linear", "expected"), ("linear", "cross_entropy")):
-            if quick and arch == "linear":
-                continue
-            cands.append(("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective,
-                                          "extra_features": ex}))
-        for hidden in ((0,) if quick else (0, 16)):
-            cands.append(("expected_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex}))
-    return cands
-
-
-def uses_probes(hparams: dict) -> bool:
-    from udcg_ltr.data.probes import READER_PROBES
-
-    return bool(set(hparams.get("extra_features", ())) & set(READER_PROBES))
-
-
 def score_quality(scores: dict, slates: dict) -> list[dict]:
     """Per ranking and split: how often the top passage bears the answer, UDCG of k = 1, oracle UDCG.
 
@@ -287,15 +242,8 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
                 scorer=None) -> tuple[list[dict], dict]:
     """Fit every selector for one ranking, evaluate on test; returns (table rows, headline numbers)."""
     from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-    from udcg_ltr.select import (
-        FixedK,
-        OracleK,
-        evaluate_selectors,
-        fit_best_selector,
-        fit_selector,
-        prefix_udcg,
-    )
-    from udcg_ltr.select.training import LEARNED_KINDS, rank_split
+    from udcg_ltr.select import FixedK, OracleK, evaluate_selectors, fit_selector, prefix_udcg
+    from udcg_ltr.select.training import fit_learned, learned_candidates, rank_split
 
     tr, va, te = ((scores[s], slates[s]) for s in SPLITS)
     selectors, fits = {}, {}
@@ -308,35 +256,15 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
     test_curve = prefix_udcg(test_ranked.utility, test_ranked.mask, gamma=DEFAULT_GAMMA).mean(axis=0)
     selectors["best_fixed_on_test"] = FixedK(int(np.argmax(test_curve)))
     extra = ["retrieval_score"] if name == "reranker" else []
-    cands = learned_candidates(extra, args.quick, probes=args.probes)
-    # fit each candidate once, grouped by (kind, reader probes or not): plain groups first, so ties
-    # go to the scores-only configuration, then to the earlier kind (the gate)
-    best, all_rows = {}, []  # (kind, probes) -> (selector, its val UDCG)
-    for kind in LEARNED_KINDS:
-        for probes in (False, True):
-            group = [c for c in cands if c[0] == kind and uses_probes(c[1]) == probes]
-            if not group:
-                continue
-            sel, rows = fit_best_selector(group, *tr, *va, progress=args.progress, seed=args.seed)
-            best[(kind, probes)] = (sel, max(r["val/udcg"] for r in rows))
-            all_rows += rows
-
-    def first_best(keys):
-        return max(keys, key=lambda key: best[key][1])  # max keeps the first of equal values
-
-    for kind in LEARNED_KINDS:
-        selectors[kind] = best[first_best([key for key in best if key[0] == kind])][0]
-    learned_key = first_best(list(best))
-    selectors["learned"] = best[learned_key][0]
+    # each kind's best, with and without reader probes; ties to the configuration without the LLM
+    learned, all_rows, choice = fit_learned(learned_candidates(extra, args.quick, probes=args.probes), tr, va,
+                                            progress=args.progress, seed=args.seed)
+    selectors.update(learned)
     fits["learned_grid"] = [{k: (v if not isinstance(v, float) else round(v, 5)) for k, v in r.items()}
                             for r in all_rows]
-    fits["learned_choice"] = {"kind": learned_key[0], "config": selectors["learned"].get_config(),
-                              "uses_probes": learned_key[1]}
-    plain = [key for key in best if not key[1]]
-    if plain:  # the best configuration without reader probes (no LLM call at inference)
-        plain_key = first_best(plain)
-        selectors["learned_no_llm"] = best[plain_key][0]
-        fits["learned_no_llm_choice"] = {"kind": plain_key[0], "config": selectors["learned_no_llm"].get_config()}
+    fits["learned_choice"] = choice["learned"]
+    if "learned_no_llm" in choice:
+        fits["learned_no_llm_choice"] = choice["learned_no_llm"]
     selectors["oracle"] = OracleK()
     val_rows = evaluate_selectors(selectors, *va, split="val")
     rows = evaluate_selectors(selectors, *te, split="test", plot_path=out / f"k_hist_{name}_test.png",

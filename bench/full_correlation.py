@@ -1,6 +1,6 @@
 """Metric / end-to-end accuracy correlation on the full annotated SQuAD set (10,570 questions), test split.
 
-A thin wrapper over the Hydra job ``evaluate.py mode=correlation dataset=annotated_squad_full``
+A thin wrapper over the named Hydra experiment ``evaluate.py experiment=full_correlation``
 (:func:`udcg_ltr.jobs.evaluate_job.mode_correlation` -> :func:`udcg_ltr.studies.correlation.run_correlation_study`),
 which does the study itself: every question's 10 end-to-end contexts of 5 passages (the demo LLM's answers,
 graded correct 2 > abstained 1 > wrong 0 by ``annotate.grading``), every metric on every context, and per query
@@ -74,8 +74,7 @@ SWEEP_SHOWN = ("udcg", "udcg_gamma_star", "udcg_theta", "ndcg", "precision", "er
 def job_command(data_root: Path, run_dir: Path, args) -> list[str]:
     """The Hydra job this bench wraps (printed, and stored in ``summary.json``)."""
     sweep = "null" if args.k_sweep in ("", "none") else "[" + args.k_sweep + "]"
-    return [sys.executable, str(ROOT / "evaluate.py"), "mode=correlation", "dataset=annotated_squad_full",
-            f"paths.data_dir={data_root}", "correlation.fit_splits=[train]", "correlation.report_split=test",
+    return [sys.executable, str(ROOT / "evaluate.py"), "experiment=full_correlation", f"paths.data_dir={data_root}",
             f"correlation.C={args.C}", f"correlation.n_bootstrap={args.n_bootstrap}", f"correlation.k_sweep={sweep}",
             f"seed={args.seed}", "logger=none", f"force={'false' if args.reuse else 'true'}",
             f"hydra.run.dir={run_dir}"]

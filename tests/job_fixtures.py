@@ -58,3 +58,16 @@ def tiny_job_config(tmp_path: Path, monkeypatch, records: Sequence[QueryRecord],
                     f"model.cross_encoder.pretrained={model_dir}", "evaluation.end_to_end=false",
                     f"paths.output_dir={tmp_path / 'run'}", f"paths.annotation_cache_dir={tmp_path / 'annotations'}",
                     *overrides])
+
+
+def run_train_job(cfg) -> dict[str, float]:
+    """``train(cfg)``, then torch's thread count put back (the job sets ``trainer.num_threads``)."""
+    import torch
+
+    from udcg_ltr.jobs.train_job import train
+
+    threads = torch.get_num_threads()
+    try:
+        return train(cfg)
+    finally:
+        torch.set_num_threads(threads)

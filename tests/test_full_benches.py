@@ -92,7 +92,7 @@ def test_full_correlation_end_to_end(small_full_set, tmp_path):
 def test_full_dynamic_k_end_to_end(small_full_set, tmp_path):
     # --max-queries on the 60-question folder draws 15 per split from it: the subsample path is exercised too
     proc = _run("full_dynamic_k.py", "--data-dir", str(small_full_set), "--out", str(tmp_path), "--max-queries", "45",
-                "--grid", "quick", "--no-probes", "--max-epochs", "2", "--n-bootstrap", "200", "--threads", "1")
+                "--grid", "quick", "--no-probes", "--max-epochs", "2", "--n-bootstrap", "200")
     match = DYNAMIC_K_LINE.fullmatch(_last_line(proc))
     assert match, _last_line(proc)
     best_fixed, relative, learned, oracle, gap, p = (float(x) for x in match.groups())
@@ -101,28 +101,31 @@ def test_full_dynamic_k_end_to_end(small_full_set, tmp_path):
     assert oracle >= max(best_fixed, relative, learned) - 1e-4
     assert math.isfinite(gap) and gap <= 1.0 + 1e-6
     assert 0.0 < p <= 1.0
-    assert "questions: train=15 val=15 test=15" in proc.stdout
-    for name in ("table.md", "selectors_test.csv", "learned_grid.csv", "udcg_test.png", "k_hist_test.png",
-                 "results.json"):
+    assert "experiment=full_dynamic_k " in proc.stdout  # the named recipe, one command away
+    assert "Questions: train 15, val 15, test 15" in proc.stdout
+    for name in ("table.md", "selectors_test.csv", "udcg_test.png", "results.json", "job/per_query_test.csv",
+                 "job/learned_grid.csv", "job/k_hist_test.png", "job/selectors.json"):
         assert (tmp_path / name).is_file(), name
 
 
-def test_reranker_bench_scores_are_read_back_only_for_the_same_questions(tmp_path):
-    import numpy as np
-    from reranker_squad import scores_of
+def test_full_dynamic_k_runs_the_named_recipe_with_its_options_as_overrides(tmp_path):
+    import argparse
 
-    from udcg_ltr.data.schema import Passage, QueryRecord
+    from full_dynamic_k import job_command
 
-    recs = [QueryRecord(qid=f"q{i}", question="?", passages=[Passage(pid=f"p{i}{j}", text="t") for j in range(3)])
-            for i in range(2)]
-    calls = []
-
-    def score(rs):
-        calls.append([r.qid for r in rs])
-        return [np.arange(3.0) + len(calls) for _ in rs]
-
-    first = scores_of(tmp_path, "test", recs, score)
-    again = scores_of(tmp_path, "test", recs, score)
-    assert len(calls) == 1 and all((a == b).all() for a, b in zip(first, again))
-    other = scores_of(tmp_path, "test", recs[:1], score)  # other questions: scored afresh
-    assert len(calls) == 2 and other[0].tolist() == [2.0, 3.0, 4.0]
+    args = argparse.Namespace(order="reranker", reranker_run=tmp_path / "rr", grid="quick", probes=False,
+                              batch_size=64, max_epochs=3, patience=2, n_seeds=2, seed=5, reuse=True,
+                              max_train=100, max_val=None)
+    cmd = job_command(tmp_path / "data", tmp_path / "job", args)
+    assert cmd[2] == "experiment=full_dynamic_k_reranker" and f"hydra.run.dir={tmp_path / 'job'}" in cmd
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        overrides = [c for c in cmd[2:] if not c.startswith("hydra.")]
+        cfg = compose(config_name="evaluate", overrides=[f"paths.root_dir={ROOT}", *overrides])
+    sc = cfg.selectors
+    assert cfg.mode == "selectors" and sc.scores == "reranker" and cfg.dataset.name == "annotated_squad_full"
+    assert cfg.reranker.path == str(tmp_path / "rr" / "cross_encoder" / "model")
+    assert sc.exclude_questions == str(tmp_path / "rr" / "cross_encoder" / "questions.json")
+    assert (sc.max_questions.train, sc.max_questions.val) == (100, 600)  # --max-val not given: the recipe's
+    assert sc.grid == "quick" and sc.probes is False
+    assert dict(sc.budget) == {"batch_size": 64, "max_epochs": 3, "patience": 2, "n_seeds": 2}
+    assert cfg.seed == 5 and cfg.force is False and cfg.paths.data_dir == str(tmp_path / "data")

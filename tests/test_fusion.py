@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from job_fixtures import LLM as JOB_LLM
-from job_fixtures import tiny_job_config, tiny_records
+from job_fixtures import run_train_job, tiny_job_config, tiny_records
 from model_fixtures import tiny_bert
 
 from udcg_ltr.data.schema import DataError, Passage, QueryRecord
@@ -103,20 +103,13 @@ def test_a_bad_saved_weight_names_the_file_and_field(tmp_path):
 
 
 def test_the_train_job_chooses_the_weight_on_val_and_saves_it(tmp_path, monkeypatch):
-    import torch
-
-    from udcg_ltr.jobs.train_job import train
     from udcg_ltr.models.reranker import Reranker, read_reranker_config
 
     records = tiny_records({"train": 6, "val": 4, "test": 3}, seed=3)
     cfg = tiny_job_config(tmp_path, monkeypatch, records, [
         "loss=udcg_direct", "model.cross_encoder.batch_size=3", "model.cross_encoder.retriever_fusion=true",
         "trainer=debug", "trainer.precision=32-true", "trainer.num_threads=1", "logger=none", "k=3"])
-    threads = torch.get_num_threads()
-    try:
-        metrics = train(cfg)
-    finally:
-        torch.set_num_threads(threads)
+    metrics = run_train_job(cfg)
     weight = metrics["cross_encoder/retriever_fusion"]
     saved = tmp_path / "run" / "cross_encoder" / "model"
     assert read_reranker_config(saved)["retriever_fusion"] == weight

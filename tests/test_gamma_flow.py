@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from job_fixtures import CONF, LLM, compose, tiny_job_config, tiny_records
+from job_fixtures import CONF, LLM, compose, run_train_job, tiny_job_config, tiny_records
 
 from udcg_ltr.losses import DirectUDCGLoss, LambdaUDCGLoss, get_loss, with_spec
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
@@ -87,19 +87,11 @@ def spies(monkeypatch):
 
 
 def test_command_line_gamma_reaches_loss_validation_and_report(tmp_path, monkeypatch, spies):
-    import torch
-
-    from udcg_ltr.jobs.train_job import train
-
     cfg = tiny_job_config(tmp_path, monkeypatch, tiny_records({"train": 6, "val": 3, "test": 3}), [
         f"gamma={GAMMA}", f"k={K}", f"dataset.relevance_threshold={THRESHOLD}", "loss=udcg_direct",
         "model.cross_encoder.batch_size=3", "trainer=debug", "trainer.precision=32-true", "trainer.num_threads=1",
         "logger=none"])
-    threads = torch.get_num_threads()
-    try:
-        metrics = train(cfg)
-    finally:
-        torch.set_num_threads(threads)
+    metrics = run_train_job(cfg)
 
     # the loss the job trained with
     assert spies["loss"], "the job built no direct-UDCG loss"

@@ -128,6 +128,19 @@ def test_analysis_and_reports():
     assert np.isnan(distractor_rate(u, np.zeros_like(mask))[0])
 
 
+def test_reports_treat_nan_as_every_metric_does():
+    """NaN under a False mask (an unannotated passage masked out) is padding; at a real entry it raises."""
+    u = np.array([[1.0, np.nan, -0.5], [np.nan, -1.0, 0.5]])
+    mask = ~np.isnan(u)
+    reports = distractor_analysis(u, mask, k=3).reports(u, mask)
+    assert [r.utilities for r in reports] == [(1.0, -0.5), (-1.0, 0.5)]
+    for bad in (None, np.ones_like(mask)):
+        with pytest.raises(ValueError, match="NaN at a real entry"):
+            distractor_analysis(u, bad, k=3)
+        with pytest.raises(ValueError, match="NaN at a real entry"):
+            distractor_analysis(np.nan_to_num(u), mask, k=3).reports(u, bad)
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=1, max_size=12), st.sampled_from([None, 1, 3, 8]))
 def test_harm_identity_and_best_k_maximises(u, k):

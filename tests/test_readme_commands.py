@@ -171,9 +171,11 @@ def _needs_shared_data(args: list[str]) -> bool:
 
 @pytest.fixture(scope="module")
 def fake_run(tmp_path_factory) -> Path:
-    """A run folder with the reranker folder the README's ``<run>/cross_encoder/model`` names (for ``--cfg job``)."""
+    """A run folder as train.py leaves it, with what the README's ``<run>/cross_encoder/...`` names: the
+    reranker folder and the questions it trained on (for ``--cfg job``)."""
     run = tmp_path_factory.mktemp("run")
     (run / "cross_encoder" / "model").mkdir(parents=True)
+    (run / "cross_encoder" / "questions.json").write_text('{"train": [], "val": []}', encoding="utf-8")
     return run
 
 
@@ -316,8 +318,8 @@ def _tiny(cmd: Command, ann: Path, model_run: Path | None) -> list[str] | None:
                     "model.cross_encoder.max_length=64", "model.udcg_theta.n_contexts=2", f"paths.annotation_cache_dir={ann}"]
         return None  # annotated-SQuAD trainings (minutes each) and the 4-job sweep: composed and validated only
     if cmd.argv[0] == "evaluate.py":
-        if "<run>" in args and model_run is None:
-            return None
+        if ("<run>" in args and model_run is None) or "experiment=full_" in args:
+            return None  # the full set's recipes (minutes to hours on the CPU): composed and validated only
         if "experiment=squad_studies" in args:
             return ["studies.distractors.max_queries=2", "studies.distractors.n_bootstrap=50", "llm.num_threads=1",
                     f"paths.annotation_cache_dir={ann / 'squad'}"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 
@@ -17,10 +18,10 @@ from udcg_ltr.data.padded import PaddedSlates
 from udcg_ltr.select import load_selector, save_selector
 from udcg_ltr.select.base import oracle_k, prefix_udcg, rank_slates, udcg_of_kept
 from udcg_ltr.select.baselines import FixedK
-from udcg_ltr.select.gate import GateSelector, prefix_length_distribution, prefix_weights
+from udcg_ltr.select.gate import GateModule, GateSelector, prefix_length_distribution, prefix_weights
 from udcg_ltr.select.io import read_selector_config
 from udcg_ltr.select.kclassifier import KClassifierSelector
-from udcg_ltr.select.nn import soft_udcg
+from udcg_ltr.select.nn import soft_udcg, train_module
 from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold, select_k
 
 FAST = dict(max_epochs=60, patience=20, batch_size=32, lr=0.03)
@@ -177,6 +178,35 @@ def test_kclassifier_respects_max_k_and_short_rows(task):
     assert p.shape == (len(r), 3)
     np.testing.assert_allclose(p.sum(1), 1.0, rtol=1e-5)
 
+
+@pytest.mark.parametrize("kind", ["gate", "expected_utility", "calibrated_utility"])
+def test_inference_runs_the_modules_in_eval_mode(task, kind):
+    """A module left in train mode (trained or loaded elsewhere) drops no units at inference."""
+    (s, sl), (s_va, sl_va) = task["train"], task["val"]
+    sel, _ = fit_selector(kind, s, sl, s_va, sl_va, **{**FAST, "max_epochs": 2}, hidden=16, dropout=0.5,
+                          extra_features=["retrieval_score"])
+    r = rank_slates(*task["test"], extra_fields=("retrieval_score",))
+    soft = sel.relevance_probability if kind == "calibrated_utility" else sel.inclusion
+    before = soft(r)
+    for module in sel.modules:
+        module.train()
+    np.testing.assert_array_equal(soft(r), before)
+    assert not any(module.training for module in sel.modules)
+
+
+@pytest.mark.parametrize("val", ["none", "empty"])
+def test_train_module_without_val_rows_keeps_the_last_epoch(task, val):
+    """No val rows: no best epoch to restore, no early stop; the last epoch's state stays."""
+    train = GateSelector(**FAST).arrays(rank_slates(*task["train"]), targets=True, fit_scaler=True)
+    module = GateModule(train["x"].shape[-1])
+    states = []
+    module.on_train_epoch_end = lambda: states.append(copy.deepcopy(module.state_dict()))
+    no_rows = {k: v[:0] for k, v in train.items()}
+    history = train_module(module, train, None if val == "none" else no_rows, max_epochs=3)
+    assert history == {"epochs_run": 3.0} and len(states) == 3
+    final = module.state_dict()
+    assert all(torch.equal(final[k], states[-1][k]) for k in final)
+    assert not all(torch.equal(final[k], states[0][k]) for k in final)  # it trained: a restore would show
 
 # ---- saving --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind,hp", [

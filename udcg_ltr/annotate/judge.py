@@ -248,6 +248,7 @@ class JudgeConfig:
 
 
 RELEVANCE_JUDGE = JudgeConfig(RELEVANCE_TEMPLATE, ("A", "B"))
+GRADING_JUDGE = JudgeConfig(GRADING_TEMPLATE, ("A", "B", "C"))
 
 
 class LLMJudge:
@@ -303,7 +304,7 @@ class AnswerJudge(LLMJudge):
     """Grades an end-to-end answer as CORRECT (A) / INCORRECT (B) / ABSTAINED (C)."""
 
     task = "judge_grading"
-    default_config = JudgeConfig(GRADING_TEMPLATE, ("A", "B", "C"))
+    default_config = GRADING_JUDGE
     _OUTCOMES = {"A": Outcome.CORRECT, "B": Outcome.WRONG, "C": Outcome.ABSTAINED}
 
     def prompt(self, question: str, gold: Sequence[str], predicted: str) -> str:

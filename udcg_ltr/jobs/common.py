@@ -361,6 +361,20 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
                 _check_selector(problems, f"selectors.kinds ({kind})", kind, {}, gamma)
             if not sc.get("kinds"):
                 problems.append("selectors.kinds is empty")
+            _check_choice(problems, "selectors.grid", sc.get("grid"), ("full", "quick", "none"),
+                          "full, quick or none")
+            budget = sc.get("budget") or {}
+            unknown = sorted(set(budget) - {"batch_size", "max_epochs", "patience", "n_seeds"})
+            if unknown:
+                problems.append(f"selectors.budget: unknown keys {unknown}")
+            for key, value in budget.items():
+                _check_number(problems, f"selectors.budget.{key}", value, low=0 if key == "patience" else 1)
+            for split, n in (sc.get("max_questions") or {}).items():
+                if n is not None:
+                    _check_number(problems, f"selectors.max_questions.{split}", n, low=1)
+            if sc.get("exclude_questions") and not Path(str(sc["exclude_questions"])).is_file():
+                problems.append(f"selectors.exclude_questions: {sc['exclude_questions']} does not exist "
+                                "(train.py writes <run>/cross_encoder/questions.json)")
         needs_reranker = mode == "reranker" or (mode == "selectors" and sc.get("scores") == "reranker")
         path = (c.get("reranker") or {}).get("path")
         if needs_reranker and not path:
@@ -431,6 +445,16 @@ def select_split(records: Sequence[QueryRecord], splits: str | Sequence[str] | N
         return list(records)
     wanted = {splits} if isinstance(splits, str) else set(splits)
     return [r for r in records if r.split in wanted]
+
+
+def subsample(records: Sequence[QueryRecord], n: int | None, seed: int) -> list[QueryRecord]:
+    """``n`` of ``records`` drawn without replacement by a numpy generator seeded with ``seed``, kept in their
+    order; all of them when ``n`` is None or 0 or not smaller than their number. A fixed ``seed`` draws the
+    same questions for every system and model seed of a comparison."""
+    if not n or n >= len(records):
+        return list(records)
+    keep = set(np.random.default_rng(seed).choice(len(records), size=int(n), replace=False).tolist())
+    return [r for i, r in enumerate(records) if i in keep]
 
 
 def get_metric_value(metrics: Mapping[str, Any], name: str | None) -> float | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,11 @@ from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts
 from udcg_ltr.data.padded import judged_pools
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
-from udcg_ltr.jobs.common import STUDY_MODES, JobContext, has_annotations, run_job, validate_config
+from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict
+from udcg_ltr.jobs.common import STUDY_MODES, JobContext, has_annotations, run_job, subsample, validate_config
 from udcg_ltr.jobs.systems import report_systems, report_trec, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
+from udcg_ltr.models.fusion import fuse_scores
 from udcg_ltr.studies import get_study
 from udcg_ltr.sweeps import summarize_sweep
 from udcg_ltr.tracking import RunLogger
@@ -31,6 +34,14 @@ class EvalContext(JobContext):
     def uses_llm(self) -> bool:
         return bool(self.cfg.end_to_end) and bool(self.cfg.dataset.get("has_answers", False)) \
             and self.llm_name is not None
+
+    @cached_property
+    def reranker(self):
+        """The saved reranker of ``reranker.path`` (validate_config made sure the modes reading it set it)."""
+        from udcg_ltr.models.reranker import Reranker
+
+        rc = self.cfg.reranker
+        return Reranker.from_pretrained(rc.path, batch_size=int(rc.batch_size), max_length=int(rc.max_length))
 
     def report(self, records: list[QueryRecord], systems: dict[str, list[list[str]]], title: str, *,
                llm: str | None, chosen_k: dict[str, np.ndarray] | None = None) -> dict[str, float]:
@@ -61,12 +72,19 @@ def mode_metrics(ctx: EvalContext) -> dict[str, float]:
     return ctx.report(records, systems, f"{cfg.dataset.name}: {len(records)} queries, k = {k}", llm=llm_name)
 
 
-def _reranker_scores(ctx: EvalContext, records: list[QueryRecord]) -> list[np.ndarray]:
-    from udcg_ltr.models.reranker import Reranker
-
-    rc = ctx.cfg.reranker  # validate_config made sure the modes that come here have a reranker.path
-    reranker = Reranker.from_pretrained(rc.path, batch_size=int(rc.batch_size), max_length=int(rc.max_length))
-    return [np.asarray(s, dtype=np.float64) for s in reranker.score_records(records, progress=True)]
+def _reranker_scores(ctx: EvalContext, records: list[QueryRecord],
+                     cache: Path | None = None) -> list[np.ndarray]:
+    """``reranker.path``'s scores of ``records``, fused with the retriever's by its saved weight; with
+    ``cache`` (a JSON of the model's own scores by question id) only the questions not in it are scored,
+    then added to it."""
+    stored = (read_json_dict(cache) if cache is not None else None) or {}
+    missing = [r for r in records if r.qid not in stored]
+    if missing:
+        alone = ctx.reranker.score_records(missing, progress=True, fuse=False)
+        stored.update((r.qid, s.tolist()) for r, s in zip(missing, alone))
+        if cache is not None:
+            atomic_write_json(cache, stored, indent=None)
+    return fuse_scores(records, [stored[r.qid] for r in records], ctx.reranker.retriever_fusion)
 
 
 def mode_reranker(ctx: EvalContext) -> dict[str, float]:
@@ -89,34 +107,87 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     return metrics
 
 
+def _retriever_order(slates) -> np.ndarray:
+    """The retriever's scores, or minus its ranks where a passage has no score: ``[Q, W]`` as the slates."""
+    score = slates.retrieval_score
+    return score if np.isfinite(score[slates.mask]).all() else -slates.retrieval_rank.astype(np.float64)
+
+
 def mode_selectors(ctx: EvalContext) -> dict[str, float]:
-    """Every configured dynamic-k selector, fitted on ``selectors.fit_split`` scores, evaluated on ``splits``."""
-    from udcg_ltr.select.training import fit_selector_with_prior, select_k
+    """The dynamic-k study (conf/mode/selectors.yaml): each selector of ``selectors.kinds`` keeps a top-k
+    prefix of the ``selectors.scores`` order per question, judged by the UDCG (Eq. 4) of the kept set on the
+    test split. Rule kinds are fitted on train + val (fixed_k as ``best_fixed``); learned kinds are the
+    ``selectors.grid`` candidates trained on train, epoch and configuration chosen on val
+    (:func:`~udcg_ltr.select.training.fit_learned`: each kind's best, ``learned``, ``learned_no_llm``); then
+    the oracle. Writes per_query_test.csv, selectors_test.csv (with each selector's val UDCG),
+    learned_grid.csv, k_hist_test.png, selectors.json and the selectors (selectors/<name>) to the run
+    folder."""
+    from udcg_ltr.select import OracleK, evaluate_selectors, fit_selector, format_rows_markdown, save_selector
+    from udcg_ltr.select.training import LEARNED_KINDS, fit_learned, learned_candidates
 
-    cfg, k, sc = ctx.cfg, int(ctx.cfg.k), ctx.cfg.selectors
-    fit_records = _rows_with_annotations(ctx, ctx.split(sc.fit_split))
-    test_records = _rows_with_annotations(ctx, ctx.split(list(cfg.splits)))
-    scores_of = (lambda rs: _reranker_scores(ctx, rs)) if sc.scores == "reranker" else retrieval_scores
-
-    def prior():  # calibrated_utility learns its ranker-free prior on these rows
-        rows = _rows_with_annotations(ctx, ctx.split(sc.get("prior_split", "train")))
-        if not rows:
-            raise ValueError(f"selectors: no annotated records in prior split {sc.get('prior_split', 'train')!r}")
-        return scores_of(rows), ctx.slates(rows)
-
-    fit_scores, test_scores = scores_of(fit_records), scores_of(test_records)
-    systems = {f"{sc.scores}@{k}": top_k_by(test_records, test_scores, k)}
-    chosen = {}
-    for kind in sc.kinds:
-        selector, _ = fit_selector_with_prior(str(kind), fit_scores, ctx.slates(fit_records), prior,
-                                              gamma=float(cfg.gamma), fit_on="train",
-                                              output_dir=str(ctx.run_dir / "selectors" / str(kind)))
-        ks = np.minimum(select_k(selector, test_scores, ctx.slates(test_records)), int(sc.max_k))
-        systems[f"{sc.scores}+{kind}"] = top_k_by(test_records, test_scores, ks)
-        chosen[str(kind)] = ks
-    title = (f"dynamic-k selectors on {cfg.dataset.name} ({sc.scores} scores), fitted on {sc.fit_split}, "
-             f"{len(test_records)} test queries")
-    return ctx.report(test_records, systems, title, llm=ctx.llm_name, chosen_k=chosen)
+    cfg, sc, gamma = ctx.cfg, ctx.cfg.selectors, float(ctx.cfg.gamma)
+    split = {"train": ctx.split("train"), "val": ctx.split("val"), "test": ctx.split(list(cfg.splits))}
+    exclude = json.loads(Path(sc.exclude_questions).read_text("utf-8")) if sc.exclude_questions else {}
+    excluded = {}
+    for s in ("train", "val"):
+        drop = set(exclude.get(s, ()))
+        kept = [r for r in split[s] if r.qid not in drop]
+        excluded[s] = len(split[s]) - len(kept)
+        split[s] = subsample(kept, sc.max_questions[s], seed=int(cfg.seed))
+    counts = {s: len(v) for s, v in split.items()}
+    if not all(counts.values()):
+        raise ValueError(f"selectors: every split needs questions, got {counts}")
+    log.info("questions: %s (left out: %s)", counts, excluded)
+    slates = {s: ctx.slates(_rows_with_annotations(ctx, rs)) for s, rs in split.items()}
+    # reranker order: its own scores kept per question in the run folder, so a resumed job does not rescore
+    data = {s: (_reranker_scores(ctx, rs, ctx.run_dir / "reranker_scores.json") if sc.scores == "reranker"
+                else _retriever_order(slates[s]), slates[s]) for s, rs in split.items()}
+    kinds = [str(kind) for kind in sc.kinds]
+    knobs = OmegaConf.to_container(sc.knobs, resolve=True) if sc.get("knobs") else {}
+    selectors, rules = {}, {}
+    for kind in kinds:
+        if kind not in (*LEARNED_KINDS, "oracle"):
+            name = "best_fixed" if kind == "fixed_k" else kind
+            selectors[name], metrics = fit_selector(kind, *data["train"], *data["val"], gamma=gamma,
+                                                    fit_on="train+val", **(knobs.get(kind) or {}))
+            rules[name] = {"config": selectors[name].get_config(), **metrics}
+    t0 = time.perf_counter()
+    extra = ["retrieval_score"] if sc.scores == "reranker" else []  # a reranker's order: the retriever's too
+    quick, probes = sc.grid == "quick", bool(sc.probes)
+    candidates = [] if sc.grid == "none" else [
+        c for c in learned_candidates(extra, quick, probes, **sc.budget) if c[0] in kinds]
+    grid, choice = [], {}
+    if candidates:
+        learned, grid, choice = fit_learned(candidates, data["train"], data["val"], gamma=gamma,
+                                            seed=int(cfg.seed))
+        selectors.update(learned)
+    learned_s = time.perf_counter() - t0
+    if "oracle" in kinds:
+        selectors["oracle"] = OracleK()
+    val_rows = {r["selector"]: r
+                for r in evaluate_selectors(selectors, *data["val"], gamma=gamma, split="val")}
+    per_query: dict[str, np.ndarray] = {}
+    png = ctx.run_dir / "k_hist_test.png"
+    rows = evaluate_selectors(selectors, *data["test"], gamma=gamma, split="test", per_query=per_query,
+                              plot_path=png, title=f"chosen k on test, {sc.scores} order")
+    for row in rows:  # a selector that learned from val (calibrated) competes with its cross-fitted val UDCG
+        sel = selectors[row["selector"]]
+        row["val_udcg"] = (sel.crossfit_metrics["val/udcg"] if getattr(sel, "fits_on_val", False)
+                           else val_rows[row["selector"]]["udcg"])
+    for name, sel in selectors.items():  # reloadable with udcg_ltr.select.load_selector
+        save_selector(sel, ctx.run_dir / "selectors" / name)
+    atomic_write_json(ctx.run_dir / "selectors.json", json_safe({
+        "scores": sc.scores, "questions": counts, "excluded": excluded,
+        "retriever_fusion": ctx.reranker.retriever_fusion if sc.scores == "reranker" else None,
+        "grid": sc.grid, "n_candidates": len(candidates), "choice": choice, "rules": rules,
+        "learned_seconds": learned_s}))
+    ctx.logger.log_results(tables={
+        "selectors_test": rows, "learned_grid": [{**r, "hparams": json.dumps(r["hparams"])} for r in grid],
+        "per_query_test": [{"qid": r.qid, **{name: float(v[i]) for name, v in per_query.items()}}
+                           for i, r in enumerate(split["test"])]}, images={"k_hist_test": png})
+    print("\n" + format_rows_markdown(rows, ["selector", "val_udcg", "udcg", "udcg_se", "mean_k", "k0_rate",
+                                             "k_hist"]))
+    return {f"test/{r['selector']}/{key}": r[key] for r in rows for key in ("udcg", "mean_k", "k0_rate")}
 
 
 def mode_correlation(ctx: EvalContext) -> dict[str, float]:

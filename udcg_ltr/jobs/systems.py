@@ -23,7 +23,7 @@ from udcg_ltr.metrics.erag import erag_labels
 from udcg_ltr.metrics.table import metric_table, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.evaluation import scored_slates
-from udcg_ltr.report import save_figure, write_table
+from udcg_ltr.report import save_figure, write_csv, write_table
 
 
 def _mean(values: np.ndarray) -> float:
@@ -153,13 +153,19 @@ def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequenc
                    theta: Any = None, scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
                    chosen_k: Mapping[str, np.ndarray] | None = None
                    ) -> tuple[list[SystemResult], dict[str, float]]:
-    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), PNG plots (metrics and
-    outcomes per system, chosen-k histograms) and their logging. Returns the results and flat metrics
-    ``test/{system}/{metric}``."""
+    """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), its rows per query
+    (``per_query.csv``: system, qid, split, context size, metrics, outcome; for paired tests), PNG plots
+    (metrics and outcomes per system, chosen-k histograms) and their logging. Returns the results and flat
+    metrics ``test/{system}/{metric}``."""
     run_dir = Path(run_dir)
     results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
                                relevance_threshold=relevance_threshold, match_rule=match_rule)
     _publish(run_dir, "results", [{"system": r.name, **r.summary()} for r in results], logger, title=title)
+    write_csv(run_dir / "per_query.csv", [
+        {"system": res.name, "qid": rec.qid, "split": rec.split, "context_size": int(res.context_sizes[i]),
+         **{name: v[i] for name, v in res.per_query.items()},
+         **({"outcome": res.outcomes[i]} if res.outcomes else {})}
+        for res in results for i, rec in enumerate(records)])
     plots = [save_figure(systems_figure(results, k, title=title), run_dir / "plots" / "systems.png")]
     if scorer is not None:
         plots.append(save_figure(outcomes_figure(results, title=title), run_dir / "plots" / "outcomes.png"))

@@ -24,7 +24,8 @@ from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.pairs import build_context_table
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.fit.weights import plot_weights
-from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, validate_config
+from udcg_ltr.io import atomic_write_json
+from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample, validate_config
 from udcg_ltr.jobs.systems import report_systems, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores
@@ -43,6 +44,7 @@ class PipelineState(JobContext):
         self.timings: dict[str, float] = {}
         self.theta: Any = None
         self.scores: dict[str, np.ndarray] = {}  # qid -> reranker score per passage
+        self.alone: dict[str, np.ndarray] = {}  # with retriever fusion: the cross-encoder's own scores
         self.selector: Any = None
 
     def record_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
@@ -98,11 +100,16 @@ def stage_cross_encoder(state: PipelineState) -> None:
     from udcg_ltr.models.training import fit_reranker
 
     cfg, mcfg = state.cfg, state.cfg.model.cross_encoder
-    train, val = state.split(mcfg.train_split), state.split(mcfg.val_split)
+    # Seeded subsamples (all questions when null), the same for every loss and model seed of a comparison.
+    train = subsample(state.split(mcfg.train_split), mcfg.train_questions, int(mcfg.train_subsample_seed))
+    val = subsample(state.split(mcfg.val_split), mcfg.val_questions, int(mcfg.val_subsample_seed))
     loss = cfg.model.get("loss", cfg.get("loss"))
     loss = OmegaConf.to_container(loss, resolve=True) if isinstance(loss, DictConfig) else loss
     loss_name, loss_kwargs = (loss, {}) if isinstance(loss, str) else (loss.pop("name"), loss)
     trainer = cfg.trainer
+    # The scoring after training: the trainer's device, its precision unless eval_precision names another
+    # (resolved first: a bad name must not cost the training).
+    precision = resolve_precision(mcfg.eval_precision or trainer.precision, trainer.accelerator)
     # The Trainer and its callbacks are instantiated from their _target_ configs (conf/trainer, conf/callbacks).
     path, metrics = fit_reranker(
         train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name,
@@ -111,23 +118,32 @@ def stage_cross_encoder(state: PipelineState) -> None:
         max_length=int(mcfg.max_length), relevance_threshold=state.threshold,
         seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"), logger=state.logger.lightning(),
         trainer_config=trainer, callback_configs=cfg.get("callbacks") or {})
+    # What the model has seen: a later job on these records leaves these questions out.
+    atomic_write_json(state.run_dir / "cross_encoder" / "questions.json",
+                      {"train": [r.qid for r in train], "val": [r.qid for r in val]})
     state.record_metrics(metrics, prefix="cross_encoder/")
     log_artifact(state.logger, path, name=f"reranker-{cfg.dataset.name}-{loss_name}", type="model",
                  metadata={"base_model": str(mcfg.pretrained), "loss": loss_name, "loss_kwargs": loss_kwargs,
                            "k": int(cfg.k), "gamma": float(cfg.gamma), "llm": state.llm_name,
                            "dataset": cfg.dataset.name, "train_split": mcfg.train_split, **metrics})
-    # Scored where and as it was trained: the trainer's accelerator and precision (bf16 autocast where "auto" picks it).
     reranker = Reranker.from_pretrained(path, batch_size=int(mcfg.eval_batch_size), max_length=int(mcfg.max_length),
                                         device="cuda" if on_gpu(trainer.accelerator) else "cpu",
-                                        precision=resolve_precision(trainer.precision, trainer.accelerator))
-    scored = state.split(list(cfg.evaluation.splits) + [mcfg.val_split])
-    scores = reranker.score_records(scored, progress=True, fuse=False)
+                                        precision=precision)
+    later = list(cfg.evaluation.splits)  # the splits the later stages read
+    if "dynamic_k" in cfg.model.stages:
+        later.append(cfg.model.dynamic_k.fit_split)
+    scored: list[QueryRecord] = []
+    scores: list[np.ndarray] = []
+    for group in [val, *map(state.split, later)]:  # one call per split: batches never mix splits
+        done = {r.qid for r in scored}
+        todo = [r for r in group if r.qid not in done]
+        scored += todo
+        scores += reranker.score_records(todo, progress=True, fuse=False)
     if mcfg.get("retriever_fusion", False):  # interpolate with the retriever's score, weight chosen on val
-        on_val = [(r, s) for r, s in zip(scored, scores) if r.split == mcfg.val_split]
-        weight, curve = fit_fusion_weight([r for r, _ in on_val], [s for _, s in on_val], state.llm_name,
-                                          int(cfg.k), gamma=float(cfg.gamma),
-                                          relevance_threshold=state.threshold)
+        weight, curve = fit_fusion_weight(val, scores[:len(val)], state.llm_name, int(cfg.k),
+                                          gamma=float(cfg.gamma), relevance_threshold=state.threshold)
         save_retriever_fusion(path, weight)
+        state.alone = {rec.qid: s for rec, s in zip(scored, scores)}
         scores = fuse_scores(scored, scores, weight)
         state.record_metrics({"retriever_fusion": weight, **{f"val_udcg_fusion_{w:g}": v for w, v in curve.items()}},
                              prefix="cross_encoder/")
@@ -173,6 +189,8 @@ def stage_evaluate(state: PipelineState) -> None:
     if not records:
         raise ValueError(f"evaluate: no records in splits {list(cfg.evaluation.splits)}")
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
+    if all(r.qid in state.alone for r in records):  # the cross-encoder without retriever fusion
+        systems[f"reranker_alone@{k}"] = top_k_by(records, [state.alone[r.qid] for r in records], k)
     if all(r.qid in state.scores for r in records):
         systems[f"reranker@{k}"] = top_k_by(records, [state.scores[r.qid] for r in records], k)
     chosen_k = {}

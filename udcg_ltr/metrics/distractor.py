@@ -213,7 +213,9 @@ class DistractorAnalysis:
     assessment: np.ndarray
 
     def reports(self, utilities, mask=None, qids=None) -> list[DistractorReport]:
-        """One :class:`DistractorReport` per query (``utilities`` are listed in ranked order, padding dropped)."""
+        """One :class:`DistractorReport` per query (``utilities`` listed in ranked order, padding dropped: NaN
+        under a False mask, e.g. an unannotated passage, is padding; at a real entry it raises, as in
+        :func:`distractor_analysis`)."""
         u, m = as_padded(utilities, mask)
         columns = {f.name: np.asarray(getattr(self, f.name)).tolist() for f in fields(self)}  # Python scalars
         return [DistractorReport(qid=None if qids is None else qids[i], utilities=tuple(u[i][m[i]].tolist()),

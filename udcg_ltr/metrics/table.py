@@ -88,12 +88,13 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
                  ideal_gains=None, ideal_mask=None, judged=None) -> dict[str, np.ndarray]:
     """Per-query metrics (``dict[name, float64 [n_queries]]``) for rows in ranked order.
 
-    Explicit arrays override the ``slates`` field of that name (or the one named): ``relevant`` (binary
-    labels), ``n_relevant`` (R of the judged pool; default the count in the row), ``gains`` (nDCG's;
-    default ``relevance``, else ``relevant``), ``ideal_gains``/``ideal_mask`` (the judged pool; default
-    the row), ``judged`` (False rows are NA), ``utilities`` (Eq. 2; ``slates.utility`` when
-    ``p_no_response`` is annotated), ``scores`` (``retrieval_score``). ``graded`` (labels 0..5; ``True``:
-    ``slates.relevance``) adds the set-based family over the judged pool ``pool_graded``; ``erag_labels``
+    Explicit arrays override the ``slates`` field of that name (or the one named): ``mask`` (real entries),
+    ``relevant`` (binary labels), ``n_relevant`` (R of the judged pool; default the count in the row),
+    ``gains`` (nDCG's; default ``relevance``, else ``relevant``), ``ideal_gains``/``ideal_mask`` (the judged
+    pool; default the row), ``judged`` (False rows are NA), ``utilities`` (Eq. 2; ``slates.utility`` when
+    ``p_no_response`` is annotated), ``scores`` (``retrieval_score``), ``is_distractor`` (utility -1 in the
+    ``da_*`` metrics' ``heuristic``: :func:`.distractor.heuristic_utilities`). ``graded`` (labels 0..5;
+    ``True``: ``relevance``) adds the set-based family over the judged pool ``pool_graded``; ``erag_labels``
     (downstream scores in [0, 1], NaN = absent) adds ``erag@k``; ``alpha``/``beta`` add ``udcg_theta@k``.
     """
     rel = _pick(relevant, slates, "relevant")

@@ -26,7 +26,6 @@ from udcg_ltr.metrics.udcg import sigmoid
 from udcg_ltr.select.base import RankedSlates, udcg_of_kept
 from udcg_ltr.select.expected import MAX_EXACT_K, ExpectedUtilitySelector, expected_prefix_udcg
 from udcg_ltr.select.features import FeatureScaler, feature_names, passage_features
-from udcg_ltr.select.nn import as_tensors
 
 #: Default list features of the deployed ranker's scores that the calibration reads.
 CALIBRATION_FEATURES = ("score", "gap_top", "inv_rank")
@@ -86,8 +85,8 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         """``(z, m)``, both ``[Q, W]``: the prior's relevance logit and magnitude, averaged over seeds."""
         if not self.has_prior:
             return np.zeros(ranked.mask.shape), np.full(ranked.mask.shape, 0.5)
-        x = as_tensors(self.arrays(ranked))["x"]  # modules are in eval mode since train_module / set_state
-        z, m = zip(*(module.predictions(x) for module in self.modules))
+        modules, batch = self._inference(ranked)
+        z, m = zip(*(module.predictions(batch["x"]) for module in modules))
         return torch.stack(z).mean(0).double().numpy(), torch.stack(m).mean(0).double().numpy()
 
     def _calibration_inputs(self, ranked: RankedSlates, z: np.ndarray) -> np.ndarray:

@@ -40,9 +40,11 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
                        records: Sequence[QueryRecord] | None = None, scorer: Any = None, tokenizer: Any = None,
                        split: str = "test", plot_path: str | os.PathLike | None = None, title: str | None = None,
                        relevance_threshold: int = 1, match_rule: str = "contains",
-                       ks: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
+                       ks: Mapping[str, np.ndarray] | None = None,
+                       per_query: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
     """One row per selector on ``(scores, slates)`` (module doc); ``records`` (aligned with the slates' rows)
-    and ``scorer`` add end to end, ``plot_path`` the k histograms, and ``ks`` receives each chosen k array."""
+    and ``scorer`` add end to end, ``plot_path`` the k histograms; ``ks`` receives each chosen k array and
+    ``per_query`` each selector's UDCG per row (for paired bootstrap tests)."""
     extra = sorted({name for sel in selectors.values() for name in required_extra(sel)})
     ranked = rank_split(scores, slates, extra_fields=extra)
     if ranked.utility is None:
@@ -52,12 +54,12 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
     rows, chosen = [], {}
     for name, sel in selectors.items():
         k = chosen[name] = sel.select(ranked)
-        per_query = udcg_of_kept(ranked.utility, ranked.mask, k, gamma=gamma)
+        values = udcg_of_kept(ranked.utility, ranked.mask, k, gamma=gamma)
         hist = np.bincount(k, minlength=ranked.width + 1)
         row: dict[str, Any] = {
             "selector": name, "kind": sel.kind, "split": split, "n": len(ranked),
-            "udcg": float(per_query.mean()),
-            "udcg_se": float(per_query.std(ddof=1) / np.sqrt(len(per_query))) if len(per_query) > 1 else float("nan"),
+            "udcg": float(values.mean()),
+            "udcg_se": float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan"),
             "mean_k": float(k.mean()), "k0_rate": float((k == 0).mean()),
             "k_hist": " ".join(str(int(c)) for c in hist), "uses_labels": bool(sel.needs_labels)}
         if scorer is not None:
@@ -67,6 +69,8 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
             row.update(end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
                                             match_rule=match_rule, tokenizer=tokenizer))
         rows.append(row)
+        if isinstance(per_query, dict):
+            per_query[name] = values
     if isinstance(ks, dict):
         ks.update(chosen)
     if plot_path is not None:

@@ -122,7 +122,7 @@ def train_module(module: SelectorModule, train: Mapping[str, np.ndarray], val: M
                  monitor: str = "val/objective", seed: int = 0, enable_progress_bar: bool = False,
                  num_threads: int | None = None, logger: Any = False) -> dict[str, float]:
     """Fit ``module`` with Lightning on in-memory arrays (queries on axis 0); return the history summary.
-    With ``val``, the best epoch by ``monitor`` is restored (early stop: ``patience`` epochs)."""
+    With ``val`` rows, the best epoch by ``monitor`` is restored (early stop: ``patience``), else the last."""
     for message in (".*does not have many workers.*", ".*The number of training batches.*",
                     ".*`isinstance\\(treespec, LeafSpec\\)`.*"):
         warnings.filterwarnings("ignore", message=message)
@@ -130,9 +130,11 @@ def train_module(module: SelectorModule, train: Mapping[str, np.ndarray], val: M
         torch.set_num_threads(int(num_threads))
     pl.seed_everything(seed, workers=True, verbose=False)
     train_loader = _loader(train, batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
-    val_loader, keep, callbacks = None, KeepBest(monitor), []
-    if val is not None:
-        val_loader = _loader(val, max(int(np.asarray(val["mask"]).shape[0]), 1), shuffle=False)
+    val_loader, keep, callbacks = None, None, []
+    n_val = 0 if val is None else int(np.asarray(val["mask"]).shape[0])
+    if n_val:  # else nothing to pick a best epoch by (nor to stop early on): the last epoch's state stays
+        val_loader = _loader(val, n_val, shuffle=False)
+        keep = KeepBest(monitor)
         callbacks.append(keep)
         if patience is not None and patience > 0:
             callbacks.append(pl.callbacks.EarlyStopping(monitor=monitor, mode="max", patience=patience))
@@ -144,7 +146,7 @@ def train_module(module: SelectorModule, train: Mapping[str, np.ndarray], val: M
         trainer.fit(module, train_dataloaders=train_loader, val_dataloaders=val_loader)
     module.eval()
     out = {"epochs_run": float(trainer.current_epoch)}
-    if val is not None:
+    if keep is not None:
         out["best_epoch"] = float(keep.best_epoch)
         out[f"best_{monitor}"] = float(keep.best_value)
     return out
@@ -232,13 +234,17 @@ class LearnedSelector(Selector):
         self.history = {k: float(np.mean([h[k] for h in histories])) for k in histories[0]}
         return self
 
+    def _inference(self, ranked: RankedSlates) -> tuple[list[SelectorModule], dict[str, torch.Tensor]]:
+        """The trained modules in eval mode (no dropout, wherever they were trained) and the input batch."""
+        if not self.modules:
+            raise RuntimeError(f"{self.kind} selector is not trained: fit it or load it")
+        return [module.eval() for module in self.modules], as_tensors(self.arrays(ranked))
+
     @torch.no_grad()
     def soft_output(self, ranked: RankedSlates) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The modules' averaged soft output (see :meth:`SelectorModule.soft_output`) and the input batch."""
-        if not self.modules:
-            raise RuntimeError(f"{self.kind} selector is not trained: fit it or load it")
-        batch = as_tensors(self.arrays(ranked))  # modules are in eval mode since train_module / set_state
-        return torch.stack([module.soft_output(batch) for module in self.modules]).mean(0), batch
+        modules, batch = self._inference(ranked)
+        return torch.stack([module.soft_output(batch) for module in modules]).mean(0), batch
 
     @torch.no_grad()
     def select(self, ranked: RankedSlates) -> np.ndarray:
@@ -274,4 +280,4 @@ class LearnedSelector(Selector):
                 raise ValueError(f"saved state has no weights for module {j} of {self.n_seeds}")
             module = self._build_module(self.n_features)
             module.load_state_dict(weights)
-            self.modules.append(module.eval())
+            self.modules.append(module)

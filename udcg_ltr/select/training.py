@@ -6,12 +6,15 @@ Plain keyword arguments, so a Hydra group (``model=dynamic_k``) maps onto it one
 score arrays. Learned selectors train on the train rows, best epoch by val; rule baselines grid-search
 their knobs on ``fit_on`` unless given. **Held-out scores**: a reranker is over-confident on its own
 training queries, so a selector learns from scores the reranker did not train on: the val split, or
-train scores *cross-fitted* by k-fold (folds grouped by article: :func:`group_kfold`).
+train scores *cross-fitted* by k-fold (folds grouped by article: :func:`group_kfold`). The dynamic-k study
+(``evaluate.py mode=selectors``) searches the grid of :func:`learned_candidates` with :func:`fit_learned`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,13 +22,19 @@ from typing import Any
 
 import numpy as np
 
+from udcg_ltr.data.lexical import LEXICAL_FEATURES
+from udcg_ltr.data.probes import READER_PROBES
 from udcg_ltr.io import atomic_write_json
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
 from udcg_ltr.select.io import make_selector, registry, save_selector
 from udcg_ltr.select.nn import LearnedSelector
 
+log = logging.getLogger(__name__)
+
 LEARNED_KINDS = ("gate", "kclassifier", "expected_utility", "calibrated_utility")
+#: Ranker-free per-passage arrays of the calibrated selector's prior (with the lexical features, the probes).
+PRIOR_FEATURES = ("retrieval_score", "retrieval_rank")
 
 #: The knobs of each rule baseline that, once given, leave nothing to fit (the oracle has none).
 GIVEN_KNOBS = {"fixed_k": ("k",), "score_threshold": ("threshold",), "oracle": (),
@@ -134,6 +143,76 @@ def fit_best_selector(candidates: Sequence[tuple[str, Mapping[str, Any]]], train
     if best is None:
         raise ValueError("no candidate selector")
     return best, rows
+
+
+def learned_candidates(extra: Sequence[str] = (), quick: bool = False, probes: bool = False,
+                       **budget: Any) -> list[tuple[str, dict]]:
+    """The grid of learned selectors searched on val: each kind over three feature sets, the scores' list
+    features alone; plus ``extra`` (e.g. the retriever's score under a reranker's order) and the lexical
+    coverage (:data:`LEXICAL_FEATURES`); with ``probes`` also plus the reader probes (:data:`READER_PROBES`,
+    label-free but one LLM call per candidate at inference). The calibrated selector's prior reads
+    :data:`PRIOR_FEATURES` and the lexical features (plus the probes). ``quick``: fewer architectures, one
+    seed. ``budget`` (``batch_size``, ``max_epochs``, ``patience``, ``n_seeds``) replaces the default
+    training budget of every candidate."""
+    base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3,
+            "n_seeds": 1 if quick else 3, **budget}
+    hidden_sizes = (0,) if quick else (0, 16)
+    lexical = [*extra, *LEXICAL_FEATURES]
+    prior = [*PRIOR_FEATURES, *LEXICAL_FEATURES]
+    cands = [("calibrated_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex})
+             for ex in [prior] + ([[*prior, *READER_PROBES]] if probes else []) for hidden in hidden_sizes]
+    for ex in [[], lexical] + ([[*lexical, *READER_PROBES]] if probes else []):
+        cands += [("gate", {**base, "lr": 0.1, "objective": objective, "hidden": hidden,
+                            "extra_features": ex})
+                  for objective in ("soft_mask", "expected") for hidden in hidden_sizes]
+        cands += [("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective,
+                                   "extra_features": ex})
+                  for arch in (("cumulative",) if quick else ("cumulative", "linear"))
+                  for objective in ("expected", "cross_entropy")]
+        cands += [("expected_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex})
+                  for hidden in hidden_sizes]
+    return cands
+
+
+def uses_probes(hparams: Mapping[str, Any]) -> bool:
+    """True for a configuration that reads reader probes (an LLM call per candidate at inference)."""
+    return bool(set(hparams.get("extra_features", ())) & set(READER_PROBES))
+
+
+def fit_learned(candidates: Sequence[tuple[str, Mapping[str, Any]]], train: tuple, val: tuple, *,
+                progress: bool = False, **common: Any) -> tuple[dict[str, Selector], list[dict], dict]:
+    """The best configuration by val UDCG per kind and per reader probes or not (:func:`fit_best_selector`
+    on each group of ``candidates``; ``train`` / ``val`` = ``(scores, slates)``). Returns ``(selectors,
+    grid rows, choice)``: each kind's best; ``learned``, the best of all; ``learned_no_llm``, the best
+    without reader probes. Plain groups are fitted first, so a tie goes to the configuration without the
+    LLM, then to the earlier kind."""
+    best = {}  # (kind, probes) -> (selector, its val UDCG)
+    grid: list[dict[str, Any]] = []
+    for kind in LEARNED_KINDS:
+        for probes in (False, True):
+            group = [c for c in candidates if c[0] == kind and uses_probes(c[1]) == probes]
+            if not group:
+                continue
+            t0 = time.perf_counter()
+            sel, rows = fit_best_selector(group, *train, *val, progress=progress, **common)
+            best[(kind, probes)] = (sel, max(r["val/udcg"] for r in rows))
+            grid += rows
+            log.info("%s%s: %d configurations in %.0f s, best val UDCG %.4f", kind,
+                     " + reader probes" if probes else "", len(group), time.perf_counter() - t0,
+                     best[(kind, probes)][1])
+
+    def first_best(keys):
+        return max(keys, key=lambda key: best[key][1])  # max keeps the first of equal values
+
+    selectors = {kind: best[first_best([key for key in best if key[0] == kind])][0]
+                 for kind in LEARNED_KINDS if any(key[0] == kind for key in best)}
+    choice = {}
+    for name, keys in (("learned", list(best)), ("learned_no_llm", [key for key in best if not key[1]])):
+        if keys:
+            key = first_best(keys)
+            selectors[name] = best[key][0]
+            choice[name] = {"kind": key[0], "uses_probes": key[1], "config": selectors[name].get_config()}
+    return selectors, grid, choice
 
 
 def needs_prior_rows(kind: str) -> bool:

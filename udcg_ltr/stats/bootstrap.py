@@ -101,3 +101,15 @@ def paired_ratio_ci(a, b, n_bootstrap: int, seed: int, confidence: float = 0.95)
     ok = den > 0
     lo, hi = percentile_interval(num[ok] / den[ok], confidence) if ok.any() else (float("nan"), float("nan"))
     return float(a.mean() / b.mean()), lo, hi
+
+
+def gap_closed_bootstrap(selected, fixed, oracle, n_bootstrap: int = 1000, seed: int = 0,
+                         confidence: float = 0.95) -> tuple[float, float, float]:
+    """The share of the oracle's gain over a baseline that a selector closes, ``G = mean(s - f) /
+    mean(o - f)`` over per-query values, with its paired percentile CI (:func:`paired_ratio_ci`: the three
+    arrays resampled with the same queries; a resample with no oracle gain is dropped; NaN when the oracle
+    gains nothing)."""
+    selected, fixed, oracle = (np.asarray(a, dtype=np.float64) for a in (selected, fixed, oracle))
+    if not selected.shape == fixed.shape == oracle.shape:
+        raise ValueError(f"arrays must align: {selected.shape}, {fixed.shape}, {oracle.shape}")
+    return paired_ratio_ci(selected - fixed, oracle - fixed, n_bootstrap, seed, confidence)

@@ -20,7 +20,9 @@ def group_index(qids: Sequence) -> tuple[np.ndarray, np.ndarray]:
         return np.array([], dtype=object), np.zeros((0, 0), dtype=np.int64)
     uniq, first, codes = np.unique(qids, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")  # the queries in first-appearance order
-    codes = np.argsort(by_first)[codes.ravel()]  # a query's code: its rank in that order
+    rank_of = np.empty_like(by_first)  # the inverse permutation: a query's rank in that order
+    rank_of[by_first] = np.arange(by_first.size)
+    codes = rank_of[codes.ravel()]
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
     counts = np.bincount(codes, minlength=len(uniq))

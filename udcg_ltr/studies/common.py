@@ -254,15 +254,16 @@ def distracting_effect(p: Passage, llm: str) -> float:
     return 1.0 - p.p_no_response(llm)
 
 
-def pick_passages(record: QueryRecord, cfg, llm: str) -> tuple[Passage | None, list[Passage]]:
-    """The study's relevant passage (``cfg.relevant``: ``"top_ranked"``, the best-ranked; ``"best_utility"``,
-    the highest utility, ties to the better-ranked; None without one) and the irrelevant ones, in retrieval
-    order."""
+def pick_passages(record: QueryRecord, llm: str, relevant: str, relevance_threshold: int
+                  ) -> tuple[Passage | None, list[Passage]]:
+    """The study's relevant passage (``relevant``: ``"top_ranked"``, the best-ranked; ``"best_utility"``, the
+    highest utility, ties to the better-ranked; None without one) and the irrelevant ones, in retrieval order
+    (relevant: grade >= ``relevance_threshold``)."""
     order = retrieval_order(record)
-    rel = [p for p in order if p.is_relevant(cfg.relevance_threshold)]
-    irr = [p for p in order if not p.is_relevant(cfg.relevance_threshold)]
-    if cfg.relevant == "best_utility" and rel:
-        return max(rel, key=lambda p: p.utility(llm, cfg.relevance_threshold)), irr  # max keeps the first of ties
+    rel = [p for p in order if p.is_relevant(relevance_threshold)]
+    irr = [p for p in order if not p.is_relevant(relevance_threshold)]
+    if relevant == "best_utility" and rel:
+        return max(rel, key=lambda p: p.utility(llm, relevance_threshold)), irr  # max keeps the first of ties
     return (rel[0] if rel else None), irr
 
 

@@ -100,7 +100,7 @@ def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> Distract
     highest-DE (hard) irrelevant passages, and its effective threshold is their largest / smallest DE. Left
     out: pools with fewer than ``2 (k - 1)`` irrelevant passages, arms that overlap or do not separate.
     """
-    rel, irr = common.pick_passages(record, cfg, llm)
+    rel, irr = common.pick_passages(record, llm, cfg.relevant, cfg.relevance_threshold)
     if rel is None:
         return "no relevant passage"
     m = cfg.k - 1
@@ -159,18 +159,25 @@ def fit_k_to_pools(records: Sequence[QueryRecord], cfg: DistractorConfig) -> tup
     """``(k', note)``: the largest ``k' <= cfg.k`` (at least 2) at which at least half of the candidate queries
     (a relevant passage, in ``cfg.splits``) hold the ``2 (k' - 1)`` irrelevant passages two disjoint arms need;
     ``note`` says why when ``k' < cfg.k``, e.g. in the demo world's pools of 8 passages (else None)."""
-    pools = [(len(r.passages), sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages))
-             for r in common.order_by_splits(records, cfg.splits)]
-    counts = [n - n_relevant for n, n_relevant in pools if n_relevant]  # irrelevant passages, candidate pools
+    counts = []  # irrelevant passages of each candidate pool
+    for r in common.order_by_splits(records, cfg.splits):
+        n_relevant = sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages)
+        if n_relevant:
+            counts.append(len(r.passages) - n_relevant)
     if not counts:
         return cfg.k, None
-    holding = {k: sum(n >= 2 * (k - 1) for n in counts) for k in range(2, cfg.k + 1)}  # pools that hold k
-    k = next((k for k in range(cfg.k, 2, -1) if holding[k] * 2 >= len(counts)), 2)
+
+    def holding(k: int) -> int:
+        return sum(n >= 2 * (k - 1) for n in counts)
+
+    k = cfg.k
+    while k > 2 and holding(k) * 2 < len(counts):
+        k -= 1
     if k == cfg.k:
         return k, None
     return k, (f"k lowered from {cfg.k} to {k}: two disjoint arms need 2(k-1) = {2 * (cfg.k - 1)} irrelevant "
-               f"passages, which {holding[cfg.k]} of {len(counts)} candidate pools hold "
-               f"(at most {max(counts)} irrelevant passages a pool); at k = {k}, {holding[k]} do")
+               f"passages, which {holding(cfg.k)} of {len(counts)} candidate pools hold "
+               f"(at most {max(counts)} irrelevant passages a pool); at k = {k}, {holding(k)} do")
 
 
 def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm,
@@ -243,8 +250,7 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                Column("mean_de", "Mean DE", fmt_float), Column("adapted", "Adapted thr. (queries; median [range])")]
     # markdown from the rendered strings, CSV from the raw values (``rendered`` holds both)
     rendered = [{**r, "acc": common.pct_ci(r, "correct"), "abst": common.pct_ci(r, "abstained"),
-                 "wrongs": common.pct_ci(r, "wrong"), "adapted": "" if r["arm"] == "weak - hard" else
-                 f"{r['n_adapted']}; {_effective_thresholds(r)}" if r["n_adapted"] else "0"} for r in rows]
+                 "wrongs": common.pct_ci(r, "wrong"), "adapted": _adapted_cell(r)} for r in rows]
     csv_cols = ["arm", "threshold", "queries", *common.OUTCOME_COLUMNS, "mean_de",
                 "n_adapted", "eff_threshold_median", "eff_threshold_min", "eff_threshold_max", "p_wilcoxon",
                 "wilcoxon_statistic", "n_discordant", "p_bootstrap", "p_mcnemar", "only_weak_correct",
@@ -264,9 +270,10 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
         title="Breakdown: threshold adaptation and DE contrast", csv_columns=list(breakdown[0]))
     paths["per_query_csv"] = write_csv(out / "distractors_per_query.csv", per_query)
     labels, vals, lo, hi = common.outcome_bars(rows[:2], lambda r: r["arm"])
-    for column, value in zip((labels, vals, lo, hi), ("accuracy lost to hard (weak - hard)",
-                                                      *(100 * diff[x] for x in ("diff", "lo", "hi")))):
-        column.append(value)
+    labels.append("accuracy lost to hard (weak - hard)")
+    vals.append(100 * diff["diff"])
+    lo.append(100 * diff["lo"])
+    hi.append(100 * diff["hi"])
     title = common.plot_title(f"Weak vs hard distractors, k = {cfg.k}", dataset=cfg.dataset,
                               n_queries=len(plans), llm=name, by_split=info["by_split"])
     paths["png"] = plot_bars(labels, vals, out / "distractors.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
@@ -311,6 +318,13 @@ def _breakdown(ind, adapted, mean_de, n_bootstrap: int, seed: int) -> list[dict[
                      "mean_de_weak": float(mean_de["weak"][sel].mean()),
                      "mean_de_hard": float(mean_de["hard"][sel].mean())})
     return rows
+
+
+def _adapted_cell(row) -> str:
+    """The table's "adapted" cell: an arm's adapted queries and their effective thresholds."""
+    if row["arm"] == "weak - hard":
+        return ""
+    return f"{row['n_adapted']}; {_effective_thresholds(row)}" if row["n_adapted"] else "0"
 
 
 def _effective_thresholds(row) -> str:

@@ -76,7 +76,7 @@ class PositionPlan:
 
 
 def plan_query(record: QueryRecord, llm: str, cfg: PositionConfig) -> PositionPlan | str:
-    r, irr = common.pick_passages(record, cfg, llm)
+    r, irr = common.pick_passages(record, llm, cfg.relevant, cfg.relevance_threshold)
     if r is None:
         return "no relevant passage"
     m = cfg.k - 1
