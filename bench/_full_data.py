@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import numpy as np
 from udcg_ltr.io import atomic_open, open_text
 from udcg_ltr.paths import data_dir
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository: train.py / evaluate.py
 FOLDER = "annotated_full"
 RECORDS = "squad_top10.jsonl.gz"
 CONTEXTS = "squad_contexts.jsonl.gz"
@@ -116,3 +120,22 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, Path] | None:
         counts = write_subsample(src, data_root, args.max_queries, seed=args.seed)
         print(f"subsample (--max-queries {args.max_queries}, seed {args.seed}): {counts} -> {data_root}", flush=True)
     return data_root, out
+
+
+def run_job(cmd: Sequence[str], run_dir: Path) -> float:
+    """Run one Hydra job of a ``full_*`` bench, its output appended to ``<run_dir>.log`` (a reused job keeps
+    the log of the run that did the work); on failure exit with the log's tail. Returns seconds."""
+    print("job: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    log_path = run_dir.with_suffix(".log")
+    t0 = time.perf_counter()
+    with open(log_path, "ab") as log:
+        start = log.tell()
+        done = subprocess.run(list(cmd), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - t0
+    text = log_path.read_bytes()[start:].decode("utf-8", errors="replace")
+    if done.returncode != 0:
+        print("\n".join(text.splitlines()[-30:]), file=sys.stderr)
+        raise SystemExit(f"the job failed (exit {done.returncode}); its log: {log_path}")
+    what = "reused the finished job" if "job already finished" in text else "done"
+    print(f"  {what} in {seconds:.0f} s (log {log_path})", flush=True)
+    return seconds

@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,7 +41,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, prepare_data  # noqa: E402
+from _full_data import add_data_args, prepare_data, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import (  # noqa: E402
@@ -250,18 +249,7 @@ def main(argv=None) -> int:
 
     run_dir = out / "job"
     cmd = job_command(data_root, run_dir, args)
-    print("job: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-    t_job = time.perf_counter()
-    log_path = out / "job.log"
-    with open(log_path, "w", encoding="utf-8") as log:
-        done = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    job_s = time.perf_counter() - t_job
-    if done.returncode != 0:
-        tail = log_path.read_text(encoding="utf-8").splitlines()[-30:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"the correlation job failed (exit {done.returncode}); its log: {log_path}", file=sys.stderr)
-        return 1
-    print(f"job done in {job_s:.0f} s (log {log_path})", flush=True)
+    job_s = run_job(cmd, run_dir)
 
     study = run_dir / "correlation"
     summary = json.loads((study / "summary.json").read_text(encoding="utf-8"))

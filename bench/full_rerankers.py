@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -45,7 +44,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, full_root, prepare_data  # noqa: E402
+from _full_data import add_data_args, full_root, prepare_data, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import fmt_p, markdown_table, plot_bars, read_csv, write_csv  # noqa: E402
@@ -69,25 +68,6 @@ def job_command(system: str, seed: int, data_root: Path, run_dir: Path, args) ->
         if value is not None:  # 0 questions: all of them
             cmd.append(f"{key}={value or 'null'}")
     return cmd + (["force=true"] if args.force else []) + list(args.overrides)
-
-
-def run_job(cmd: list[str], run_dir: Path) -> float:
-    """Run one job, its output appended to ``<run_dir>.log`` (a reuse keeps the training's log); exits with
-    the log's tail when it fails. Returns seconds."""
-    print("job: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-    log_path = run_dir.with_suffix(".log")
-    t0 = time.perf_counter()
-    with open(log_path, "ab") as log:
-        start = log.tell()
-        done = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - t0
-    text = log_path.read_bytes()[start:].decode("utf-8", errors="replace")
-    if done.returncode != 0:
-        print("\n".join(text.splitlines()[-30:]), file=sys.stderr)
-        raise SystemExit(f"the job failed (exit {done.returncode}); its log: {log_path}")
-    what = "reused the finished job" if "job already finished" in text else "done"
-    print(f"  {what} in {seconds:.0f} s (log {log_path})", flush=True)
-    return seconds
 
 
 def per_query_rows(run_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
