@@ -13,7 +13,8 @@ kept set is the top-k prefix of the order; k = 0 means no passage, UDCG 0.5) and
   ``calibrated``): the grid of :func:`udcg_ltr.select.training.learned_candidates` (the order's list
   features; plus lexical coverage; plus the reader probes of :mod:`udcg_ltr.data.probes`, label-free but
   one LLM call per candidate at inference), trained on the **train** split (6,468 questions, or
-  ``--max-train``) with the best epoch and the configuration chosen on **val** (2,459); training budget
+  ``--max-train``) with the best epoch and the configuration chosen on **val** (2,459), then (the recipe's
+  ``selectors.refit``) each chosen one refitted on train + val for that many epochs; training budget
   ``--batch-size``, ``--max-epochs``, ``--patience``, ``--n-seeds``. ``learned`` is the configuration with
   the best val UDCG of all, ``learned_no_llm`` the best without reader probes; each kind's best is listed;
 * ``oracle``: the per-question best k from the gold utilities (upper bound).
@@ -186,7 +187,9 @@ def main(argv=None) -> int:
     md = "\n".join([
         f"# Dynamic-k selectors, full annotated SQuAD, {args.order} order (test split)", "",
         f"Questions: {', '.join(f'{s} {v}' for s, v in n.items())}{order_note}; learned selectors trained on "
-        f"train, configuration and epoch chosen on val; rule knobs searched on train + val (best fixed k: "
+        f"train, configuration and epoch chosen on val"
+        + (", then refitted on train + val for that many epochs (val_udcg: the train-only fit's)"
+           if job.get("refit") else "") + f"; rule knobs searched on train + val (best fixed k: "
         f"{job['rules']['best_fixed']['config']}).",
         f"Learned grid: {args.grid} ({job['n_candidates']} configurations; batch {args.batch_size}, <= "
         f"{args.max_epochs} epochs, patience {args.patience}, {args.n_seeds} seed(s)); `learned` = "

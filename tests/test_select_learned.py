@@ -18,11 +18,12 @@ from udcg_ltr.data.padded import PaddedSlates
 from udcg_ltr.select import load_selector, save_selector
 from udcg_ltr.select.base import oracle_k, prefix_udcg, rank_slates, udcg_of_kept
 from udcg_ltr.select.baselines import FixedK
+from udcg_ltr.select.features import passage_features
 from udcg_ltr.select.gate import GateModule, GateSelector, prefix_length_distribution, prefix_weights
 from udcg_ltr.select.io import read_selector_config
 from udcg_ltr.select.kclassifier import KClassifierSelector
 from udcg_ltr.select.nn import soft_udcg, train_module
-from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold, select_k
+from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold, refit_selector, select_k
 
 FAST = dict(max_epochs=60, patience=20, batch_size=32, lr=0.03)
 LR = {"gate": 0.1, "kclassifier": 0.03, "expected_utility": 0.03}  # the soft-mask gate learns slowly at 0.03 in 60 epochs
@@ -280,6 +281,22 @@ def test_fit_best_selector_keeps_the_best_on_val(task):
     best, rows = fit_best_selector([("fixed_k", {}), ("gate", FAST)], s, sl, s_va, sl_va, progress=False)
     assert len(rows) == 2
     assert best.kind == max(rows, key=lambda r: r["val/udcg"])["kind"]
+
+
+def test_refit_trains_the_chosen_configuration_on_train_and_val_for_the_epochs_val_chose(task):
+    (s, sl), (s_va, sl_va) = task["train"], task["val"]
+    sel, metrics = fit_selector("kclassifier", s, sl, s_va, sl_va, **{**FAST, "max_epochs": 6, "patience": 2})
+    new = refit_selector(sel, (s, sl), (s_va, sl_va))
+    assert new.patience is None and new.max_epochs == int(sel.history["best_epoch"]) + 1
+    assert new.history["epochs_run"] == new.max_epochs  # nothing held out: no early stop
+    both = [rank_slates(s, sl), rank_slates(s_va, sl_va)]  # standardised on the train + val rows
+    x = np.concatenate([passage_features(r, new.features, temperature=new.temperature)[r.mask] for r in both])
+    np.testing.assert_allclose(new.scaler.mean, x.mean(0), rtol=1e-6, atol=1e-9)
+    assert not np.allclose(sel.scaler.mean, new.scaler.mean)
+    assert new.fits_on_val and new.crossfit_metrics == {k: v for k, v in metrics.items() if k.startswith("val/")}
+    fixed = fit_selector("fixed_k", s, sl, s_va, sl_va)[0]
+    assert refit_selector(fixed, (s, sl), (s_va, sl_va)) is fixed  # rules, and what already saw val, stay
+    assert refit_selector(new, (s, sl), (s_va, sl_va)) is new
 
 
 def test_group_kfold_keeps_groups_together():

@@ -98,6 +98,23 @@ def test_left_out_questions_and_the_seeded_draw(tmp_path, monkeypatch):
     assert [r["selector"] for r in rows] == ["best_fixed", "oracle"]
 
 
+def test_refit_keeps_the_val_choice_and_reports_its_held_out_val_udcg(tmp_path, monkeypatch):
+    kinds = "selectors.kinds=[fixed_k,expected_utility,oracle]"
+    run_selectors(tmp_path, monkeypatch, kinds, "selectors.refit=true")
+    run = tmp_path / "run"
+    job = json.loads((run / "selectors.json").read_text())
+    chosen = max(read_csv(run / "learned_grid.csv"), key=lambda r: float(r["val/udcg"]))  # first of equals
+    assert job["refit"] is True and job["choice"]["learned"]["kind"] == chosen["kind"] == "expected_utility"
+    config = job["choice"]["learned"]["config"]
+    assert config["patience"] is None and config["max_epochs"] == int(float(chosen["fit/best_epoch"])) + 1
+    rows = {r["selector"]: r for r in read_csv(run / "selectors_test.csv")}
+    assert float(rows["learned"]["val_udcg"]) == pytest.approx(float(chosen["val/udcg"]), abs=1e-12)
+    assert load_selector(run / "selectors" / "learned").get_config() == config
+    (tmp_path / "bad").mkdir()
+    with pytest.raises(ValueError, match=r"selectors.refit must be one of \[True, False\]"):
+        run_selectors(tmp_path / "bad", monkeypatch, kinds, "selectors.refit=maybe")
+
+
 def test_the_candidate_grid():
     full = learned_candidates(["retrieval_score"], quick=False, probes=True, max_epochs=7, n_seeds=2)
     quick = learned_candidates([], quick=True, probes=False)

@@ -215,10 +215,8 @@ def json_safe(obj: Any) -> Any:
         return [json_safe(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return json_safe(obj.tolist())
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
+    if isinstance(obj, (np.bool_, np.integer)):
+        return obj.item()
     if isinstance(obj, (np.floating, float)):  # np.longdouble's tolist() is itself: convert, never recurse
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, Path):

@@ -8,7 +8,6 @@ turn NaN into ``NA``.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 import textwrap
@@ -19,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.io import atomic_open, atomic_write_bytes, atomic_write_text
+from udcg_ltr.io import atomic_open, atomic_write_text
 
 
 def _isnan(x) -> bool:
@@ -36,8 +35,7 @@ def fmt_float(x, digits: int = 3) -> str:
 
 def fmt_ci(value, lo, hi, digits: int = 3) -> str:
     """``0.412 [0.350, 0.470]``; NA parts stay NA."""
-    return ("NA" if _isnan(value)
-            else f"{fmt_float(value, digits)} [{fmt_float(lo, digits)}, {fmt_float(hi, digits)}]")
+    return "NA" if _isnan(value) else f"{fmt_float(value, digits)} [{fmt_float(lo, digits)}, {fmt_float(hi, digits)}]"
 
 
 def fmt_pct(x, digits: int = 1) -> str:
@@ -115,11 +113,6 @@ def table_data(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[
     return cols, [[table_cell(row.get(c)) for c in cols] for row in rows]
 
 
-def _csv_value(v):
-    v = table_cell(v)
-    return "" if v is None else v
-
-
 def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str] | None = None) -> Path:
     """Raw (unformatted) values, one row per dict; NaN / None as empty cells. Atomic."""
     cols = _columns(rows, columns)
@@ -127,7 +120,7 @@ def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]], column
     with atomic_open(path, "w") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow([c.key for c in cols])
-        writer.writerows([_csv_value(row.get(c.key)) for c in cols] for row in rows)
+        writer.writerows([table_cell(row.get(c.key)) for c in cols] for row in rows)  # None: an empty cell
     return path
 
 
@@ -161,11 +154,10 @@ def new_figure(nrows: int = 1, ncols: int = 1, figsize=(6.4, 4.4)):
 
 
 def save_figure(fig, path: str | os.PathLike, *, dpi: int = 120) -> Path:
-    """Render to PNG in memory, then write atomically."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    """Render to PNG, written atomically."""
     path = Path(path)
-    atomic_write_bytes(path, buf.getvalue())
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=dpi)
     return path
 
 
@@ -213,7 +205,7 @@ def merge_identical(series: Mapping[str, Any]) -> dict[str, dict[str, np.ndarray
     return merged
 
 
-def draw_lines(ax, x: Sequence, series: Mapping[str, Any], *, dodge: float = 0.25, first_style: int = 0) -> list:
+def draw_lines(ax, x: Sequence, series: Mapping[str, Any], *, dodge: float = 0.25) -> list:
     """Draw ``series`` (``y`` or ``{"y", "lo", "hi"}``: CI error bars) on ``ax`` so that none hides another;
     returns the lines. Identical series are merged (:func:`merge_identical`), each gets its own style
     (:func:`series_style`), and they are shifted sideways by up to ``dodge`` of the x spacing in all."""
@@ -225,7 +217,7 @@ def draw_lines(ax, x: Sequence, series: Mapping[str, Any], *, dodge: float = 0.2
     lines = []
     for j, (name, s) in enumerate(merged.items()):
         shift = (j - (n - 1) / 2) * (dodge * spacing / max(n - 1, 1)) if n > 1 else 0.0
-        style = series_style(first_style + j)
+        style = series_style(j)
         line, = ax.plot(x + shift, s["y"], ms=4, lw=1.4, label=name, **style)
         if s["lo"] is not None and s["hi"] is not None:
             yerr = np.vstack([np.clip(s["y"] - s["lo"], 0, None), np.clip(s["hi"] - s["y"], 0, None)])
@@ -236,12 +228,11 @@ def draw_lines(ax, x: Sequence, series: Mapping[str, Any], *, dodge: float = 0.2
 
 
 def lines_figure(x: Sequence, series: Mapping[str, Mapping[str, Sequence] | Sequence], *, xlabel: str = "",
-                 ylabel: str = "", title: str | None = None, hline: float | None = 0.0, xticks: Sequence | None = None):
+                 ylabel: str = "", title: str | None = None, xticks: Sequence | None = None):
     """The figure of :func:`plot_lines` (returned, not saved: tests read its artists)."""
     fig, ax = new_figure(figsize=(7.6, 4.4))
     draw_lines(ax, x, series)
-    if hline is not None:
-        ax.axhline(hline, color="grey", lw=0.5)
+    ax.axhline(0.0, color="grey", lw=0.5)
     ax.set(xlabel=xlabel, ylabel=ylabel, xticks=list(xticks) if xticks is not None else list(np.asarray(x)))
     set_title(ax, title)
     ax.grid(alpha=0.3)

@@ -12,7 +12,6 @@ the same way.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 from collections.abc import Sequence
@@ -22,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.io import atomic_open, atomic_write_text
-from udcg_ltr.report import fmt_float, new_figure, save_figure, set_title
+from udcg_ltr.report import Column, fmt_float, new_figure, save_figure, set_title, write_table
 
 RESULT_FILE = "job_result.json"
 
@@ -115,32 +113,22 @@ def sweep_figure(jobs: Sequence[JobResult], metric: str, *, sweep_name: str = ""
     return fig
 
 
-def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None,
-                    metrics: Sequence[str] | None = None) -> dict[str, Path]:
-    """One row per finished job (its overrides and metrics): markdown, CSV and a bar plot of ``metric``
+def summarize_sweep(sweep_dir: str | Path, *, metric: str | None = None) -> dict[str, Path]:
+    """One row per finished job (its overrides and metrics): markdown (``md``), CSV and a bar plot of ``metric``
     (default: :func:`plotted_metric`, the metric the sweep optimised), listed first in the table."""
     sweep_dir = Path(sweep_dir)
     jobs = collect_jobs(sweep_dir)
     if not jobs:
         raise FileNotFoundError(f"no finished job (no {RESULT_FILE}) under {sweep_dir}")
-    names = list(metrics) if metrics else sorted({k for j in jobs for k in j.metrics
-                                                  if isinstance(j.metrics[k], (int, float))})
+    names = sorted({k for j in jobs for k in j.metrics if isinstance(j.metrics[k], (int, float))})
     metric = metric or plotted_metric(jobs, names)
     if metric is not None:
-        if metric == "optimized_metric" and metric not in names:
-            names.append(metric)
         if all(metric not in j.metrics for j in jobs):
             raise KeyError(f"metric {metric!r} is not reported by any job of {sweep_dir} (they report {names})")
         names = [metric, *[n for n in names if n != metric]]
-    header = ["job", *names]
-    rows = [[job_label(j), *[j.metrics.get(n) for n in names]] for j in jobs]
-    md = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    cells = [[fmt_float(v, 4) if v is None or isinstance(v, float) else str(v) for v in row] for row in rows]
-    md += ["| " + " | ".join(row) + " |" for row in cells]
-    out = {"markdown": sweep_dir / "sweep_summary.md", "csv": sweep_dir / "sweep_summary.csv"}
-    atomic_write_text(out["markdown"], "\n".join(md) + "\n")
-    with atomic_open(out["csv"], "w") as f:
-        csv.writer(f).writerows([header, *rows])
+    rows = [{"job": job_label(j), **{n: j.metrics.get(n) for n in names}} for j in jobs]
+    four_digits = lambda v: fmt_float(v, 4) if v is None or isinstance(v, float) else str(v)  # noqa: E731
+    out = write_table(sweep_dir / "sweep_summary", rows, ["job", *[Column(n, fmt=four_digits) for n in names]])
     if metric is not None:
         out["plot"] = save_figure(sweep_figure(jobs, metric, sweep_name=sweep_dir.name), sweep_dir / "sweep_summary.png")
     return out
@@ -152,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--metric", default=None)
     args = parser.parse_args(argv)
     paths = summarize_sweep(args.sweep_dir, metric=args.metric)
-    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    print(paths["md"].read_text(encoding="utf-8"))
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0

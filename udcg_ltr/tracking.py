@@ -13,9 +13,7 @@ collected. The run folder's local files keep the real paths.
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import os
 import re
 import sys
@@ -25,16 +23,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.io import atomic_open, atomic_write_json, json_safe
+from udcg_ltr.io import atomic_write_json, json_safe
 from udcg_ltr.paths import PROJECT_ROOT, cache_dir, data_dir
-from udcg_ltr.report import table_data
-
-
-def _plain(value: Any) -> Any:
-    """JSON-safe scalars (numpy numbers, NaN -> None)."""
-    value = value.item() if hasattr(value, "item") else value
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
+from udcg_ltr.report import table_data, write_csv
 
 _ABS_PATH = re.compile(r"(?<![\w.~<>:/-])/(?:[^/\s'\"<>:,;()\[\]{}|]+/)*([^/\s'\"<>:,;()\[\]{}|]+)")
 
@@ -87,7 +78,7 @@ class RunLogger:
         pass
 
     def summary(self, metrics: Mapping[str, Any]) -> None:
-        self._summary.update({k: _plain(v) for k, v in metrics.items()})
+        self._summary.update({k: json_safe(v) for k, v in metrics.items()})
         if self.run_dir is not None:
             atomic_write_json(self.run_dir / "metrics.json", self._summary)
 
@@ -107,12 +98,8 @@ class RunLogger:
     def log_table(self, name: str, rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> Path | None:
         if self.run_dir is None:
             return None
-        path = self.run_dir / f"{name.replace('/', '_')}.csv"
-        with atomic_open(path, "w") as f:
-            writer = csv.writer(f)
-            writer.writerow(columns)
-            writer.writerows([_plain(v) for v in row] for row in rows)
-        return path
+        return write_csv(self.run_dir / f"{name.replace('/', '_')}.csv", [dict(zip(columns, row)) for row in rows],
+                         list(columns))
 
     def log_image(self, name: str, path: str | os.PathLike) -> None:
         pass
@@ -132,7 +119,7 @@ class CSVRunLogger(RunLogger):
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
         path = self.run_dir / "metrics_log.jsonl"
         with open(path, "a", encoding="utf-8") as f:  # append-only log; a torn last line is harmless
-            f.write(json.dumps({"step": step, **{k: _plain(v) for k, v in metrics.items()}}) + "\n")
+            f.write(json.dumps({"step": step, **{k: json_safe(v) for k, v in metrics.items()}}) + "\n")
 
     def lightning(self):
         from pytorch_lightning.loggers import CSVLogger
@@ -184,15 +171,15 @@ class WandbRunLogger(RunLogger):
         return redact_paths(value, self._placeholders)
 
     def log_metrics(self, metrics, step=None):
-        self.run.log({k: self.redact(_plain(v)) for k, v in metrics.items()}, step=step)
+        self.run.log({k: self.redact(json_safe(v)) for k, v in metrics.items()}, step=step)
 
     def summary(self, metrics):
         super().summary(metrics)
         for k, v in metrics.items():
-            self.run.summary[k] = self.redact(_plain(v))
+            self.run.summary[k] = self.redact(json_safe(v))
 
     def _table(self, name, rows, columns):
-        table = self._wandb.Table(columns=list(columns), data=[[self.redact(_plain(v)) for v in r] for r in rows],
+        table = self._wandb.Table(columns=list(columns), data=[[self.redact(json_safe(v)) for v in r] for r in rows],
                                   allow_mixed_types=True)
         # Bound to the run first, the table is logged as a media file of the run (a relative path) instead of a
         # table artifact, whose manifest records W&B's absolute staging path under the home folder.
@@ -217,7 +204,7 @@ class WandbRunLogger(RunLogger):
             RunLogger.log_table(self, prefix + name, data, columns)  # the local CSV
             payload[prefix + name] = self._table(prefix + name, data, columns)
         payload.update({prefix + name: self._wandb.Image(str(path)) for name, path in images.items()})
-        payload.update({prefix + k: self.redact(_plain(v)) for k, v in scalars.items()})
+        payload.update({prefix + k: self.redact(json_safe(v)) for k, v in scalars.items()})
         RunLogger.summary(self, {prefix + k: v for k, v in scalars.items()})  # metrics.json in the run folder
         self.run.log(payload)
         return payload

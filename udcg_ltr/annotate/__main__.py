@@ -37,27 +37,20 @@ from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
 
 log = logging.getLogger("udcg_ltr.annotate")
 
-#: Datasets the CLI can read by name when no config file defines them.
-BUILTIN_DATASETS = {"annotated_squad": "udcg_ltr.data.readers.annotated.read_annotated_squad"}
-
-
 def load_records(cfg: DictConfig) -> tuple[list, str]:
     """The records to annotate and a description of their source."""
-    from hydra.utils import get_method, instantiate
+    from hydra.utils import instantiate
 
     dataset = cfg.get("dataset")
     if dataset is None:
         if cfg.get("input"):
             return read_records(cfg.input), str(cfg.input)
         raise ValueError("nothing to annotate: pass input=path.jsonl or dataset=<name>")
-    name = dataset if isinstance(dataset, str) else dataset.get("name")
-    for node in () if isinstance(dataset, str) else (dataset, dataset.get("reader")):
-        if node is not None and not isinstance(node, str) and "_target_" in node:
-            return list(instantiate(node, _convert_="all")), str(name or node["_target_"])
-    if name in BUILTIN_DATASETS:
-        return list(get_method(BUILTIN_DATASETS[name])()), name
     if isinstance(dataset, str):
         raise ValueError(f"unknown dataset {dataset!r}: give a config with a _target_ reader")
+    for node in (dataset, dataset.get("reader")):
+        if node is not None and not isinstance(node, str) and "_target_" in node:
+            return list(instantiate(node, _convert_="all")), str(dataset.get("name") or node["_target_"])
     raise ValueError("dataset config needs a _target_ (or reader._target_) pointing to a reader function "
                      "returning QueryRecords")
 
@@ -107,9 +100,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     rel_stats = label_relevance(records, method, judge=judge, fallback=rel_cfg.get("fallback"),
                                 progress=overrides["progress"])
 
-    mc_cfg = cfg.get("mc") or {}
-    mc = MonteCarloConfig(n=int(mc_cfg.get("n", 10)), temperature=float(mc_cfg.get("temperature", 1.0)),
-                          seed=int(mc_cfg.get("seed", 0)))
+    mc = MonteCarloConfig(**(cfg.get("mc") or {}))
     try:
         stats = annotate_records(records, scorer, cache, fields=list(cfg.fields), mc=mc,
                                  progress=overrides["progress"])

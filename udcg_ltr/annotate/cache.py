@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import secrets
@@ -25,7 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.schema import DataError
+from udcg_ltr.data.jsonl import non_finite_field
+from udcg_ltr.data.schema import PROBABILITY_FIELDS, DataError, is_finite_number, is_probability
 from udcg_ltr.io import atomic_open
 from udcg_ltr.paths import cache_dir
 
@@ -71,36 +71,21 @@ def lookup(cache: AnnotationCache | None, keys: Sequence[str], field_name: str) 
     return [e if e is not None and field_name in e else None for e in entries]
 
 
-PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
-
-
-def _non_finite(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        value = list(value.values())
-    if isinstance(value, (list, tuple)):
-        return any(map(_non_finite, value))
-    return isinstance(value, float) and not math.isfinite(value)
-
-
-def _finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 #: Stored field -> (is a value valid?, what is wrong with it); other fields: any JSON value but NaN / inf.
 _FIELD_CHECKS: dict[str, tuple[Callable[[Any], bool], Callable[[Any], str]]] = {
-    **dict.fromkeys(PROBABILITY_FIELDS, (lambda v: _finite_number(v) and 0.0 <= v <= 1.0,
+    **dict.fromkeys(PROBABILITY_FIELDS, (is_probability,
                                          lambda v: f"probability {v!r:.40} is not a number in [0, 1]")),
     **dict.fromkeys(("n_prompt_tokens", "max_new_tokens", "mc_n"),
                     (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                      lambda v: f"count {v!r:.40} is not an integer >= 0")),
     **dict.fromkeys(("answer", "reply"), (lambda v: isinstance(v, str),
                                           lambda v: f"expected a string, got {type(v).__name__} {v!r:.40}")),
-    "answer_logprob": (lambda v: _finite_number(v) and v <= 0,
+    "answer_logprob": (lambda v: is_finite_number(v) and v <= 0,
                        lambda v: f"log-probability {v!r:.40} is not a finite number <= 0"),
     "mc_answers": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
                    lambda v: f"expected a list of strings, got {v!r:.40}"),
 }
-_ANY_FINITE = (lambda v: not _non_finite(v), lambda v: "holds a NaN or infinite number")
+_ANY_FINITE = (lambda v: non_finite_field(v) is None, lambda v: "holds a NaN or infinite number")
 
 
 def check_fields(fields: Mapping[str, Any]) -> None:

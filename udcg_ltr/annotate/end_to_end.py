@@ -128,11 +128,7 @@ def run_summary(runs: Sequence[ContextRun]) -> dict[str, int]:
 
 
 def _count_tokens(tokenizer: Any, text: str) -> int:
-    if tokenizer is None:
-        return len(text.split())
-    if hasattr(tokenizer, "encode"):
-        return len(tokenizer.encode(text, add_special_tokens=False))
-    return len(tokenizer(text))
+    return len(text.split()) if tokenizer is None else len(tokenizer.encode(text, add_special_tokens=False))
 
 
 def end_to_end_selection(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], scorer: Any, *,

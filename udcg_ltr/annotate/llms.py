@@ -50,8 +50,6 @@ def load_llm(cfg_or_name: Any = None, /, **overrides: Any) -> LLMScorer:
     else:
         raise TypeError(f"expected an LLM name or a mapping, got {type(cfg_or_name).__name__}")
     cfg = {k: v for k, v in {**cfg, **overrides}.items() if k != "_target_"}
-    if "model" not in cfg and "model_name_or_path" in cfg:
-        cfg["model"] = cfg.pop("model_name_or_path")
     if not cfg.get("model"):
         raise ValueError("LLM configuration needs 'model' (a Hugging Face id, a local path, 'demo' or 'smollm2')")
     if unknown := set(cfg) - set(_SCORER_KEYS) - {"model"}:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,10 +41,10 @@ def non_finite_field(obj: Any, where: str = "") -> str | None:
     """The field path (``passages[1].score``) of the first NaN or infinite number in ``obj``, else None."""
     if isinstance(obj, float):
         return None if math.isfinite(obj) else (where or "(value)")
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         children = [(f"{where}.{key}" if where else str(key), value) for key, value in obj.items()]
     else:
-        children = [(f"{where}[{i}]", value) for i, value in enumerate(obj)] if isinstance(obj, list) else []
+        children = [(f"{where}[{i}]", value) for i, value in enumerate(obj)] if isinstance(obj, (list, tuple)) else []
     for name, value in children:
         found = non_finite_field(value, name)
         if found is not None:

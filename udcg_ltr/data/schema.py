@@ -157,7 +157,7 @@ def validate_record(record: QueryRecord, *, path: str | None = None, line: int |
             if not isinstance(ann, Mapping):
                 raise fail("annotation must be an object", f"{where}.annotations[{llm!r}]")
             for key in PROBABILITY_FIELDS:
-                if key in ann and not _is_probability(ann[key]):
+                if key in ann and not is_probability(ann[key]):
                     raise fail(f"probability {ann[key]!r} outside [0, 1]", f"{where}.annotations[{llm!r}].{key}")
     return record
 
@@ -170,7 +170,7 @@ def is_finite_number(value: Any) -> bool:
         return False
 
 
-def _is_probability(value: Any) -> bool:
+def is_probability(value: Any) -> bool:
     return is_finite_number(value) and 0.0 <= float(value) <= 1.0
 
 

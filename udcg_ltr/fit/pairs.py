@@ -12,16 +12,15 @@ Training pairs: within each query, every pair of contexts with different outcome
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from udcg_ltr.annotate.grading import Outcome
 from udcg_ltr.data.schema import DataError, QueryRecord, records_by_qid
 from udcg_ltr.stats.groups import group_index, to_padded
 
 FEATURE_VARIANTS = ("full", "relevance_only", "binary")
-
-OUTCOME_SCORES = {"correct": 2.0, "abstained": 1.0, "wrong": 0.0}
 
 
 @dataclass
@@ -35,11 +34,8 @@ class ContextTable:
     mask: np.ndarray  # bool [n, k]
     utility: np.ndarray  # float [n, k] (0 for padding)
     relevant: np.ndarray  # bool [n, k]
-    relevance: np.ndarray  # float [n, k] raw labels (0 for padding / unlabelled)
-    p_no_response: np.ndarray  # float [n, k] (NaN for padding)
     outcome: np.ndarray  # float [n]: 2 / 1 / 0 for correct / abstained / wrong, NaN when ungraded
     llm: str
-    extra: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.qids)
@@ -57,18 +53,14 @@ class ContextTable:
         return self._map(lambda a: a[:, :k] if a.ndim == 2 else a)
 
     def _map(self, per_array) -> ContextTable:
-        """A new table with ``per_array`` applied to every array field (``llm`` kept, ``extra`` copied)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values = {name: per_array(v) if isinstance(v, np.ndarray) else v for name, v in values.items()}
-        return ContextTable(**{**values, "extra": dict(self.extra)})
+        """A new table with ``per_array`` applied to every array field (``llm`` kept)."""
+        return replace(self, **{f.name: per_array(getattr(self, f.name)) for f in fields(self) if f.name != "llm"})
 
 
 def outcome_score(outcome) -> float:
-    """2 / 1 / 0 for correct / abstained / wrong (an :class:`~udcg_ltr.annotate.grading.Outcome` or its value); NaN for None."""
-    value = getattr(outcome, "value", outcome)
-    if outcome is not None and value not in OUTCOME_SCORES:
-        raise ValueError(f"unknown outcome {outcome!r}")
-    return float("nan") if outcome is None else OUTCOME_SCORES[value]
+    """:attr:`Outcome.score <udcg_ltr.annotate.grading.Outcome.score>` of an ``Outcome`` or its value as a float
+    (2 / 1 / 0 for correct / abstained / wrong; ``ValueError`` for anything else); NaN for None (ungraded)."""
+    return float("nan") if outcome is None else float(Outcome(outcome).score)
 
 
 def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecord], contexts: Sequence, llm: str, *,
@@ -106,8 +98,6 @@ def build_context_table(records: Sequence[QueryRecord] | Mapping[str, QueryRecor
                         context_ids=np.array([int(c.context_id) for c in contexts], dtype=np.int64), llm=llm,
                         pids=grid(lambda p: p.pid, "", object), mask=grid(lambda p: True, False, bool),
                         relevant=grid(lambda p: p.is_relevant(relevance_threshold), False, bool),
-                        relevance=grid(lambda p: p.relevance or 0, 0.0),
-                        p_no_response=grid(lambda p: p.p_no_response(llm), np.nan),
                         utility=grid(lambda p: p.utility(llm, relevance_threshold), 0.0), outcome=outcome)
 
 

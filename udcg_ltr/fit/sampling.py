@@ -20,7 +20,7 @@ import math
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -55,9 +55,6 @@ class SampledContext:
     pids: tuple[str, ...]
     has_relevant: bool
     kind: str  # "positive", "negative" or "min_relevant" (see the module docstring)
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "pids": list(self.pids)}
 
 
 def query_rng(seed: int, qid: str, salt: str | None = None) -> np.random.Generator:
@@ -136,16 +133,13 @@ def sample_contexts(records: Iterable[QueryRecord], config: ContextSamplingConfi
     return [c for record in records for c in sample_query_contexts(record, config)]
 
 
-def truncate_contexts(contexts: Sequence, k: int, records_by_qid: dict[str, QueryRecord] | None = None,
+def truncate_contexts(contexts: Sequence, k: int, records_by_qid: dict[str, QueryRecord],
                       relevance_threshold: int = 1) -> list[SampledContext]:
     """The "first ``k`` passages" variant: every context cut to its first ``k`` passages in prompt order."""
     out = []
     for c in contexts:
         pids = tuple(c.pids[:k])
-        if records_by_qid is not None:
-            has_rel = any(records_by_qid[c.qid].passage(p).is_relevant(relevance_threshold) for p in pids)
-        else:
-            has_rel = bool(getattr(c, "has_relevant", False))
+        has_rel = any(records_by_qid[c.qid].passage(p).is_relevant(relevance_threshold) for p in pids)
         out.append(SampledContext(qid=c.qid, context_id=int(c.context_id), pids=pids, has_relevant=has_rel,
                                   kind="truncated"))
     return out

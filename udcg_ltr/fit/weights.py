@@ -81,11 +81,10 @@ class UDCGThetaWeights:
     def from_vector(cls, w: np.ndarray, k: int, *, variant: str = "full", meta: dict | None = None) -> UDCGThetaWeights:
         """From the SVM weight vector over the variant's features (``[2k]``, or ``[k]`` for ``relevance_only``)."""
         w = np.asarray(w, dtype=np.float64).ravel()
-        rel_only = variant == "relevance_only"
-        if w.shape != ((k,) if rel_only else (2 * k,)):
-            raise ValueError(f"relevance_only expects {k} weights, got {w.shape}" if rel_only
-                             else f"expected {2 * k} weights, got {w.shape}")
-        alpha, beta = (w, np.zeros(k)) if rel_only else (w[:k], w[k:])
+        n = k if variant == "relevance_only" else 2 * k
+        if w.shape != (n,):
+            raise ValueError(f"variant {variant!r} expects {n} weights for k={k}, got {w.shape}")
+        alpha, beta = (w, np.zeros(k)) if n == k else (w[:k], w[k:])
         return cls(k=k, alpha=alpha, beta=beta, meta={**(meta or {}), "variant": variant})
 
     @classmethod

@@ -45,11 +45,10 @@ from udcg_ltr.losses import get_loss
 from udcg_ltr.paths import PROJECT_ROOT
 from udcg_ltr.studies import get_study
 from udcg_ltr.studies.common import config_from
+from udcg_ltr.sweeps import RESULT_FILE
 from udcg_ltr.tracking import RunLogger, make_logger
 
 log = logging.getLogger("udcg_ltr")
-
-FINISHED_FILE = "job_result.json"
 
 #: Config keys that cannot change a job's results (where things are logged or cached, the sweep's name,
 #: ``force``; the annotation cache is a memo of deterministic LLM calls): left out of :func:`config_hash`.
@@ -152,7 +151,7 @@ def config_hash(cfg) -> str:
 def _mark(run_dir: Path, status: str, config_hash_: str | None, **extra: Any) -> None:
     """Write ``job_result.json`` atomically (``status`` "finished" last, once every artefact is complete)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(run_dir / FINISHED_FILE, {"status": status, "config_hash": config_hash_, **extra})
+    atomic_write_json(run_dir / RESULT_FILE, {"status": status, "config_hash": config_hash_, **extra})
 
 
 def is_dedicated_run_dir(run_dir: Path) -> bool:
@@ -177,14 +176,14 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
         if not keep_resumable:
             log.warning("%s is not a dedicated run folder: only the earlier attempt's job_result.json and W&B run "
                         "are removed; its other artefacts may remain", run_dir)
-        targets = [run_dir / FINISHED_FILE]
+        targets = [run_dir / RESULT_FILE]
         wandb_run = (previous or {}).get("wandb_run")
         if isinstance(wandb_run, str) and wandb_run.startswith("wandb/") and ".." not in wandb_run:
             targets.append(run_dir / wandb_run)
     else:
         targets = [child for child in sorted(run_dir.iterdir())
                    if not (child.name == ".hydra" or (child.is_file() and child.suffix == ".log"))
-                   and (not keep_resumable or child.name in (FINISHED_FILE, "wandb"))]
+                   and (not keep_resumable or child.name in (RESULT_FILE, "wandb"))]
     targets = [target for target in targets if target.exists() or target.is_symlink()]
     for target in targets:
         if target.is_dir() and not target.is_symlink():
@@ -210,9 +209,10 @@ def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=N
         problems.append(f"{name} must be <= {high}, got {value!r}")
 
 
-def _check_choice(problems: list[str], name: str, value: Any, allowed: Sequence[Any], wording: str) -> None:
+def _check_choice(problems: list[str], name: str, value: Any, allowed: Sequence[Any]) -> None:
+    """``value`` is one of ``allowed`` (None among them: the setting may stay unset)."""
     if value not in allowed:
-        problems.append(f"{name} must be {wording}, got {value!r}")
+        problems.append(f"{name} must be one of {[a for a in allowed if a is not None]}, got {value!r}")
 
 
 def _check_match_rule(problems: list[str], name: str, rule: Any) -> None:
@@ -348,21 +348,20 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
             ut = model.get("udcg_theta") or {}
             _check_number(problems, "model.udcg_theta.n_contexts", ut.get("n_contexts", 1), low=1)
             _check_choice(problems, "model.udcg_theta.variant", ut.get("variant"),
-                          (None, "full", "relevance_only", "binary"), "full, relevance_only or binary")
+                          (None, "full", "relevance_only", "binary"))
     if mode is not None:  # evaluate.py
         if mode not in known_modes:
             problems.append(f"mode: unknown mode {mode!r} (known: {sorted(known_modes)})")
         _check_match_rule(problems, "match_rule", c.get("match_rule", "contains"))
         sc = c.get("selectors") or {}
         if mode == "selectors":
-            _check_choice(problems, "selectors.scores", sc.get("scores"), ("reranker", "retriever"),
-                          "'reranker' or 'retriever'")
+            _check_choice(problems, "selectors.scores", sc.get("scores"), ("reranker", "retriever"))
             for kind in sc.get("kinds") or []:
                 _check_selector(problems, f"selectors.kinds ({kind})", kind, {}, gamma)
             if not sc.get("kinds"):
                 problems.append("selectors.kinds is empty")
-            _check_choice(problems, "selectors.grid", sc.get("grid"), ("full", "quick", "none"),
-                          "full, quick or none")
+            _check_choice(problems, "selectors.grid", sc.get("grid"), ("full", "quick", "none"))
+            _check_choice(problems, "selectors.refit", sc.get("refit", False), (True, False))
             budget = sc.get("budget") or {}
             unknown = sorted(set(budget) - {"batch_size", "max_epochs", "patience", "n_seeds"})
             if unknown:
@@ -386,10 +385,8 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
             _check_number(problems, "correlation.n_contexts", cc.get("n_contexts", 1), low=1)
             for x in cc.get("k_sweep") or []:
                 _check_number(problems, "correlation.k_sweep[]", x, low=1)
-            _check_choice(problems, "correlation.sweep_mode", cc.get("sweep_mode"),
-                          ("auto", "resample", "truncate"), "auto, resample or truncate")
-            _check_choice(problems, "correlation.na_policy", cc.get("na_policy"), ("na", "zero"),
-                          "'na' or 'zero'")
+            _check_choice(problems, "correlation.sweep_mode", cc.get("sweep_mode"), ("auto", "resample", "truncate"))
+            _check_choice(problems, "correlation.na_policy", cc.get("na_policy"), ("na", "zero"))
             if cc.get("C") != "cv":
                 _check_number(problems, "correlation.C", cc.get("C"), kind=float, low=0.0, low_open=True)
         if mode == "sweep_summary" and not c.get("sweep_dir"):
@@ -448,8 +445,7 @@ def select_split(records: Sequence[QueryRecord], splits: str | Sequence[str] | N
 
 
 def subsample(records: Sequence[QueryRecord], n: int | None, seed: int) -> list[QueryRecord]:
-    """``n`` of ``records`` drawn without replacement by a numpy generator seeded with ``seed``, kept in their
-    order; all of them when ``n`` is None or 0 or not smaller than their number. A fixed ``seed`` draws the
+    """``n`` of ``records`` in their order (all when ``n`` is None, 0 or not smaller): a fixed ``seed`` draws the
     same questions for every system and model seed of a comparison."""
     if not n or n >= len(records):
         return list(records)
@@ -542,7 +538,7 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
         except OmegaConfBaseException:
             chash = None  # unresolvable: validation says why
         force = bool(cfg.get("force", False))
-        previous = read_json_dict(run_dir / FINISHED_FILE)  # None when absent or torn: no state
+        previous = read_json_dict(run_dir / RESULT_FILE)  # None when absent or torn: no state
         if previous is not None and previous.get("status") == "finished" and chash is not None \
                 and previous.get("config_hash") == chash and not force:
             job_log.info("job already finished in %s: skipping (force=true reruns it)", run_dir)
@@ -570,8 +566,7 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
             metrics = body(run_dir, logger)
             logger.summary(metrics)
             logger.finish()  # before "finished": a kill in between leaves a job that reruns, not an unclosed W&B run
-            config = OmegaConf.to_container(cfg, resolve=True)
-            _mark(run_dir, "finished", chash, metrics=dict(metrics), config=config)
+            _mark(run_dir, "finished", chash, metrics=dict(metrics), config=OmegaConf.to_container(cfg, resolve=True))
             job_log.info("results in %s", run_dir)
         except BaseException as err:
             _mark(run_dir, "failed", chash, error=f"{type(err).__name__}: {err}", **wandb_run)

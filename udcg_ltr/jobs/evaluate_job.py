@@ -32,8 +32,7 @@ log = logging.getLogger("udcg_ltr.evaluate")
 
 class EvalContext(JobContext):
     def uses_llm(self) -> bool:
-        return bool(self.cfg.end_to_end) and bool(self.cfg.dataset.get("has_answers", False)) \
-            and self.llm_name is not None
+        return bool(self.cfg.end_to_end and self.cfg.dataset.get("has_answers", False) and self.llm_name is not None)
 
     @cached_property
     def reranker(self):
@@ -92,8 +91,7 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     with qrels, the full rankings' TREC table too (:func:`report_trec`). ``ties``: ``stable`` | ``trec``."""
     cfg, k = ctx.cfg, int(ctx.cfg.k)
     ties = str(cfg.get("ties") or "stable")
-    splits = None if cfg.splits is None else list(cfg.splits)  # null (dl19_rerank): every query
-    records = _rows_with_annotations(ctx, ctx.split(splits))
+    records = _rows_with_annotations(ctx, ctx.split(cfg.splits))  # splits null (dl19_rerank): every query
     llm = ctx.llm_name
     rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records)}
     if llm is not None:
@@ -118,10 +116,10 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     prefix of the ``selectors.scores`` order per question, judged by the UDCG (Eq. 4) of the kept set on the
     test split. Rule kinds are fitted on train + val (fixed_k as ``best_fixed``); learned kinds are the
     ``selectors.grid`` candidates trained on train, epoch and configuration chosen on val
-    (:func:`~udcg_ltr.select.training.fit_learned`: each kind's best, ``learned``, ``learned_no_llm``); then
-    the oracle. Writes per_query_test.csv, selectors_test.csv (with each selector's val UDCG),
-    learned_grid.csv, k_hist_test.png, selectors.json and the selectors (selectors/<name>) to the run
-    folder."""
+    (:func:`~udcg_ltr.select.training.fit_learned`: each kind's best, ``learned``, ``learned_no_llm``; with
+    ``selectors.refit``, then refitted on train + val); then the oracle. Writes per_query_test.csv,
+    selectors_test.csv (with each selector's val UDCG), learned_grid.csv, k_hist_test.png, selectors.json and
+    the selectors (selectors/<name>) to the run folder."""
     from udcg_ltr.select import OracleK, evaluate_selectors, fit_selector, format_rows_markdown, save_selector
     from udcg_ltr.select.training import LEARNED_KINDS, fit_learned, learned_candidates
 
@@ -159,7 +157,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     grid, choice = [], {}
     if candidates:
         learned, grid, choice = fit_learned(candidates, data["train"], data["val"], gamma=gamma,
-                                            seed=int(cfg.seed))
+                                            seed=int(cfg.seed), refit=sc.refit)
         selectors.update(learned)
     learned_s = time.perf_counter() - t0
     if "oracle" in kinds:
@@ -170,7 +168,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     png = ctx.run_dir / "k_hist_test.png"
     rows = evaluate_selectors(selectors, *data["test"], gamma=gamma, split="test", per_query=per_query,
                               plot_path=png, title=f"chosen k on test, {sc.scores} order")
-    for row in rows:  # a selector that learned from val (calibrated) competes with its cross-fitted val UDCG
+    for row in rows:  # a selector that learned from val (calibrated, refitted) competes with its held-out val UDCG
         sel = selectors[row["selector"]]
         row["val_udcg"] = (sel.crossfit_metrics["val/udcg"] if getattr(sel, "fits_on_val", False)
                            else val_rows[row["selector"]]["udcg"])
@@ -179,7 +177,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     atomic_write_json(ctx.run_dir / "selectors.json", json_safe({
         "scores": sc.scores, "questions": counts, "excluded": excluded,
         "retriever_fusion": ctx.reranker.retriever_fusion if sc.scores == "reranker" else None,
-        "grid": sc.grid, "n_candidates": len(candidates), "choice": choice, "rules": rules,
+        "grid": sc.grid, "n_candidates": len(candidates), "refit": sc.refit, "choice": choice, "rules": rules,
         "learned_seconds": learned_s}))
     ctx.logger.log_results(tables={
         "selectors_test": rows, "learned_grid": [{**r, "hparams": json.dumps(r["hparams"])} for r in grid],
@@ -254,7 +252,7 @@ def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
 
 def mode_sweep_summary(ctx: EvalContext) -> dict[str, float]:
     paths = summarize_sweep(ctx.cfg.sweep_dir)
-    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    print(paths["md"].read_text(encoding="utf-8"))
     if "plot" in paths:
         ctx.logger.log_image("sweep_summary", paths["plot"])
     return {}

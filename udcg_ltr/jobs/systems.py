@@ -18,17 +18,12 @@ from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.jobs.plots import outcomes_figure, systems_figure
-from udcg_ltr.metrics._common import rank_by_scores, take_ranked
+from udcg_ltr.metrics._common import mean, rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
 from udcg_ltr.metrics.table import metric_table, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.evaluation import scored_slates
 from udcg_ltr.report import save_figure, write_csv, write_table
-
-
-def _mean(values: np.ndarray) -> float:
-    """Mean over the queries where ``values`` is defined (NaN when none is)."""
-    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
 @dataclass
@@ -40,7 +35,7 @@ class SystemResult:
     n_unjudged: int | None = None  # queries the qrels do not judge (NA in the relevance columns); None: no qrels
 
     def summary(self) -> dict[str, float]:
-        out = {name: _mean(v) for name, v in self.per_query.items()}
+        out = {name: mean(v).value for name, v in self.per_query.items()}
         out["mean_k"] = float(self.context_sizes.mean()) if len(self.context_sizes) else float("nan")
         if self.n_unjudged is not None:
             out["unjudged_queries"] = float(self.n_unjudged)
@@ -137,7 +132,7 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
     rows, metrics = [], {}
     for name, scores in rankings.items():
         per_query = trec_metrics(records, scores, relevance_threshold=relevance_threshold, cutoffs=cutoffs, ties=ties)
-        means = {m: _mean(v) for m, v in per_query.items()}
+        means = {m: mean(v).value for m, v in per_query.items()}
         rows.append({"system": name, **means, "queries": judged, "unjudged_queries": pools.n_unjudged})
         metrics.update({f"test/trec/{name}/{m}": v for m, v in means.items()})
     metrics["test/trec/judged_queries"] = float(judged)

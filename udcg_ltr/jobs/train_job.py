@@ -41,7 +41,6 @@ class PipelineState(JobContext):
     def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
         super().__init__(cfg, run_dir, logger)
         self.metrics: dict[str, float] = {}
-        self.timings: dict[str, float] = {}
         self.theta: Any = None
         self.scores: dict[str, np.ndarray] = {}  # qid -> reranker score per passage
         self.alone: dict[str, np.ndarray] = {}  # with retriever fusion: the cross-encoder's own scores
@@ -189,10 +188,9 @@ def stage_evaluate(state: PipelineState) -> None:
     if not records:
         raise ValueError(f"evaluate: no records in splits {list(cfg.evaluation.splits)}")
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
-    if all(r.qid in state.alone for r in records):  # the cross-encoder without retriever fusion
-        systems[f"reranker_alone@{k}"] = top_k_by(records, [state.alone[r.qid] for r in records], k)
-    if all(r.qid in state.scores for r in records):
-        systems[f"reranker@{k}"] = top_k_by(records, [state.scores[r.qid] for r in records], k)
+    for name, scores in ((f"reranker_alone@{k}", state.alone), (f"reranker@{k}", state.scores)):  # alone: no fusion
+        if all(r.qid in scores for r in records):
+            systems[name] = top_k_by(records, [scores[r.qid] for r in records], k)
     chosen_k = {}
     if state.selector is not None:
         ranking = _ranking_scores(state, records)
@@ -233,9 +231,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             s0 = time.perf_counter()
             log.info("== stage %s ==", stage)
             STAGE_FUNCS[stage](state)
-            state.timings[stage] = time.perf_counter() - s0
-            log.info("== stage %s done in %.1fs ==", stage, state.timings[stage])
-        state.record_metrics({f"time/{k}_s": v for k, v in state.timings.items()})
+            seconds = time.perf_counter() - s0
+            log.info("== stage %s done in %.1fs ==", stage, seconds)
+            state.record_metrics({f"time/{stage}_s": seconds})
         state.record_metrics({"time/total_s": time.perf_counter() - t0})
         return dict(state.metrics)
 

@@ -179,13 +179,32 @@ def uses_probes(hparams: Mapping[str, Any]) -> bool:
     return bool(set(hparams.get("extra_features", ())) & set(READER_PROBES))
 
 
+def refit_selector(selector: Selector, train: tuple, val: tuple) -> Selector:
+    """``selector``'s configuration trained again on the train + val rows (``(scores, slates)`` each) for the
+    epoch count val chose (``best_epoch + 1``; nothing is held out, so no early stop), as the rule baselines
+    are fitted on train + val. Not learned, or calibrating on held-out rows (``fits_on_val``): kept as it is.
+    The refitted selector reports the train-only fit's val metrics as ``crossfit_metrics`` (held out)."""
+    if not isinstance(selector, LearnedSelector) or getattr(selector, "fits_on_val", False):
+        return selector
+    epochs = int(round(selector.history["best_epoch"])) + 1
+    new = make_selector(selector.kind, **{**selector.get_config(), "max_epochs": epochs, "patience": None})
+    extra = required_extra(new)
+    val_ranked = rank_split(*val, extra_fields=extra)
+    new.fit(_concat(rank_split(*train, extra_fields=extra), val_ranked))
+    new.fits_on_val = True  # it learned from the val rows: the jobs report its held-out val UDCG instead
+    new.crossfit_metrics = split_metrics(selector, val_ranked, "val", gamma=selector.gamma)
+    return new
+
+
 def fit_learned(candidates: Sequence[tuple[str, Mapping[str, Any]]], train: tuple, val: tuple, *,
-                progress: bool = False, **common: Any) -> tuple[dict[str, Selector], list[dict], dict]:
+                progress: bool = False, refit: bool = False,
+                **common: Any) -> tuple[dict[str, Selector], list[dict], dict]:
     """The best configuration by val UDCG per kind and per reader probes or not (:func:`fit_best_selector`
     on each group of ``candidates``; ``train`` / ``val`` = ``(scores, slates)``). Returns ``(selectors,
     grid rows, choice)``: each kind's best; ``learned``, the best of all; ``learned_no_llm``, the best
     without reader probes. Plain groups are fitted first, so a tie goes to the configuration without the
-    LLM, then to the earlier kind."""
+    LLM, then to the earlier kind. ``refit``: each returned selector is then :func:`refit_selector`'s (the
+    choices stay those of the train-only fits)."""
     best = {}  # (kind, probes) -> (selector, its val UDCG)
     grid: list[dict[str, Any]] = []
     for kind in LEARNED_KINDS:
@@ -204,13 +223,20 @@ def fit_learned(candidates: Sequence[tuple[str, Mapping[str, Any]]], train: tupl
     def first_best(keys):
         return max(keys, key=lambda key: best[key][1])  # max keeps the first of equal values
 
-    selectors = {kind: best[first_best([key for key in best if key[0] == kind])][0]
+    refitted: dict[tuple, Selector] = {}
+
+    def chosen(key):  # each chosen configuration refitted once, shared by the names that chose it
+        if key not in refitted:
+            refitted[key] = refit_selector(best[key][0], train, val) if refit else best[key][0]
+        return refitted[key]
+
+    selectors = {kind: chosen(first_best([key for key in best if key[0] == kind]))
                  for kind in LEARNED_KINDS if any(key[0] == kind for key in best)}
     choice = {}
     for name, keys in (("learned", list(best)), ("learned_no_llm", [key for key in best if not key[1]])):
         if keys:
             key = first_best(keys)
-            selectors[name] = best[key][0]
+            selectors[name] = chosen(key)
             choice[name] = {"kind": key[0], "uses_probes": key[1], "config": selectors[name].get_config()}
     return selectors, grid, choice
 

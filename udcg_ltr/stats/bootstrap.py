@@ -47,9 +47,7 @@ def bootstrap_ci(values, n_bootstrap: int = 1000, seed: int = 0, confidence: flo
 def rate_ci(values, n_bootstrap: int, seed: int) -> tuple[float, float, float]:
     """``(mean, lo, hi)``: the mean over queries (NaN left out) with its bootstrap percentile 95% interval."""
     v = _clean(values)
-    if v.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    return (float(v.mean()), *bootstrap_ci(v, n_bootstrap, seed))
+    return (float(v.mean()) if v.size else float("nan"), *bootstrap_ci(v, n_bootstrap, seed))
 
 
 @dataclass(frozen=True)

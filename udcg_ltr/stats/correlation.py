@@ -22,8 +22,6 @@ import numpy as np
 
 from udcg_ltr.stats.groups import group_index, to_padded
 
-METHODS = ("spearman", "kendall")
-
 
 def average_ranks(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """1-based ranks along the last axis with ties averaged, over the entries where ``mask``; NaN elsewhere."""

@@ -290,18 +290,17 @@ class _Core:
 
 
 def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_splits, metrics, theta_variants, C,
-          gamma_grid, relevance_threshold, seed, erag_rule, fit_kwargs) -> _Core:
+          gamma_grid, relevance_threshold, seed, erag_rule) -> _Core:
     """Fit UDCG_theta and gamma* on the ``fit_splits`` contexts, then score and correlate every metric."""
     fit_table = table.subset(np.flatnonzero([split_of[q] in fit_splits for q in table.qids.tolist()]))
-    fit_kwargs = dict(fit_kwargs or {})
     theta: dict[str, UDCGThetaWeights] = {}
     for v in theta_variants if len(fit_table) else ():
         if THETA_ROWS[v] in metrics:
             c_v, cv_rows = C, None
             if C == "cv":  # chosen by query-grouped CV inside the fit split only
-                c_v, cv_rows = select_C(fit_table, variant=v, seed=seed, **fit_kwargs)
+                c_v, cv_rows = select_C(fit_table, variant=v, seed=seed)
             meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
-            theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta, **fit_kwargs)
+            theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta)
     gamma = None if not len(fit_table) or "udcg_gamma_star" not in metrics else calibrate_gamma(
         fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
     values = compute_context_metrics(table, by_qid, gamma_star=gamma.gamma if gamma else None, theta=theta,
@@ -313,16 +312,14 @@ def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_split
 
 
 def _select(groups: np.ndarray, split_of: Mapping[str, str], split: str | None) -> np.ndarray:
-    if split is None or split == "all":
-        return np.ones(len(groups), dtype=bool)
-    return np.array([split_of[q] == split for q in groups.tolist()], dtype=bool)
+    return np.array([split in (None, "all") or split_of[q] == split for q in groups.tolist()], dtype=bool)
 
 
 def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str = "truncate", scorer=None, cache=None,
                  sampling: ContextSamplingConfig | None = None, split_of: Mapping[str, str], fit_splits,
                  report_split, metrics: Sequence[str], C: float | str, gamma_grid, n_bootstrap: int, seed: int,
                  relevance_threshold: int = 1, erag_rule: str = "contains", rule: str = "contains",
-                 fit_kwargs: Mapping[str, Any] | None = None, progress: bool = True) -> list[dict[str, Any]]:
+                 progress: bool = True) -> list[dict[str, Any]]:
     """Correlation (report split) of each metric for contexts of ``k`` passages, for every ``k``. Truncate
     mode: each context cut to its first ``k`` passages, answered again by a ``scorer``, or without one keeping
     the full context's outcome (``outcome_source="full_context"``); resample mode: fresh balanced contexts of
@@ -349,8 +346,7 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
             continue
         table = build_context_table(by_qid, graded, llm, k=width, relevance_threshold=relevance_threshold).truncate(k)
         core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=("full",), C=C,
-                     gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed,
-                     erag_rule=erag_rule, fit_kwargs=fit_kwargs)
+                     gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed, erag_rule=erag_rule)
         for r in summarise(core.correlations, _select(core.groups, split_of, report_split), n_bootstrap=n_bootstrap,
                            seed=seed):
             rows.append({"k": k, "mode": mode, "outcome_source": source, "metric": r["metric"],
@@ -360,7 +356,7 @@ def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str 
 
 
 def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, metrics: Sequence[str] = SWEEP_METRICS,
-                 title: str | None = None) -> Path:
+                 title: str) -> Path:
     ks = sorted({r["k"] for r in rows})
     series = {}
     for name in metrics:
@@ -368,9 +364,8 @@ def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
         if by_k:
             series[row_label(name)] = {key: [by_k.get(k, {}).get(src, np.nan) for k in ks]
                                        for key, src in (("y", "spearman"), ("lo", "spearman_lo"), ("hi", "spearman_hi"))}
-    mode, source = (rows[0]["mode"], rows[0]["outcome_source"]) if rows else ("", "")
     return plot_lines(ks, series, path, xlabel="k (passages per context)", ylabel="mean per-query Spearman",
-                      title=title or f"correlation vs k ({mode}; outcome: {source})", xticks=ks)
+                      title=title, xticks=ks)
 
 
 def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm, k: int = 5,
@@ -382,8 +377,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
                           k_sweep: Sequence[int] | None = None, sweep_mode: str = "truncate", scorer=None,
                           cache=None, sampling: ContextSamplingConfig | None = None, rule: str = "contains",
                           erag_rule: str = "contains", relevance_threshold: int = 1, na_policy: str = "na",
-                          fit_kwargs: Mapping[str, Any] | None = None, logger=None, title: str | None = None,
-                          progress: bool = True) -> CorrelationReport:
+                          logger=None, title: str | None = None, progress: bool = True) -> CorrelationReport:
     """Run the correlation study and write its tables and figures to ``out_dir``.
 
     ``records`` carry single-passage annotations of ``llm`` (the annotation name, or a scorer: then it also
@@ -410,8 +404,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     if not any(split_of[q] in fit_splits for q in table.qids.tolist()):
         raise ValueError(f"no query with contexts in the fit splits {fit_splits}: cannot fit UDCG_theta / gamma")
     core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=tuple(theta_variants),
-                 C=C, gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed,
-                 erag_rule=erag_rule, fit_kwargs=fit_kwargs)
+                 C=C, gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed, erag_rule=erag_rule)
     report_label = report_split if report_split not in (None, "all") else "all"
     sel_report = _select(core.groups, split_of, report_split)
     if not sel_report.any():
@@ -441,7 +434,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
                          report_split=report_split, metrics=[m for m in metrics if m in SWEEP_METRICS],
                          C=C, gamma_grid=gamma_grid, n_bootstrap=n_bootstrap, seed=seed,
                          relevance_threshold=relevance_threshold, erag_rule=erag_rule, rule=rule,
-                         fit_kwargs=fit_kwargs, progress=progress) if k_values else []
+                         progress=progress) if k_values else []
 
     paths: dict[str, Path] = {}
     n_q = {s: sum(1 for q in groups if split_of[q] == s) for s in sorted(set(split_of[q] for q in groups))}

@@ -26,7 +26,7 @@ from udcg_ltr.annotate.annotator import ensure_annotations
 from udcg_ltr.annotate.end_to_end import Context
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import query_rng
-from udcg_ltr.report import Column, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv
+from udcg_ltr.report import Column, fmt_ci, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv
 from udcg_ltr.stats.bootstrap import paired_difference
 from udcg_ltr.stats.paired import mcnemar_exact, wilcoxon_paired
 from udcg_ltr.studies import common
@@ -126,10 +126,8 @@ def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> Distract
             return np.array([i for i in order if i in cands][:m], dtype=np.int64)
         return rng.choice(cands, size=m, replace=False)
 
-    weak = asc[:m] if weak_adapted else None
     hard = desc[:m] if hard_adapted else None
-    if weak is None:
-        weak = pick(weak_cand, hard, asc)
+    weak = asc[:m] if weak_adapted else pick(weak_cand, hard, asc)
     if hard is None:
         hard = pick(hard_cand, weak, desc)
     if weak is None or hard is None or set(weak.tolist()) & set(hard.tolist()):
@@ -329,8 +327,7 @@ def _adapted_cell(row) -> str:
 
 def _effective_thresholds(row) -> str:
     """An arm's effective thresholds over its adapted queries: ``median [min, max]``."""
-    return (f"{fmt_float(row['eff_threshold_median'])} [{fmt_float(row['eff_threshold_min'])}, "
-            f"{fmt_float(row['eff_threshold_max'])}]")
+    return fmt_ci(row["eff_threshold_median"], row["eff_threshold_min"], row["eff_threshold_max"])
 
 
 def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str) -> str:

@@ -25,7 +25,7 @@ from udcg_ltr.annotate.baselines import erag_labels
 from udcg_ltr.annotate.end_to_end import Context
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.fit.sampling import retrieval_order
-from udcg_ltr.report import Column, fmt_float, fmt_p, fmt_pct, plot_bars, write_csv
+from udcg_ltr.report import Column, fmt_ci, fmt_p, fmt_pct, plot_bars, write_csv
 from udcg_ltr.stats.bootstrap import paired_difference, paired_ratio_ci
 from udcg_ltr.stats.paired import mcnemar_exact
 from udcg_ltr.studies import common
@@ -186,8 +186,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
 
 
 def _wrong_ratio(row) -> str:
-    return (f"{fmt_float(row['wrong_ratio'], 2)} [{fmt_float(row['wrong_ratio_lo'], 2)}, "
-            f"{fmt_float(row['wrong_ratio_hi'], 2)}]")
+    return fmt_ci(row["wrong_ratio"], row["wrong_ratio_lo"], row["wrong_ratio_hi"], 2)
 
 
 def _markdown(cfg: OracleConfig, name, meta, info, table_md, pairs_md, pair_rows) -> str:

@@ -1,11 +1,5 @@
-"""Readers for every source layout; each returns validated :class:`~udcg_ltr.data.schema.QueryRecord` s.
-
-The shared annotated SQuAD set (:func:`read_annotated_squad`, :mod:`.annotated`), the UDCG
-authors' reference samples (:func:`read_udcg_reference`), DPR / KILT ``ctxs`` files and NQ-open pools
-(:func:`read_dpr`, :func:`build_nq_pool`, :func:`read_nq_pool`), SQuAD v1.1 (:func:`read_squad`),
-HotpotQA (:func:`read_hotpotqa`), TREC runs / qrels and DL19 (:func:`read_trec_run`,
-:func:`read_trec_qrels`, :func:`read_dl19`) and BEIR folders (:func:`read_beir`). Malformed input
-raises :class:`~udcg_ltr.data.schema.DataError` naming the file, the line and the field.
+"""Readers for every source layout; each returns validated :class:`~udcg_ltr.data.schema.QueryRecord` s and
+raises :class:`~udcg_ltr.data.schema.DataError` naming the file, the line and the field on malformed input.
 """
 
 from udcg_ltr.data.readers.annotated import read_annotated_squad, read_annotation_meta
