@@ -243,7 +243,10 @@ def test_config_hash_sees_results_not_bookkeeping(tmp_path):
     other = tmp_path / "e.jsonl"
     other.write_text("one\n")
     assert config_hash(OmegaConf.create({**base, "dataset": {"reader": {"path": str(other)}}})) != h
-    data.write_text("two, longer\n")  # same path, new content
+    stat = data.stat()
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # provisioned again: new mtime, same bytes
+    assert config_hash(OmegaConf.create(base)) == h
+    data.write_text("two\n")  # same path and size, new content
     assert config_hash(OmegaConf.create(base)) != h
 
 

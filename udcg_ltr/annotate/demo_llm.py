@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from udcg_ltr.io import atomic_open, atomic_write_json, read_json_dict
+from udcg_ltr.io import atomic_open, atomic_write_json, read_json_dict, sha256_file
 from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -108,14 +108,6 @@ def smollm2_gguf_path(*, install: bool = True) -> Path:
         if path.is_file():
             return path
     raise DemoLLMError(f"{SMOLLM2_GGUF} not found in {list(spec.submodule_search_locations)}")
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path:

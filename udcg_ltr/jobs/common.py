@@ -40,7 +40,7 @@ from udcg_ltr.annotate.llms import PRESETS as LLM_PRESETS
 from udcg_ltr.data.lexical import records_idf
 from udcg_ltr.data.padded import PaddedSlates, pad_records
 from udcg_ltr.data.schema import DataError, QueryRecord, validate_record
-from udcg_ltr.io import atomic_write_json, read_json_dict
+from udcg_ltr.io import atomic_write_json, read_json_dict, sha256_file
 from udcg_ltr.losses import get_loss
 from udcg_ltr.paths import PROJECT_ROOT
 from udcg_ltr.studies import get_study
@@ -127,18 +127,20 @@ def _path_values(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
             yield from _path_values(value, f"{prefix}[{i}]")
 
 
-def _file_fingerprint(path: str) -> list[int] | str:
-    """``[size, mtime_ns]`` of a file (the sum over a folder's files), or ``"missing"``."""
+def _file_fingerprint(path: str) -> dict[str, str] | str:
+    """sha256 of a file's bytes (of each file below a folder, by relative path), or ``"missing"``. Content, not
+    modification times: the same bytes provisioned again at the same path are the same inputs, so finished jobs stay
+    finished (hashing reads about 1 GB a second)."""
     p = Path(path)
     if not p.exists():
         return "missing"
-    stats = [p.stat()] if p.is_file() else [f.stat() for f in sorted(p.rglob("*")) if f.is_file()]
-    return [sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)]
+    files = [p] if p.is_file() else [f for f in sorted(p.rglob("*")) if f.is_file()]
+    return {f.relative_to(p).as_posix(): sha256_file(f) for f in files}
 
 
 def config_hash(cfg) -> str:
     """sha256 of what determines a job's results: the resolved config minus :data:`RESULT_INDEPENDENT_KEYS`,
-    plus size and modification time of each input file named under ``dataset``."""
+    plus the content hash of each input file named under ``dataset``."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     for key in RESULT_INDEPENDENT_KEYS:
         _drop(container, key)
