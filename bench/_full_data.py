@@ -105,6 +105,13 @@ def add_data_args(ap: argparse.ArgumentParser, out: Path) -> None:
                          "instead of all 10,570: a quick check, not a result")
 
 
+def add_reuse_arg(ap: argparse.ArgumentParser) -> None:
+    """``--reuse`` of the benches that rerun their one job by default (``force=true``)."""
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the job's finished results when its configuration and input files are unchanged (the "
+                         "job's own skip rule; it does not see code changes); default: rerun it (force=true)")
+
+
 def prepare_data(args: argparse.Namespace) -> tuple[Path, Path] | None:
     """``(data root holding annotated_full/, output folder)`` for the parsed options: the shared set, or the
     ``--max-queries`` subsample written under the output folder; None (after saying why) when the set is absent."""

@@ -41,7 +41,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, prepare_data, run_job  # noqa: E402
+from _full_data import add_data_args, add_reuse_arg, prepare_data, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import (  # noqa: E402
@@ -236,9 +236,7 @@ def main(argv=None) -> int:
     ap.add_argument("--C", default="1.0", help="SVM-rank C of UDCG_theta, or 'cv' (query-grouped CV on train)")
     ap.add_argument("--k-sweep", default="1,2,3,4,5",
                     help="context sizes k' of the truncation sweep (UDCG_theta refitted per k'); 'none' to skip")
-    ap.add_argument("--reuse", action="store_true",
-                    help="keep the job's finished results when its configuration and input files are unchanged (the "
-                         "job's own skip rule; it does not see code changes); default: rerun it (force=true)")
+    add_reuse_arg(ap)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
 

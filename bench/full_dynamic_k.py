@@ -56,7 +56,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, prepare_data, run_job  # noqa: E402
+from _full_data import add_data_args, add_reuse_arg, prepare_data, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import new_figure, read_csv, save_figure  # noqa: E402
@@ -151,10 +151,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n-seeds", type=int, default=1, help="modules averaged per learned selector")
     ap.add_argument("--n-bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0, help="selector, subsample and bootstrap seed")
-    ap.add_argument("--reuse", action="store_true",
-                    help="keep the job's finished results when its configuration and input files are "
-                         "unchanged (the job's own skip rule; it does not see code changes); default: rerun "
-                         "it (force=true)")
+    add_reuse_arg(ap)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
 
