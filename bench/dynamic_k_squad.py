@@ -65,6 +65,7 @@ import numpy as np  # noqa: E402
 from _recipes import K, udcg_loss_spec  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
+from udcg_ltr.report import write_csv  # noqa: E402
 
 SPLITS = ("train", "val", "test")
 
@@ -316,10 +317,9 @@ def main(argv=None) -> dict:
     import torch
 
     from udcg_ltr.data.lexical import records_idf
-    from udcg_ltr.data.padded import pad_records
+    from udcg_ltr.data.padded import pad_records, pad_scores
     from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, read_annotated_squad
-    from udcg_ltr.select import dynamic_k_report, format_rows_markdown, write_rows_csv
-    from udcg_ltr.select.base import pad_scores
+    from udcg_ltr.select import dynamic_k_report, format_rows_markdown
 
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
@@ -374,8 +374,8 @@ def main(argv=None) -> dict:
                                               "harm_share", "safe", "risky", "dangerous"])
     print("\ndynamic-k analysis (test split, whole top-10; udcg_ltr.metrics.distractor):")
     print(report_md)
-    write_rows_csv(report, out / "dynamic_k_report.csv")
-    write_rows_csv(all_rows, out / "selectors_test.csv")
+    write_csv(out / "dynamic_k_report.csv", report)
+    write_csv(out / "selectors_test.csv", all_rows)
     atomic_write_text(out / "report.md", "# Dynamic-k selectors, annotated SQuAD (test)\n\n"
                       + "\n\n".join(f"## {n}\n\n" + format_rows_markdown([r for r in all_rows if r['ranking'] == n])
                                     for n in rankings)

@@ -59,8 +59,8 @@ import numpy as np  # noqa: E402
 from _full_data import add_data_args, add_reuse_arg, prepare_data, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
-from udcg_ltr.report import new_figure, read_csv, save_figure  # noqa: E402
-from udcg_ltr.select import format_rows_markdown, write_rows_csv  # noqa: E402
+from udcg_ltr.report import new_figure, read_csv, save_figure, write_csv  # noqa: E402
+from udcg_ltr.select import format_rows_markdown  # noqa: E402
 from udcg_ltr.stats.bootstrap import bootstrap_ci, gap_closed_bootstrap, paired_bootstrap_test  # noqa: E402
 
 EXPERIMENTS = {"retriever": "full_dynamic_k", "reranker": "full_dynamic_k_reranker"}
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
         + (f" (the smallest p a {args.n_bootstrap}-resample bootstrap can give)"
            if p_learned <= 1.0 / (args.n_bootstrap + 1) + 1e-12 else "") + ".", ""]) + "\n"
     atomic_write_text(out / "table.md", md)
-    write_rows_csv(rows, out / "selectors_test.csv")
+    write_csv(out / "selectors_test.csv", rows)
     png = plot(rows, out / "udcg_test.png", f"{args.order} order, {n['test']} test questions")
     total_s = time.perf_counter() - t0
     atomic_write_json(out / "results.json", {

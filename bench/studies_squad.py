@@ -49,14 +49,16 @@ ALL = ("distractors", "position", "oracle", "context_size")
 
 def fit_theta(records, out: Path):
     """UDCG_theta (k=5, full) fitted on the shared runs of the train + val queries; saved next to the tables."""
-    from udcg_ltr.fit.theta import fit_udcg_theta_records
+    from udcg_ltr.fit.pairs import build_context_table
+    from udcg_ltr.fit.theta import fit_udcg_theta
     from udcg_ltr.fit.weights import save_weights
 
     runs = load_shared_runs(records)
     split = {r.qid: r.split for r in records}
     fit_runs = [r for r in runs if split[r.qid] in ("train", "val")]
-    w = fit_udcg_theta_records(records, fit_runs, ANNOTATED_LLM, k=5, variant="full", C=1.0,
-                               meta={"fit_splits": ["train", "val"], "source": "shared squad_contexts"})
+    table = build_context_table(records, fit_runs, ANNOTATED_LLM, k=5)
+    w = fit_udcg_theta(table, variant="full", C=1.0,
+                       meta={"fit_splits": ["train", "val"], "source": "shared squad_contexts"})
     out.mkdir(parents=True, exist_ok=True)
     return save_weights(out / "udcg_theta_k5.json", [w]), w
 

@@ -155,7 +155,7 @@ def test_cached_scorer_without_cache_and_unknown_fields():
     cs = CachedScorer(fake)
     items = [PromptItem("q", [("t", "x")])] * 2
     assert [r.p_no_response for r in cs.score(items)] == [_h("q", [("t", "x")])] * 2
-    assert cs.counters["score"] == {"computed": 1, "cached": 1}  # the repeat is served, not recomputed
+    assert cs.stats.by_task["score"] == {"computed": 1, "cached": 1}  # the repeat is served, not recomputed
     with pytest.raises(ValueError, match="unknown annotation field"):
         annotate_records(_records(), fake, None, fields=["utility"])
 

@@ -22,8 +22,9 @@ from udcg_ltr.losses import (
     ListNetLoss,
     get_loss,
 )
-from udcg_ltr.losses.direct import hard_udcg_at_k, neuralsort, soft_topk_weights
+from udcg_ltr.losses.direct import neuralsort, soft_topk_weights
 from udcg_ltr.losses.listwise import udcg_swap_deltas
+from udcg_ltr.metrics.torch_ops import top_k_mask_torch, udcg_torch
 
 ALL = sorted(LOSSES)
 
@@ -233,7 +234,7 @@ def test_neuralsort_rows_are_distributions_and_sort_at_low_temperature():
 def test_direct_udcg_approaches_hard_udcg_at_low_temperature(relaxation, k):
     scores, targets, mask = batch(seed=8)
     hard = _hard_udcg_numpy(scores.double().numpy(), targets.double().numpy(), mask.numpy(), k)
-    assert np.allclose(hard_udcg_at_k(scores, targets, mask, k).numpy(), hard, atol=1e-6)
+    assert np.allclose(udcg_torch(targets, top_k_mask_torch(scores, mask, k)).numpy(), hard, atol=1e-6)
     cold = DirectUDCGLoss(k=k, tau=1e-4, relaxation=relaxation)(scores, targets, mask)
     assert float(cold) == pytest.approx(-hard.mean(), abs=1e-4)
     warm = DirectUDCGLoss(k=k, tau=5.0, relaxation=relaxation)(scores, targets, mask)
@@ -249,7 +250,7 @@ def test_direct_udcg_low_temperature_property(raw_scores, raw_utils, relaxation)
                                                    + np.eye(6) * 9) < 1e-2:
         return  # near-ties: the hard top k is ill-conditioned
     utils = torch.tensor([raw_utils]).float()
-    hard = hard_udcg_at_k(scores, utils, None, 3)
+    hard = udcg_torch(utils, top_k_mask_torch(scores, None, 3))
     cold = -DirectUDCGLoss(k=3, tau=1e-4, relaxation=relaxation)(scores, utils)
     assert float(cold) == pytest.approx(float(hard), abs=1e-3)
 
@@ -266,14 +267,14 @@ def test_direct_udcg_gradient_signs(relaxation, objective):
     assert float(g[2]) < 0  # raising the useful passage outside the top k lowers the loss
     assert float(g[0]) > 0  # raising the harmful passage inside the top k raises it
     # gradient descent on the scores improves the hard UDCG@2
-    before = float(hard_udcg_at_k(scores.detach(), targets, None, 2))
+    before = float(udcg_torch(targets, top_k_mask_torch(scores.detach(), None, 2)))
     s = scores.detach().clone().requires_grad_(True)
     opt = torch.optim.SGD([s], lr=0.5)
     for _ in range(50):
         opt.zero_grad()
         DirectUDCGLoss(k=2, tau=0.5, relaxation=relaxation, objective=objective)(s, targets).backward()
         opt.step()
-    after = float(hard_udcg_at_k(s.detach(), targets, None, 2))
+    after = float(udcg_torch(targets, top_k_mask_torch(s.detach(), None, 2)))
     assert after > before
     best = float(torch.sigmoid(torch.tensor((0.9 + 0.6) / 2)))
     assert after == pytest.approx(best, abs=1e-6)

@@ -22,6 +22,7 @@ from udcg_ltr.metrics import (
     reciprocal_rank,
     take_ranked,
 )
+from udcg_ltr.report import markdown_table
 
 sklearn_metrics = pytest.importorskip("sklearn.metrics")
 ir_measures = pytest.importorskip("ir_measures")
@@ -226,7 +227,6 @@ def test_metric_table_columns_are_the_library_functions():
     from udcg_ltr.metrics import (
         distractor_aware_dcg,
         erag,
-        format_markdown,
         graded_precision,
         heuristic_utilities,
         metric_table,
@@ -261,9 +261,10 @@ def test_metric_table_columns_are_the_library_functions():
     summary = summarize(table)
     assert summary["mrr@3"].value == pytest.approx(table["mrr@3"].mean())
     assert summary["ra_nwg@3"].n + summary["ra_nwg@3"].n_na == 6
-    md = format_markdown(summary)
+    # the summary as a table: the report writer (udcg_ltr.report), as every study's table
+    md = markdown_table([{"metric": name, "mean": res.value, "n": res.n, "NA": res.n_na} for name, res in summary.items()])
     assert md.splitlines()[0] == "| metric | mean | n | NA |" and len(md.splitlines()) == 2 + len(table)
-    assert f"| mrr@3 | {table['mrr@3'].mean():.4f} | 6 | 0 |" in md
+    assert f"| mrr@3 | {table['mrr@3'].mean():.3f} | 6 | 0 |" in md
 
 
 

@@ -9,17 +9,17 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from udcg_ltr import metrics as M
+from udcg_ltr.data.padded import pad_scores
 from udcg_ltr.select.base import (
     kept_mask,
     mean_udcg_per_k,
     oracle_k,
-    pad_scores,
     prefix_udcg,
     rank_slates,
     udcg_of_kept,
     valid_k,
 )
-from udcg_ltr.select.features import FeatureScaler, feature_names, passage_features, query_features
+from udcg_ltr.select.features import FeatureScaler, feature_names, passage_features
 
 
 @st.composite
@@ -159,7 +159,7 @@ def test_relative_features_are_shift_invariant(rows, shift):
     np.testing.assert_allclose(a, b, atol=1e-6)
 
 
-def test_scaler_and_query_features():
+def test_scaler():
     x = np.arange(24, dtype=float).reshape(2, 4, 3)
     m = np.array([[True, True, False, False], [True, True, True, True]])
     sc = FeatureScaler().fit(x, m)
@@ -167,6 +167,3 @@ def test_scaler_and_query_features():
     np.testing.assert_allclose(z[m].mean(0), 0, atol=1e-12)
     np.testing.assert_allclose(z[m].std(0), 1)
     assert (z[~m] == 0).all()
-    q = query_features(z, m, max_k=5)
-    assert q.shape == (2, 5 * 3 + 5)
-    assert q[0, -5:].tolist() == [1, 1, 0, 0, 0]

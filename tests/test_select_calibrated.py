@@ -79,7 +79,7 @@ def test_calibrated_on_val_and_exact_magnitudes(shifted):
                                   torch.as_tensor(r.mask), max_k=sel.max_k).numpy()
     np.testing.assert_allclose(sel.expected_udcg(r), expect, atol=1e-9)
     np.testing.assert_array_equal(sel.select(r), expect.argmax(1))
-    np.testing.assert_allclose(sel.inclusion(r), expect, atol=1e-9)
+    np.testing.assert_allclose(sel.soft_output(r)[0].numpy(), expect, atol=1e-9)
 
 
 def test_val_udcg_is_cross_fitted_and_drives_model_selection(shifted):

@@ -13,6 +13,7 @@ from udcg_ltr.annotate.scorer import ScoreResult
 from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.metrics.distractor import best_k
+from udcg_ltr.report import write_csv
 from udcg_ltr.select import (
     FixedK,
     OracleK,
@@ -21,7 +22,6 @@ from udcg_ltr.select import (
     evaluate_selectors,
     format_rows_markdown,
     rank_slates,
-    write_rows_csv,
 )
 from udcg_ltr.select.evaluation import kept_pids
 
@@ -149,7 +149,7 @@ def test_evaluate_selectors_end_to_end_columns(tmp_path):
     md = format_rows_markdown(rows)
     assert md.splitlines()[0].startswith("| selector | split | n | udcg")
     assert len(md.splitlines()) == 2 + len(rows)
-    path = write_rows_csv(rows, tmp_path / "rows.csv")
+    path = write_csv(tmp_path / "rows.csv", rows)
     with open(path) as f:
         back = list(csv.DictReader(f))
     assert [b["selector"] for b in back] == ["one", "none"]
@@ -174,5 +174,5 @@ def test_dynamic_k_report_matches_the_metric_module(tmp_path):
     # passages) has a lower distractor rate than a ranking that puts them last
     worst = dynamic_k_report({"worst": (-scores, slates)}, sources=("heuristic",))[0]
     assert rows[2]["distractor_rate"] < worst["distractor_rate"]
-    write_rows_csv(rows, tmp_path / "dk.csv")
+    write_csv(tmp_path / "dk.csv", rows)
     assert "| retriever | heuristic |" in format_rows_markdown(rows)

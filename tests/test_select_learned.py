@@ -146,7 +146,7 @@ def test_gate_inclusion_is_a_prefix_and_matches_select(task):
     s, sl = task["train"]
     sel, _ = fit_selector("gate", s, sl, **{**FAST, "max_epochs": 10})
     r = rank_slates(*task["test"])
-    w = sel.inclusion(r)
+    w = sel.soft_output(r)[0].numpy()
     assert (np.diff(w, axis=1) <= 1e-6).all()
     assert ((w >= 0.5).sum(1) == sel.select(r)).all()
 
@@ -162,7 +162,7 @@ def test_seed_ensemble_averages_the_modules(task):
     with torch.no_grad():
         each = [m.soft_output(batch).numpy() for m in sel.modules]
     assert not np.allclose(each[0], each[1])  # different seeds, different modules
-    np.testing.assert_allclose(sel.inclusion(r), np.mean(each, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(sel.soft_output(r)[0].numpy(), np.mean(each, axis=0), rtol=1e-6)
     assert (sel.select(r) == np.mean(each, axis=0).argmax(1)).all()
     with pytest.raises(ValueError):
         KClassifierSelector(n_seeds=0)
@@ -175,7 +175,7 @@ def test_kclassifier_respects_max_k_and_short_rows(task):
     assert sel.select(r).max() <= 2
     short = rank_slates(np.array([[1.5, -1.0]]))  # a row narrower than max_k... and one wider, below
     assert 0 <= sel.select(short)[0] <= 2
-    p = sel.inclusion(r)
+    p = sel.soft_output(r)[0].numpy()
     assert p.shape == (len(r), 3)
     np.testing.assert_allclose(p.sum(1), 1.0, rtol=1e-5)
 
@@ -187,7 +187,10 @@ def test_inference_runs_the_modules_in_eval_mode(task, kind):
     sel, _ = fit_selector(kind, s, sl, s_va, sl_va, **{**FAST, "max_epochs": 2}, hidden=16, dropout=0.5,
                           extra_features=["retrieval_score"])
     r = rank_slates(*task["test"], extra_fields=("retrieval_score",))
-    soft = sel.relevance_probability if kind == "calibrated_utility" else sel.inclusion
+
+    def soft(r):
+        return sel.relevance_probability(r) if kind == "calibrated_utility" else sel.soft_output(r)[0].numpy()
+
     before = soft(r)
     for module in sel.modules:
         module.train()

@@ -56,6 +56,6 @@ def test_study_runs_end_to_end(study, smollm2, tiny_world, tmp_path):  # noqa: F
     counting = CachedScorer(smollm2, cache)
     again = run(copy.deepcopy(tiny_world), counting, llm=smollm2.name,
                 out_dir=tmp_path / "again", cache=cache, n_bootstrap=50, progress=False, **PARAMS[study])
-    assert all(c["computed"] == 0 for c in counting.counters.values())
+    assert all(c["computed"] == 0 for c in counting.stats.by_task.values())
     assert json_safe(again.rows) == json_safe(rep.rows)  # NaN-aware
     assert config_cls.__name__.endswith("Config")

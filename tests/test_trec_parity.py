@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from udcg_ltr.data.readers.trec import read_trec_qrels, read_trec_run, write_trec_run
+from udcg_ltr.data.readers.trec import read_trec_qrels, read_trec_run, trec_order, write_trec_run
 from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.jobs.systems import trec_metrics
-from udcg_ltr.metrics.reference import pytrec_eval_table, ranx_table, trec_order
+from udcg_ltr.metrics.reference import pytrec_eval_table, ranx_table
 from udcg_ltr.paths import data_dir
 
 CUTOFFS = (5, 10)

@@ -58,9 +58,8 @@ class CachedScorer:
     def __init__(self, scorer, cache: AnnotationCache | None = None):
         self.scorer = scorer
         self.cache = cache
+        #: Per task (``stats.by_task``), prompts computed by the LLM and prompts served by the cache.
         self.stats = AnnotationStats()
-        #: Per task, prompts computed by the LLM and prompts served by the cache.
-        self.counters: dict[str, dict[str, int]] = self.stats.by_task
 
     @property
     def name(self) -> str:
@@ -170,28 +169,6 @@ class CachedScorer:
         return out
 
 
-class DedupScorer:
-    """Scores each distinct prompt of a call once (two oracle schemas may pick the same passages) when the
-    scorer is not behind the cache (:class:`CachedScorer` dedups a call itself); the rest is delegated."""
-
-    def __init__(self, scorer):
-        self.scorer = scorer
-
-    @classmethod
-    def wrap(cls, scorer):
-        return scorer if scorer is None or isinstance(scorer, cls) else cls(scorer)
-
-    def __getattr__(self, name: str):
-        return getattr(self.scorer, name)
-
-    def score(self, items, **kwargs):
-        items = list(items)
-        keys = [(it.question, tuple((str(t), str(x)) for t, x in it.passages)) for it in items]
-        unique = dict(zip(keys, items))  # the key is the whole prompt: duplicates are equal items
-        results = dict(zip(unique, self.scorer.score(list(unique.values()), **kwargs)))
-        return [results[key] for key in keys]
-
-
 class CacheMiss(RuntimeError):
     """A :class:`CacheOnlyScorer` was asked for a prompt that is not in the cache."""
 
@@ -258,6 +235,12 @@ def with_cache(scorer, cache: AnnotationCache | None):
     return CachedScorer(scorer, cache)
 
 
+def deduped(scorer):
+    """``scorer`` scoring each distinct prompt of a call once (two oracle schemas may pick the same passages):
+    a :class:`CachedScorer` without a cache (it dedups a call by cache key), unless it is one; ``None`` as is."""
+    return scorer if scorer is None or isinstance(scorer, CachedScorer) else CachedScorer(scorer)
+
+
 def passage_items(records: Iterable[QueryRecord]) -> tuple[list[tuple[int, int]], list[PromptItem]]:
     """One single-passage prompt per (record, passage): ``(positions, items)``."""
     pairs = [((r_i, p_i), record.question, p) for r_i, record in enumerate(records)
@@ -285,7 +268,7 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     where, items = passage_items(records)
     stats = AnnotationStats(passages=len(items))
     name, version = cached_scorer.name, cached_scorer.prompt_version
-    before = {task: dict(counts) for task, counts in cached_scorer.counters.items()}
+    before = {task: dict(counts) for task, counts in cached_scorer.stats.by_task.items()}
 
     # Passages holding what the single-passage prompt would give (a data set's own annotations) skip it.
     needs_prompt = [i for i, (r_i, p_i) in enumerate(where)
@@ -317,11 +300,11 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
         for (r_i, p_i), v in zip(where, values):
             records[r_i].passages[p_i].annotations[name]["p_no_response_mc"] = v
 
-    # This run's share of the scorer's counters (a CachedScorer passed in may have counted other runs).
+    # This run's share of the scorer's stats (a CachedScorer passed in may have counted other runs).
     for task, asked in (("score", True), ("answer_logprob", "answer_logprob" in wanted),
                         ("mc", "p_no_response_mc" in wanted)):
         if asked:
-            was, now = before.get(task, {"computed": 0, "cached": 0}), cached_scorer.counters[task]
+            was, now = before.get(task, {"computed": 0, "cached": 0}), cached_scorer.stats.by_task[task]
             stats.add(task, now["computed"] - was["computed"], now["cached"] - was["cached"])
     stats.seconds = round(time.perf_counter() - t0, 3)
     log.info("annotated %d passages with %s: %d computed, %d from the cache (%.1fs)", stats.passages, name,

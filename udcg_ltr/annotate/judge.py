@@ -292,12 +292,10 @@ class RelevanceJudge(LLMJudge):
     task = "judge_relevance"
     default_config = RELEVANCE_JUDGE
 
-    def prompt(self, question: str, answers: Sequence[str], document: str) -> str:
-        return self.config.template.format(question=question, answers=list(answers), document=document)
-
     def judge_many(self, cases: Sequence[tuple[str, Sequence[str], str]], *, progress: bool | None = None) -> JudgeResults:
         """``cases``: ``(question, acceptable answers, document text)``."""
-        return self._run([self.prompt(q, a, d) for q, a, d in cases], progress=progress)
+        fill = self.config.template.format
+        return self._run([fill(question=q, answers=list(a), document=d) for q, a, d in cases], progress=progress)
 
 
 class AnswerJudge(LLMJudge):
@@ -307,15 +305,14 @@ class AnswerJudge(LLMJudge):
     default_config = GRADING_JUDGE
     _OUTCOMES = {"A": Outcome.CORRECT, "B": Outcome.WRONG, "C": Outcome.ABSTAINED}
 
-    def prompt(self, question: str, gold: Sequence[str], predicted: str) -> str:
-        return self.config.template.format(question=question, target=list(gold), predicted_answer=predicted)
-
     def grade_many(self, cases: Sequence[tuple[str, Sequence[str], str]], *,
                    context_has_relevant: Sequence[bool] | None = None, fallback: str | None = "rule",
                    progress: bool | None = None) -> tuple[list[Outcome | None], JudgeResults]:
         """Outcomes of ``(question, gold, predicted answer)`` cases: as in :func:`.grade_answer`, CORRECT
         without a relevant passage is WRONG; unparseable ones get the rule's grade (``fallback="rule"``)."""
-        results = self._run([self.prompt(q, g, a) for q, g, a in cases], progress=progress)
+        fill = self.config.template.format
+        results = self._run([fill(question=q, target=list(g), predicted_answer=a) for q, g, a in cases],
+                            progress=progress)
         outcomes: list[Outcome | None] = []
         for i, ((_, gold, answer), reply) in enumerate(zip(cases, results.replies)):
             has_rel = True if context_has_relevant is None else bool(context_has_relevant[i])

@@ -6,14 +6,13 @@ P(NO-RESPONSE) on that context and, once graded (:mod:`udcg_ltr.annotate.grading
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udcg_ltr.data.jsonl import parse_lines, write_lines
+from udcg_ltr.data.jsonl import dumps_json, parse_lines, write_lines
 from udcg_ltr.data.schema import DataError, get_field, get_probability, get_str_list
 
 #: The graded outcomes of an end-to-end answer (:mod:`udcg_ltr.annotate.grading`).
@@ -60,5 +59,5 @@ def read_context_runs(path: str | os.PathLike, *, llm: str | None = None) -> lis
 
 
 def write_context_runs(path: str | os.PathLike, runs: Iterable[ContextRun]) -> Path:
-    lines = (json.dumps(run.to_dict(), ensure_ascii=False, separators=(",", ":")) for run in runs)
-    return write_lines(path, lines)
+    """Write runs one JSON object a line (:func:`~udcg_ltr.data.jsonl.dumps_json`: NaN refused, as on reading)."""
+    return write_lines(path, (dumps_json(run.to_dict(), run.qid) for run in runs))

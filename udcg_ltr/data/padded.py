@@ -74,6 +74,16 @@ class JudgedPools:
         return int((~self.judged).sum())
 
 
+def pad_scores(scores, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row 1-D arrays (scores, grades) -> padded ``[Q, width]`` float array (0 at padding) and its mask."""
+    rows = [np.asarray(s, dtype=np.float64).reshape(-1)[:width] for s in scores]
+    w = width if width is not None else max(map(len, rows), default=0)
+    mask = np.arange(w) < np.array([len(r) for r in rows], dtype=np.int64)[:, None]
+    out = np.zeros(mask.shape)
+    out[mask] = np.concatenate([*rows, np.zeros(0)])  # row-major: each row's values fill its prefix
+    return out, mask
+
+
 def qrels_grades(record: QueryRecord) -> list[int] | None:
     """Every judged grade of the query from its qrels facts (module doc), or None when the record has none."""
     counts = record.extra.get("judged_grades")
@@ -91,11 +101,7 @@ def judged_pools(records: Sequence[QueryRecord], relevance_threshold: int = 1) -
     qrels = [qrels_grades(rec) for rec in records]
     grades = [[p.relevance for p in rec.passages if p.relevance is not None] if g is None else g
               for g, rec in zip(qrels, records)]
-    positives = [sorted((float(g) for g in gs if g > 0), reverse=True) for gs in grades]
-    width = max((len(g) for g in positives), default=0)
-    ideal_mask = np.arange(width) < np.array([len(g) for g in positives], dtype=int)[:, None]
-    ideal = np.zeros((len(records), width))
-    ideal[ideal_mask] = [g for row in positives for g in row]
+    ideal, ideal_mask = pad_scores([sorted((float(g) for g in gs if g > 0), reverse=True) for gs in grades])
     n_relevant = np.array([sum(g >= relevance_threshold for g in gs) for gs in grades], dtype=float)
     judged = np.array([g is None or len(g) > 0 for g in qrels], dtype=bool)
     return JudgedPools(n_relevant=n_relevant, ideal_gains=ideal, ideal_mask=ideal_mask, judged=judged,

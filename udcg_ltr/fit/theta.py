@@ -29,13 +29,6 @@ def fit_udcg_theta(table: ContextTable, *, variant: str = "full", C: float = 1.0
     return UDCGThetaWeights.from_vector(w, table.k, variant=variant, meta={**info, **(meta or {})})
 
 
-def fit_udcg_theta_records(records: Sequence[QueryRecord], runs: Sequence, llm: str, *, k: int | None = None,
-                           relevance_threshold: int = 1, **kwargs) -> UDCGThetaWeights:
-    """:func:`build_context_table` + :func:`fit_udcg_theta` (``kwargs``) from records and graded runs."""
-    table = build_context_table(records, runs, llm, k=k, relevance_threshold=relevance_threshold)
-    return fit_udcg_theta(table, **kwargs)
-
-
 def fit_udcg_theta_per_k(records: Sequence[QueryRecord], runs: Sequence, llm: str, *,
                          variants: Sequence[str] = ("full",), relevance_threshold: int = 1,
                          **kwargs) -> dict[int, dict[str, UDCGThetaWeights]]:

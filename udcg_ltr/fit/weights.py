@@ -104,13 +104,6 @@ class UDCGThetaWeights:
         return cls(k=int(obj["k"]), alpha=np.asarray(obj["alpha"], dtype=np.float64),
                    beta=np.asarray(obj["beta"], dtype=np.float64), meta=dict(obj.get("meta", {})))
 
-    def save(self, path: str | os.PathLike) -> Path:
-        return save_weights(path, [self])
-
-    @classmethod
-    def load(cls, path: str | os.PathLike, *, k: int | None = None, variant: str | None = None) -> UDCGThetaWeights:
-        return load_weight(path, k=k, variant=variant)
-
 
 def save_weights(path: str | os.PathLike, weights: UDCGThetaWeights | Iterable[UDCGThetaWeights]) -> Path:
     """Write one or several weight sets to a JSON file, atomically."""

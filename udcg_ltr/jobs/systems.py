@@ -106,7 +106,7 @@ def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *
     """trec_eval's measures of each query's full ranking by ``scores``, R and the ideal from the judged pool:
     trec_eval's values (``-l relevance_threshold``) with ``ties="trec"``, and with ``"stable"`` if no ties."""
     _, slates, padded = scored_slates(records, scores, None, relevance_threshold)
-    order = rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask, ties=ties, ids=slates.pids)
+    order = rank_by_scores(padded, slates.mask, ties=ties, ids=slates.pids)
     return trec_table(take_ranked(slates.relevance, order), take_ranked(slates.mask, order),
                       ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
                       n_relevant=slates.n_relevant, judged=slates.judged, threshold=relevance_threshold,

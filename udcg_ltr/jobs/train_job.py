@@ -23,7 +23,7 @@ from udcg_ltr.data.jsonl import write_records
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.pairs import build_context_table
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
-from udcg_ltr.fit.weights import plot_weights
+from udcg_ltr.fit.weights import plot_weights, save_weights
 from udcg_ltr.io import atomic_write_json
 from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample, validate_config
 from udcg_ltr.jobs.systems import report_systems, retrieval_scores
@@ -81,7 +81,7 @@ def stage_udcg_theta(state: PipelineState) -> None:
     table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k),
                                 relevance_threshold=state.threshold)
     weights = fit_udcg_theta(table, variant=str(mcfg.variant), C=float(mcfg.C))
-    path = weights.save(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json")
+    path = save_weights(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json", weights)
     png = plot_weights([weights], state.run_dir / "udcg_theta" / f"weights_k{weights.k}.png")
     state.logger.log_image("udcg_theta/weights", png)
     log_artifact(state.logger, path, name=f"udcg_theta-{cfg.dataset.name}-k{weights.k}", type="model",

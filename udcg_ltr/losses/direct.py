@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.losses.base import NEG_LARGE, RankingLoss, masked_mean_over_queries
-from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, top_k_mask_torch, udcg_logit_torch, udcg_torch
+from udcg_ltr.metrics.torch_ops import DEFAULT_GAMMA, udcg_logit_torch
 
 
 def neuralsort(scores: torch.Tensor, mask: torch.Tensor | None = None, *, tau: float = 1.0,
@@ -89,12 +89,6 @@ def soft_topk_weights(scores: torch.Tensor, mask: torch.Tensor | None, k: int, *
         w = torch.where(full[:, None], 1.0, torch.sigmoid((scores - thr[:, None]) / tau))
         return torch.where(mask, w, 0.0)
     raise ValueError(f"unknown relaxation {relaxation!r} (use 'neuralsort' or 'sigmoid')")
-
-
-def hard_udcg_at_k(scores: torch.Tensor, utilities: torch.Tensor, mask: torch.Tensor | None, k: int,
-                   gamma: float = DEFAULT_GAMMA) -> torch.Tensor:
-    """Exact UDCG@k (Eq. 4) of the top k by score, per query (ties: earlier column first)."""
-    return udcg_torch(utilities, top_k_mask_torch(scores, mask, k), gamma=gamma)
 
 
 #: Per-query loss of each ``objective`` from the (relaxed) logit ``z`` (module doc).

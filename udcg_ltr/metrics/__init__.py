@@ -45,7 +45,6 @@ from udcg_ltr.metrics.setbased import (
 from udcg_ltr.metrics.table import (
     METRIC_NAMES,
     display_name,
-    format_markdown,
     metric_key,
     metric_table,
     summarize,
@@ -58,7 +57,7 @@ __all__ = [
     "DEFAULT_GAMMA", "METRIC_NAMES", "AssessmentThresholds", "HeuristicConfig", "as_padded", "assess",
     "average_precision", "best_k", "cutoff_mask", "dcg", "dcg_without_distractors", "display_name",
     "distractor_analysis", "distractor_aware_dcg", "distractor_harm", "distractor_rate", "dynamic_k_curve",
-    "erag", "erag_labels", "erag_mask", "erag_score", "format_markdown", "graded_precision", "harm_at_k",
+    "erag", "erag_labels", "erag_mask", "erag_score", "graded_precision", "harm_at_k",
     "harm_share", "heuristic_utilities", "hits", "ideal_dcg", "max_label", "mean", "metric_key",
     "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
     "pct_proc", "positive_part", "precision", "precision_4plus", "proc", "ra_nwg", "rank_by_scores",

@@ -3,9 +3,9 @@
 Imported on demand: it needs ``pytrec_eval`` (package ``pytrec_eval-terrier``) or ``ranx``. Both take
 ``qrels = {qid: {docid: grade}}`` and ``run = {qid: {docid: score}}`` and return ``{qid: {column:
 value}}`` under the table's column names, over the queries the reference evaluates (trec_eval: those of
-the run that the qrels judge). trec_eval sorts by score as a 32-bit C ``float``, ties by docid
-descending (:func:`trec_order`); ranx orders ties in no defined order, so :func:`ranx_table` gives it
-scores that encode :func:`trec_order`.
+the run that the qrels judge). trec_eval sorts by score as a 32-bit C ``float``, ties by docid descending
+(:func:`~udcg_ltr.data.readers.trec.trec_order`); ranx orders ties in no defined order, so
+:func:`ranx_table` gives it scores that encode that order.
 """
 
 from __future__ import annotations
@@ -14,16 +14,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from udcg_ltr.data.readers.trec import trec_order
 from udcg_ltr.metrics.table import trec_measure
 
 Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Mapping[str, float]]
-
-
-def trec_order(scores: Mapping[str, float]) -> list[str]:
-    """trec_eval's order of one query's documents: score as a C float descending, then docid descending."""
-    by_id = sorted(scores, reverse=True)  # code point order = UTF-8 byte order, as strcmp
-    return sorted(by_id, key=lambda d: -float(np.float32(scores[d])))  # stable: ties keep docid descending
 
 
 def pytrec_eval_table(qrels: Qrels, run: Run, columns: Sequence[str], threshold: int = 1) -> dict[str, dict[str, float]]:

@@ -202,11 +202,3 @@ def summarize(table: dict[str, np.ndarray]) -> dict[str, MeanResult]:
     """Mean of every column, NA (NaN) left out and counted (:func:`udcg_ltr.metrics.mean`)."""
     return {name: mean(values) for name, values in table.items()}
 
-
-def format_markdown(summary: dict[str, MeanResult], *, digits: int = 4) -> str:
-    """The summary as a Markdown table: metric, mean, queries averaged, NA count."""
-    lines = ["| metric | mean | n | NA |", "|---|---:|---:|---:|"]
-    for name, res in summary.items():
-        value = "NA" if np.isnan(res.value) else f"{res.value:.{digits}f}"
-        lines.append(f"| {name} | {value} | {res.n} | {res.n_na} |")
-    return "\n".join(lines)

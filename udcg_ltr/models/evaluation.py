@@ -13,7 +13,7 @@ import numpy as np
 
 from udcg_ltr import metrics as M
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
-from udcg_ltr.data.padded import judged_pools, pad_records
+from udcg_ltr.data.padded import judged_pools, pad_records, pad_scores
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.metrics._common import rank_by_scores
 from udcg_ltr.metrics.table import metric_key, metric_table, summarize
@@ -72,14 +72,11 @@ def align_scores(records: Sequence[QueryRecord], scores) -> list[np.ndarray]:
 
 
 def scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
-    """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with -inf at padding)``."""
+    """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with 0 at padding)``."""
     aligned = align_scores(records, scores)
     slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given",
                          selector_features=False)
-    padded = np.full(slates.shape, -np.inf)
-    for i, s in enumerate(aligned):
-        padded[i, :len(s)] = s
-    return aligned, slates, padded
+    return aligned, slates, pad_scores(aligned, slates.shape[1])[0]
 
 
 def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k: int = 5, *,
@@ -94,7 +91,7 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
     aligned, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
     qrels = judged_pools(records, relevance_threshold).from_qrels.any()
     retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
-    out = slate_metrics(np.where(slates.mask, padded_scores, 0.0), k=k,
+    out = slate_metrics(padded_scores, k=k,
                         utility=slates.utility if llm is not None else None, graded=slates.relevance,
                         mask=slates.mask, relevance_threshold=relevance_threshold, n_relevant=slates.n_relevant,
                         ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask, gamma=gamma,
@@ -113,15 +110,10 @@ def per_query_metrics(records: Sequence[QueryRecord], scores, llm: str, k: int =
     """``{"udcg@k", "ndcg@k", "hits@k"}`` -> ``[Q]`` values of each query's top-k by ``scores`` (UDCG: Eq. 4),
     for paired tests of two rankers; without qrels their means are :func:`evaluate_reranker`'s."""
     _, slates, padded = scored_slates(records, scores, llm, relevance_threshold)
-    order = M.rank_by_scores(np.where(slates.mask, padded, 0.0), slates.mask)
-    mask = M.take_ranked(slates.mask, order)
-    graded = np.where(slates.mask, slates.relevance, 0.0)
-    return {metric_key("udcg", k): np.asarray(M.udcg(M.take_ranked(slates.utility, order), mask, k=k, gamma=gamma),
-                                              dtype=np.float64),
-            metric_key("ndcg", k): np.asarray(M.ndcg(M.take_ranked(graded, order), mask, k=k, ideal_gains=graded,
-                                                     ideal_mask=slates.mask), dtype=np.float64),
-            metric_key("hits", k): np.asarray(M.hits(M.take_ranked(slates.relevant, order), mask, k=k),
-                                              dtype=np.float64)}
+    ranked = slates.reorder(M.rank_by_scores(padded, slates.mask))
+    table = metric_table(k=k, gamma=gamma, mask=ranked.mask, relevant=ranked.relevant, gains=ranked.relevance,
+                         utilities=ranked.utility, ideal_gains=slates.relevance, ideal_mask=slates.mask)
+    return {key: table[key] for key in (metric_key("udcg", k), metric_key("ndcg", k), metric_key("hits", k))}
 
 
 def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,

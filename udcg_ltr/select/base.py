@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from udcg_ltr import metrics as M
+from udcg_ltr.data.padded import pad_scores
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, sigmoid
 
 
@@ -65,16 +66,6 @@ class RankedSlates:
 
         return RankedSlates(fit(self.scores, low), fit(self.mask, False), fit(self.utility),
                             {k: fit(v) for k, v in self.extra.items()}, self.order, self.qids)
-
-
-def pad_scores(scores, width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-record score arrays (a list of 1-D arrays) -> padded ``[Q, width]`` float array and mask."""
-    rows = [np.asarray(s, dtype=np.float64).reshape(-1)[:width] for s in scores]
-    w = width if width is not None else max(map(len, rows), default=0)
-    mask = np.arange(w) < np.array([len(r) for r in rows], dtype=np.int64)[:, None]
-    out = np.zeros(mask.shape)
-    out[mask] = np.concatenate([*rows, np.zeros(0)])  # row-major: each row's values fill its prefix
-    return out, mask
 
 
 def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: Mapping[str, Any] | None = None,

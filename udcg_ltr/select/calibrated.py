@@ -164,7 +164,7 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         return self._expected_udcg(ranked, *self._calibrated(ranked))
 
     def soft_output(self, ranked: RankedSlates):
-        """``(E[UDCG(top-k)] [Q, max_k + 1], {})``: what :meth:`inclusion` returns for this kind."""
+        """``(E[UDCG(top-k)] [Q, max_k + 1], {})``: the soft output of this kind (not the prior's modules')."""
         return torch.as_tensor(self.expected_udcg(ranked)), {}
 
     def select(self, ranked: RankedSlates) -> np.ndarray:

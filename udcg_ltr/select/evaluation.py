@@ -23,7 +23,7 @@ from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.metrics import distractor as D
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.report import Column, fmt_float, markdown_table, new_figure, row_keys, save_figure, write_csv
+from udcg_ltr.report import Column, fmt_float, markdown_table, new_figure, row_keys, save_figure
 from udcg_ltr.select.base import RankedSlates, Selector, rank_slates, udcg_of_kept
 from udcg_ltr.select.training import rank_split, required_extra
 
@@ -117,7 +117,7 @@ def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[st
         return ""
     if columns is None:
         columns = [c for c in DEFAULT_COLUMNS if any(c in r for r in rows)]
-        columns += [c for c in row_keys(rows) if c not in (*columns, "kind", "uses_labels", "outcomes")]
+        columns += [c for c in row_keys(rows) if c not in (*columns, "kind", "uses_labels")]
 
     def fmt(v: Any) -> str:
         return fmt_float(v, digits) if isinstance(v, float) else ("" if v is None else str(v))
@@ -125,13 +125,6 @@ def format_rows_markdown(rows: Sequence[Mapping[str, Any]], columns: Sequence[st
     numeric = [isinstance(next((r[c] for r in rows if c in r), ""), (int, float)) for c in columns]
     return markdown_table(rows, [Column(c, fmt=fmt) for c in columns],
                           align="".join("r" if n else "l" for n in numeric)).rstrip("\n")
-
-
-def write_rows_csv(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike,
-                   columns: Sequence[str] | None = None) -> Path:
-    """Rows as CSV (atomic write); columns default to the union of the rows' keys in first-seen order."""
-    columns = [c for c in row_keys(rows) if c != "outcomes"] if columns is None else columns
-    return write_csv(path, rows, columns)
 
 
 #: Rule 3 on the ranking's own scores, shift invariant (reranker logits can be negative).

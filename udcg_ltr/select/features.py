@@ -112,15 +112,3 @@ class FeatureScaler:
             raise ValueError(f"expected {self.mean.shape[0]} features, got {x.shape[-1]}")
         return np.where(mask[:, :, None], (x - self.mean) / self.std, 0.0)
 
-
-def query_features(x: np.ndarray, mask: np.ndarray, max_k: int) -> np.ndarray:
-    """``[Q, max_k * F + max_k]``: features of ranks ``1..max_k`` side by side, then their real-slot flags
-    (a row with fewer passages gets zeros with flag 0)."""
-    q, w, f = x.shape
-    k = int(max_k)
-    xs = np.zeros((q, k, f))
-    ms = np.zeros((q, k))
-    take = min(k, w)
-    xs[:, :take] = np.where(mask[:, :take, None], x[:, :take], 0.0)
-    ms[:, :take] = mask[:, :take]
-    return np.concatenate([xs.reshape(q, k * f), ms], axis=1)

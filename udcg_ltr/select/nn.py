@@ -242,7 +242,8 @@ class LearnedSelector(Selector):
 
     @torch.no_grad()
     def soft_output(self, ranked: RankedSlates) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The modules' averaged soft output (see :meth:`SelectorModule.soft_output`) and the input batch."""
+        """The modules' averaged soft output (see :meth:`SelectorModule.soft_output`: per-passage inclusion
+        weights for the gate, ``p(k)`` for the k-classifier) and the input batch."""
         modules, batch = self._inference(ranked)
         return torch.stack([module.soft_output(batch) for module in modules]).mean(0), batch
 
@@ -254,10 +255,6 @@ class LearnedSelector(Selector):
             return np.zeros(0, dtype=np.int64)
         soft, batch = self.soft_output(ranked)
         return self._clip(self.modules[0].k_from_soft(soft, batch).cpu().numpy(), ranked)
-
-    def inclusion(self, ranked: RankedSlates) -> np.ndarray:
-        """Averaged soft output: per-passage inclusion weights (gate) or ``p(k)`` (k-classifier)."""
-        return self.soft_output(ranked)[0].numpy()
 
     def get_state(self) -> dict[str, np.ndarray]:
         """``modules.{j}.{parameter}`` (float32) for every seed's module, ``scaler.mean`` / ``scaler.std``."""

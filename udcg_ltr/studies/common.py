@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.annotate.annotator import DedupScorer, with_cache
+from udcg_ltr.annotate.annotator import deduped, with_cache
 from udcg_ltr.annotate.cache import open_cache
 from udcg_ltr.annotate.end_to_end import Context, grade_runs, run_contexts
 from udcg_ltr.annotate.grading import Outcome
@@ -176,7 +176,7 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Conte
     passage ids in prompt order)`` and regraded with ``rule`` (a context without a run is a
     :class:`DataError`)."""
     if scorer is not None:
-        return run_contexts(records, contexts, DedupScorer.wrap(scorer), llm_name=llm, rule=rule,
+        return run_contexts(records, contexts, deduped(scorer), llm_name=llm, rule=rule,
                             relevance_threshold=relevance_threshold, progress=progress)
     table: dict[tuple, ContextRun] = {}
     for r in runs or ():

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from udcg_ltr.annotate.annotator import DedupScorer, ensure_annotations
+from udcg_ltr.annotate.annotator import deduped, ensure_annotations
 from udcg_ltr.annotate.end_to_end import grade_runs, run_contexts
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
@@ -71,7 +71,7 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
     mode = cfg.mode if cfg.mode != "auto" else ("resample" if runner is not None else "truncate")
     if mode == "resample" and runner is None:
         raise ValueError("mode='resample' needs an LLM scorer (the contexts of every k must be answered)")
-    answerer = DedupScorer.wrap(runner)  # the k sweep's contexts: each distinct prompt once per call
+    answerer = deduped(runner)  # the k sweep's contexts: each distinct prompt once per call
     run_qids = {r.qid for r in runs} if runs is not None else None
     selected, info = common.select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries, eligible=(
         lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs"))

@@ -148,6 +148,12 @@ def _c_float(x: float) -> float:
         return float(np.float32(x))
 
 
+def trec_order(scores: Mapping[str, float]) -> list[str]:
+    """trec_eval's order of one query's documents: score as a C float descending, then docid descending."""
+    by_id = sorted(scores, reverse=True)  # code point order = UTF-8 byte order, as strcmp
+    return sorted(by_id, key=lambda d: -_c_float(scores[d]))  # stable: ties keep docid descending
+
+
 def _trec_ordered(qid: str, scores: Mapping[str, float], ties: str) -> list[tuple[str, float]]:
     """``(docid, score to write)`` in the order trec_eval will read them (see :func:`write_trec_run`)."""
     if ties not in ("stable", "trec"):
@@ -158,10 +164,9 @@ def _trec_ordered(qid: str, scores: Mapping[str, float], ties: str) -> list[tupl
         if not math.isfinite(score):
             raise ValueError(f"score {score} of document {docid!r} in query {qid!r} is not finite")
         items.append((str(docid), score))
-    if ties == "trec":  # two stable sorts: docid descending (code points = UTF-8 bytes, as strcmp), then score
-        items.sort(key=lambda kv: kv[0], reverse=True)
-        items.sort(key=lambda kv: -_c_float(kv[1]))
-        return items
+    if ties == "trec":
+        scored = dict(items)
+        return [(docid, scored[docid]) for docid in trec_order(scored)]
     items.sort(key=lambda kv: -kv[1])
     out, last = [], math.inf
     for docid, score in items:
