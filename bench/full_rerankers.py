@@ -16,7 +16,8 @@ reruns it).
 
 What this script adds: the test means of each system averaged over seeds per query, and paired bootstrap tests
 (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`, 10,000 resamples, seed 0) on UDCG@5, nDCG@5 and
-hits@5 of each trained system against the retriever and against BCE; ``table.md``, ``table.csv``,
+hits@5 of each trained system against the retriever and against BCE, and of the other losses (ListNet,
+LambdaLoss) against direct UDCG; ``table.md``, ``table.csv``,
 ``paired_<metric>.png`` and ``summary.json`` in ``--out``.
 
 Run: ``.venv/bin/python bench/full_rerankers.py`` (one seed of both systems: 45-85 min on the 2-core CPU;
@@ -148,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
     pairs = [(s, "retriever") for s in systems]
     pairs += [(s, "bce") for s in systems if s != "bce" and "bce" in systems]
+    # The other losses against the objective the issue is about, direct UDCG.
+    pairs += [(s, "udcg") for s in systems if s not in ("bce", "udcg") and "udcg" in systems]
     paired = []
     for a, b in pairs:
         for m in PAIRED:

@@ -138,7 +138,8 @@ def test_the_bench_maps_its_options_to_overrides_and_pairs_seed_means(tmp_path, 
 
     monkeypatch.setattr(full_rerankers, "run_job", _fake_job)
     assert full_rerankers.main(["--dataset", "annotated", "--data-dir", str(tmp_path), "--seeds", "0,1",
-                                "--out", str(tmp_path / "o"), "--n-bootstrap", "200"]) == 0
+                                "--systems", "bce,udcg,listnet", "--out", str(tmp_path / "o"),
+                                "--n-bootstrap", "200"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("udcg@5_test: retriever=0.5") and " p_udcg_vs_retriever=" in last
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -151,6 +152,10 @@ def test_the_bench_maps_its_options_to_overrides_and_pairs_seed_means(tmp_path, 
     udcg_vs_bce = next(r for r in summary["paired"]
                        if r["comparison"] == "udcg - bce" and r["metric"] == "udcg@5")
     assert udcg_vs_bce["diff"] == pytest.approx(0.02) and udcg_vs_bce["n"] == 40
+    # the other losses also against direct UDCG; BCE and UDCG themselves are not (they are the headline's pair)
+    against_udcg = {r["comparison"]: r["diff"] for r in summary["paired"]
+                    if r["comparison"].endswith(" - udcg") and r["metric"] == "udcg@5"}
+    assert against_udcg == {"listnet - udcg": pytest.approx(-0.02)}
     assert summary["jobs"]["bce_seed1"]["command"][2] == "experiment=squad_bce"
     for name in ("table.md", "table.csv", "paired_udcg@5.png", "paired_hits@5.png"):
         assert (tmp_path / "o" / name).is_file(), name

@@ -97,3 +97,33 @@ def test_a_last_checkpoint_of_other_arguments_is_not_resumed(tmp_path):
                               max_length=32, seed=0, output_dir=tmp_path / "run", enable_progress_bar=False,
                               early_stopping_patience=None, num_threads=1)
     assert metrics["epochs_run"] == 2.0
+
+
+def test_a_finished_run_is_reused_and_other_arguments_train_again(tmp_path):
+    """A job that failed after its training stage (its evaluation, say) reruns without training again."""
+    import pytorch_lightning as pl
+    from test_cross_encoder import LLM, toy_records
+
+    from udcg_ltr.models import fit_reranker
+
+    class Refuse(pl.Callback):
+        def on_fit_start(self, trainer, module):
+            raise RuntimeError("trained again")
+
+    model_dir = save_tiny_bert(tmp_path / "tiny", layers=2, seed=0)
+    train, val = toy_records(8, seed=3), toy_records(4, seed=4, split="val")
+    kwargs = dict(llm=LLM, model_name_or_path=model_dir, loss="udcg", loss_kwargs={"k": 2, "tau": 0.5}, k=2,
+                  epochs=1, batch_size=3, lr=2e-3, max_length=32, seed=0, output_dir=tmp_path / "run",
+                  enable_progress_bar=False, early_stopping_patience=None, num_threads=1)
+    path, first = fit_reranker(train, val, **kwargs)
+    weights = _weights(Path(path))
+    again_path, again = fit_reranker(train, val, **kwargs, callbacks=[Refuse()])
+    assert again_path == path and again.keys() == first.keys()
+    for name, value in first.items():
+        assert again[name] == pytest.approx(value, nan_ok=True), name  # NaN: a column no query defines
+    with pytest.raises(RuntimeError, match="trained again"):  # another learning rate: trains
+        fit_reranker(train, val, **{**kwargs, "lr": 1e-3}, callbacks=[Refuse()])
+    assert not (tmp_path / "run" / "fit_arguments.json").exists()  # the old model is no longer vouched for
+    with pytest.raises(RuntimeError, match="trained again"):  # so the first arguments train again too
+        fit_reranker(train, val, **kwargs, callbacks=[Refuse()])
+    assert _weights(Path(path)).keys() == weights.keys()

@@ -8,7 +8,6 @@ built from the keyword arguments. The best checkpoint is exported to ``output_di
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import shutil
@@ -26,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 
 from udcg_ltr.data.schema import QueryRecord
-from udcg_ltr.io import atomic_open, atomic_write_json, json_safe
+from udcg_ltr.io import atomic_open, atomic_write_json, json_safe, read_json_dict
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.cross_encoder import CrossEncoderModule, default_model_path
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, SlateDataModule
@@ -172,7 +171,9 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU, :class:`~.datamodule.SlateCollator`).
 
     ``checkpoints/last.ckpt`` is written atomically after every epoch: a call with the same arguments and
-    ``output_dir`` resumes from it (``resume=True``) and ends with the model of an uninterrupted run.
+    ``output_dir`` resumes from it (``resume=True``) and ends with the model of an uninterrupted run. A finished
+    run leaves ``fit_arguments.json`` beside ``model`` (written last): the same call again returns that model and
+    its metrics without training (a job that failed after this stage reruns without retraining).
 
     ``trainer_config`` (a ``pl.Trainer`` ``_target_`` config, host-side keys included) replaces
     :data:`TRAINER_KEYWORDS` and the extra keywords; ``callback_configs`` replaces ``early_stopping_patience``
@@ -212,10 +213,11 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 
     ckpt_dir = out / "checkpoints"
     cbs: list[pl.Callback] = list(callbacks or [])
-    cbs += build_callbacks(callback_settings(callback_configs, monitor=module.monitor,
-                                             early_stopping_patience=early_stopping_patience,
-                                             save_weights_only=save_weights_only),
-                           checkpoint_dir=ckpt_dir, validates=bool(val_records), has_logger=bool(logger))
+    callback_nodes = callback_settings(callback_configs, monitor=module.monitor,
+                                       early_stopping_patience=early_stopping_patience,
+                                       save_weights_only=save_weights_only)
+    cbs += build_callbacks(callback_nodes, checkpoint_dir=ckpt_dir, validates=bool(val_records),
+                           has_logger=bool(logger))
     best = next((cb for cb in cbs if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
     # The full training state after every epoch, for resuming (its own callback: the best one holds weights only).
     cbs.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
@@ -233,7 +235,12 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                    "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule,
                    "max_length": max_length, "max_slate": max_slate, "sampling": slate_sampling, "seed": seed,
                    "precision": precision, "llm": llm, "train": [r.qid for r in train_records],
-                   "val": [r.qid for r in val_records or []]}
+                   "val": [r.qid for r in val_records or []], "trainer": settings, "callbacks": callback_nodes}
+    saved, finished = out / "model", out / "fit_arguments.json"
+    if resume and read_json_dict(finished) == json_safe(fingerprint):
+        log.info("%s holds a finished run of the same arguments: its model is reused", out)
+        return str(saved), read_json_dict(out / "metrics.json")
+    finished.unlink(missing_ok=True)  # the model below is about to be replaced
     trainer.fit(module, datamodule=data, ckpt_path=_resume_from(ckpt_dir, fingerprint) if resume else None,
                 weights_only=True)
 
@@ -245,7 +252,6 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
         metrics[f"best_{best.monitor}"] = float(best.best_model_score)
     metrics["epochs_run"] = float(trainer.current_epoch)
     # Export first (rank 0 only under DDP), then evaluate the exported weights.
-    saved = out / "model"
     if trainer.is_global_zero:
         module.save_pretrained(saved, tokenizer, extra={"max_length": max_length, "template": template, "llm": llm,
                                                         "relevance_threshold": relevance_threshold, "seed": seed,
@@ -260,6 +266,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
         # The model card (README.md) needs the metrics, so it follows them; the other facts are in the side file.
         write_model_card(saved, metrics=metrics, dataset=f"{len(train_records)} training / "
                          f"{len(val_records or [])} validation queries")
+        atomic_write_json(finished, fingerprint)
         shutil.rmtree(ckpt_dir, ignore_errors=True)
     return str(saved), metrics
 
@@ -267,7 +274,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 def _resume_from(ckpt_dir: Path, fingerprint: dict[str, Any]) -> str | None:
     """``last.ckpt`` when it was written by a run of the same arguments; records the arguments for the next call."""
     last, stamp = ckpt_dir / "last.ckpt", ckpt_dir / "fit_arguments.json"
-    same = stamp.is_file() and json.loads(stamp.read_text(encoding="utf-8")) == json_safe(fingerprint)
+    same = read_json_dict(stamp) == json_safe(fingerprint)
     if last.is_file() and same:
         log.info("resuming from %s", last)
         return str(last)
