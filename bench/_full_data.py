@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -129,6 +130,14 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, Path] | None:
     return data_root, out
 
 
+def best_reranker_run(rerankers: Path = ROOT / "outputs" / "bench" / "full_rerankers") -> Path:
+    """The seed-0 run of the reranker ``bench/full_rerankers.py`` found best on val (``best_on_val`` in its
+    ``summary.json``; chosen on val, never on test), or of direct UDCG when that bench has not named one."""
+    summary = rerankers / "summary.json"
+    best = json.loads(summary.read_text(encoding="utf-8")).get("best_on_val") if summary.is_file() else None
+    return rerankers / f"{best or 'udcg'}_seed0"
+
+
 def run_job(cmd: Sequence[str], run_dir: Path) -> float:
     """Run one Hydra job of a ``full_*`` bench, its output appended to ``<run_dir>.log`` (a reused job keeps
     the log of the run that did the work); on failure exit with the log's tail. Returns seconds."""
@@ -137,7 +146,10 @@ def run_job(cmd: Sequence[str], run_dir: Path) -> float:
     t0 = time.perf_counter()
     with open(log_path, "ab") as log:
         start = log.tell()
-        done = subprocess.run(list(cmd), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        # Unbuffered: the job's progress bar reaches the log as it goes, not in 8 KB blocks (an hour-long epoch
+        # would show nothing for minutes); nothing the job computes changes.
+        done = subprocess.run(list(cmd), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
     seconds = time.perf_counter() - t0
     text = log_path.read_bytes()[start:].decode("utf-8", errors="replace")
     if done.returncode != 0:

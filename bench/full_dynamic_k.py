@@ -20,9 +20,11 @@ kept set is the top-k prefix of the order; k = 0 means no passage, UDCG 0.5) and
 * ``oracle``: the per-question best k from the gold utilities (upper bound).
 
 The retriever is not trained on these questions, so its train scores are used as they are. Reranker order:
-the kept set is the top-k prefix of the direct-UDCG cross-encoder of ``bench/full_rerankers.py``
+the kept set is the top-k prefix of the best reranker of ``bench/full_rerankers.py``, chosen on val (its
+``summary.json`` names it: ListNet on utility in the recorded runs; direct UDCG until that bench has run), seed 0
 (``--reranker-run``: the train job's ``cross_encoder/model`` with the saved retriever-fusion weight); its own
-train / val questions (``cross_encoder/questions.json``) are left out, so every score the selectors learn from is held out, and the recipe
+train / val questions (``cross_encoder/questions.json``) are left out, so every score the selectors learn from
+is held out, and the recipe
 draws 1,500 train and 600 val questions of the rest (``--max-train`` / ``--max-val``: the reranker scores
 every question used). Results go to ``<out>/reranker_order/``.
 
@@ -56,7 +58,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, add_reuse_arg, prepare_data, run_job  # noqa: E402
+from _full_data import add_data_args, add_reuse_arg, best_reranker_run, prepare_data, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import new_figure, read_csv, save_figure, write_csv  # noqa: E402
@@ -129,10 +131,10 @@ def main(argv=None) -> int:
     add_data_args(ap, ROOT / "outputs" / "bench" / "full_dynamic_k")
     ap.add_argument("--order", choices=tuple(EXPERIMENTS), default="retriever",
                     help="whose top-k prefix the selectors cut: the retriever's or a trained reranker's")
-    ap.add_argument("--reranker-run", type=Path,
-                    default=ROOT / "outputs" / "bench" / "full_rerankers" / "udcg_seed0",
+    ap.add_argument("--reranker-run", type=Path, default=None,
                     help="with --order reranker: a run folder of bench/full_rerankers.py (cross_encoder/model, "
-                         "cross_encoder/questions.json)")
+                         "cross_encoder/questions.json); default: the seed-0 run of the system that bench "
+                         "names best on val (its summary.json), direct UDCG before it has run")
     ap.add_argument("--max-train", type=int, default=None,
                     help="train the learned selectors on a seeded draw of this many train questions "
                          "(default: the recipe's: all of them in the retriever's order, 1,500 in the "
@@ -162,6 +164,9 @@ def main(argv=None) -> int:
     if args.order == "reranker":
         out = out / "reranker_order"
         out.mkdir(parents=True, exist_ok=True)
+    if args.order == "reranker" and args.reranker_run is None:
+        args.reranker_run = best_reranker_run()
+        print(f"reranker order: {args.reranker_run} (best on val in bench/full_rerankers.py's summary)", flush=True)
     run_dir = out / "job"
     cmd = job_command(data_root, run_dir, args)
     job_s = run_job(cmd, run_dir)

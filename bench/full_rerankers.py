@@ -16,8 +16,10 @@ reruns it).
 
 What this script adds: the test means of each system averaged over seeds per query, and paired bootstrap tests
 (:func:`udcg_ltr.stats.bootstrap.paired_bootstrap_test`, 10,000 resamples, seed 0) on UDCG@5, nDCG@5 and
-hits@5 of each trained system against the retriever and against BCE, and of the other losses (ListNet,
-LambdaLoss) against direct UDCG; ``table.md``, ``table.csv``,
+hits@5 of each trained system against the retriever and against BCE, of the other losses (ListNet,
+LambdaLoss) against direct UDCG, and against other finished jobs named by ``--compare`` (say the same loss
+trained on more questions); which system is best is read on val (each job's val UDCG@5 as deployed, mean over
+seeds: ``best_on_val``, the order ``bench/full_dynamic_k.py --order reranker`` cuts); ``table.md``, ``table.csv``,
 ``paired_<metric>.png`` and ``summary.json`` in ``--out``.
 
 Run: ``.venv/bin/python bench/full_rerankers.py`` (one seed of both systems: 45-85 min on the 2-core CPU;
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 import time
@@ -82,6 +85,14 @@ def per_query_rows(run_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
+def val_udcg(metrics: dict) -> float:
+    """The val UDCG@K of the system as deployed: the cross-encoder fused with the retriever at the weight the job
+    chose on val (``cross_encoder/val_udcg_fusion_<weight>``), or its best epoch's without fusion."""
+    weight = metrics.get("cross_encoder/retriever_fusion")
+    key = f"cross_encoder/val_udcg_fusion_{weight:g}" if weight is not None else f"cross_encoder/best_val/udcg@{K}"
+    return float(metrics.get(key, "nan"))
+
+
 def seed_means(runs: list[dict[str, dict[str, dict[str, float]]]], system: str, qids: list[str]) -> dict:
     """``{metric: [Q]}`` of ``system`` averaged over the runs (seeds), question by question."""
     return {m: np.mean([[run[system][q][m] for q in qids] for run in runs], axis=0) for m in COLUMNS}
@@ -103,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the --max-queries subsample")
     ap.add_argument("--n-bootstrap", type=int, default=10000)
     ap.add_argument("--force", action="store_true", help="rerun finished jobs (force=true)")
+    ap.add_argument("--compare", action="append", default=[], metavar="NAME=RUN",
+                    help="also pair every trained system with the fused reranker of another finished train job "
+                         "(a folder with per_query.csv), e.g. udcg_800q=outputs/bench/full_rerankers/udcg_seed0; "
+                         "repeatable")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides passed to every job")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -143,14 +158,32 @@ def main(argv: list[str] | None = None) -> int:
         per_query[system] = seed_means(mine, f"reranker@{K}", qids)
         if f"reranker_alone@{K}" in mine[0]:
             per_query[f"{system}_alone"] = seed_means(mine, f"reranker_alone@{K}", qids)
+    others = {}
+    for spec in args.compare:
+        name, _, run = spec.partition("=")
+        if not name or not run or name in per_query:
+            ap.error(f"--compare {spec!r}: expected NAME=RUN with a new name")
+        others[name] = per_query_rows(Path(run))
+        if list(others[name][f"retriever@{K}"]) != qids:
+            raise SystemExit(f"--compare {spec}: its job evaluated other test questions")
+        per_query[name] = seed_means([others[name]], f"reranker@{K}", qids)
     per_query["oracle"] = seed_means([first], f"oracle_utility@{K}", qids)
     means = {name: {m: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
                     for m, v in values.items()} for name, values in per_query.items()}  # where defined
+    # Which trained system is best is read on val, never on test (mean over seeds of each job's val UDCG@K as deployed):
+    # bench/full_dynamic_k.py --order reranker takes that system's seed-0 run.
+    val = {s: float(np.mean([val_udcg(finished[f"{s}_seed{seed}"]["metrics"]) for seed in seeds]))
+           for s in systems}
+    for spec in args.compare:
+        name, _, run = spec.partition("=")
+        val[name] = val_udcg(json.loads((Path(run) / "job_result.json").read_text(encoding="utf-8"))["metrics"])
+    best_on_val = max((s for s in systems if math.isfinite(val[s])), key=val.get, default=None)
 
     pairs = [(s, "retriever") for s in systems]
     pairs += [(s, "bce") for s in systems if s != "bce" and "bce" in systems]
     # The other losses against the objective the issue is about, direct UDCG.
     pairs += [(s, "udcg") for s in systems if s not in ("bce", "udcg") and "udcg" in systems]
+    pairs += [(s, name) for name in others for s in systems]
     paired = []
     for a, b in pairs:
         for m in PAIRED:
@@ -160,13 +193,16 @@ def main(argv: list[str] | None = None) -> int:
 
     title = (f"{args.dataset}, test split: {len(qids)} questions; systems trained with seeds {args.seeds} "
              f"(per-query means over seeds)")
-    table = markdown_table([{"system": name, **{m: f"{v[m]:.4f}" for m in COLUMNS}}
-                            for name, v in means.items()], ["system", *COLUMNS])
+    table = markdown_table([{"system": name, **{m: f"{v[m]:.4f}" for m in COLUMNS},
+                             f"val udcg@{K}": f"{val[name]:.4f}" if name in val else ""}
+                            for name, v in means.items()], ["system", *COLUMNS, f"val udcg@{K}"])
     diffs = markdown_table([{**r, "diff": f"{r['diff']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}]",
                              "p": fmt_p(r["p"])} for r in paired], ["comparison", "metric", "diff", "p", "n"])
     md = "\n".join([f"# {title}", "", f"Data: `{data_root}/{DATASETS[args.dataset][1]}`. Jobs: "
                     + "; ".join(f"`{' '.join(c[1:])}`" for c in commands.values()), "", table,
-                    "`*_alone`: the cross-encoder without retriever fusion; oracle: top 5 by utility.", "",
+                    "`*_alone`: the cross-encoder without retriever fusion; oracle: top 5 by utility. "
+                    f"`val udcg@{K}`: the fused system on its job's val questions, mean over seeds; best on val: "
+                    f"**{best_on_val}**.", "",
                     f"## Paired differences (per query; bootstrap 95% CI and two-sided p, {args.n_bootstrap} "
                     "resamples, seed 0)", "", diffs]) + "\n"
     atomic_write_text(out / "table.md", md)
@@ -180,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(shlex.quote(c) for c in sys.argv),
         "args": {k: str(v) for k, v in vars(args).items()},
         "jobs": {n: {"command": commands[n], **finished[n]} for n in commands},
-        "means": means, "paired": paired, "total_seconds": total_s})
+        "means": means, "val_udcg": val, "best_on_val": best_on_val, "paired": paired,
+        "total_seconds": total_s})
     print("\n" + md)
     print(f"files in {out}: table.md table.csv {' '.join(png.name for png in pngs)} summary.json "
           f"<system>_seed<s>/ ({total_s:.0f} s)")

@@ -72,6 +72,7 @@ def problems(task: str, overrides: list[str]) -> list[str]:
      "unknown selector kind 'crystal_ball'"),
     ("evaluate", ["mode=reranker"], "needs a trained reranker"),
     ("evaluate", ["mode=reranker", "reranker.path=/nonexistent/model"], "reranker.path: /nonexistent/model"),
+    ("evaluate", ["mode=reranker", "reranker.max_questions=0"], "reranker.max_questions must be >= 1"),
     ("evaluate", ["mode=correlation", "correlation.k_sweep=[0,2]"], "correlation.k_sweep[] must be >= 1"),
     ("evaluate", ["mode=correlation", "correlation.sweep_mode=sideways"], "correlation.sweep_mode"),
     ("evaluate", ["mode=distractors", "studies.distractors.k=1"], "studies.distractors: k must be >= 2"),

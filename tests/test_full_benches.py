@@ -129,3 +129,66 @@ def test_full_dynamic_k_runs_the_named_recipe_with_its_options_as_overrides(tmp_
     assert sc.grid == "quick" and sc.probes is False
     assert dict(sc.budget) == {"batch_size": 64, "max_epochs": 3, "patience": 2, "n_seeds": 2}
     assert cfg.seed == 5 and cfg.force is False and cfg.paths.data_dir == str(tmp_path / "data")
+
+
+def test_the_reranker_order_defaults_to_the_reranker_best_on_val(tmp_path):
+    import json
+
+    from _full_data import best_reranker_run
+
+    assert best_reranker_run(tmp_path) == tmp_path / "udcg_seed0"  # full_rerankers.py has not run
+    (tmp_path / "summary.json").write_text(json.dumps({"means": {}}))
+    assert best_reranker_run(tmp_path) == tmp_path / "udcg_seed0"  # a summary from before the val choice
+    (tmp_path / "summary.json").write_text(json.dumps({"best_on_val": "listnet"}))
+    assert best_reranker_run(tmp_path) == tmp_path / "listnet_seed0"
+
+
+def test_full_end_to_end_pairs_the_reranker_with_the_retriever_on_the_llms_outcomes(tmp_path, monkeypatch, capsys):
+    """bench/full_end_to_end.py: its job composes into the named recipe; the outcome rates and paired tests come
+    from the job's per_query.csv (the job faked: the reranker turns 6 of 40 wrong answers correct)."""
+    import gzip
+    import json
+
+    import full_end_to_end as bench
+
+    from udcg_ltr.report import write_csv
+
+    args = bench.argparse.Namespace(questions=200, seed=0, reuse=False)
+    cmd = bench.job_command(tmp_path / "data", tmp_path / "job", tmp_path / "rr", args)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="evaluate", overrides=[f"paths.root_dir={ROOT}",
+                                                         *[c for c in cmd[2:] if not c.startswith("hydra.")]])
+    assert cfg.mode == "reranker" and cfg.end_to_end is True and list(cfg.splits) == ["test"]
+    assert cfg.dataset.name == "annotated_squad_full" and cfg.llm.quantize == "bf16-linear"  # the fast mode
+    assert cfg.reranker.max_questions == 200 and cfg.reranker.path == str(tmp_path / "rr" / "cross_encoder" / "model")
+
+    def fake_job(command, run_dir):
+        rows = []
+        for q in range(40):
+            outcome = {"retriever@5": "wrong" if q < 10 else "correct",
+                       "reranker@5": "wrong" if q < 4 else "correct", "oracle_utility@5": "correct"}
+            for system in bench.SYSTEMS.values():
+                rows.append({"system": system, "qid": f"q{q}", "split": "test", "udcg@5": 0.5,
+                             "outcome": outcome[system] if q != 39 else "abstained"})
+        write_csv(run_dir / "per_query.csv", rows)
+        return 0.0
+
+    monkeypatch.setattr(bench, "run_job", fake_job)
+    data = tmp_path / "data" / "annotated_full"
+    data.mkdir(parents=True)
+    for name in ("squad_top10.jsonl.gz", "squad_contexts.jsonl.gz"):
+        with gzip.open(data / name, "wt") as f:
+            f.write("{}\n")
+    (tmp_path / "job").mkdir()
+    assert bench.main(["--data-dir", str(tmp_path / "data"), "--out", str(tmp_path), "--n-bootstrap", "300",
+                       "--reranker-run", str(tmp_path / "rr")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("end_to_end_test_subset: n=40 retriever=0.7250 reranker=0.8750 oracle=0.9750 "
+                           "diff_reranker_vs_retriever=+0.1500 [")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    by = {r["system"]: r for r in summary["rows"]}
+    assert by["retriever"]["abstained"] == pytest.approx(1 / 40) and by["reranker"]["wrong"] == pytest.approx(0.1)
+    wrong = next(r for r in summary["paired"] if r["comparison"] == "reranker - retriever" and r["metric"] == "wrong")
+    assert wrong["diff"] == pytest.approx(-0.15) and wrong["hi"] < 0 and wrong["n"] == 40
+    for name in ("table.md", "table.csv", "outcomes.png"):
+        assert (tmp_path / name).is_file(), name

@@ -123,7 +123,10 @@ def _fake_job(cmd: list[str], run_dir: Path) -> float:
             rows.append({"system": system, "qid": f"q{q}", "split": "test", "udcg@5": value, "ndcg@5": value,
                          "mrr@5": value, "hits@5": 1.0, "erag@5": ""})
     write_csv(run_dir / "per_query.csv", rows)
-    (run_dir / "job_result.json").write_text(json.dumps({"metrics": {"cross_encoder/best_epoch": 0.0}}))
+    val = {"bce": 0.50, "udcg": 0.51, "listnet": 0.52}[loss] + 0.001 * seed  # fused at the chosen weight 0.5
+    (run_dir / "job_result.json").write_text(json.dumps({"metrics": {
+        "cross_encoder/best_epoch": 0.0, "cross_encoder/retriever_fusion": 0.5,
+        "cross_encoder/val_udcg_fusion_0.5": val, "cross_encoder/val_udcg_fusion_1": 0.9}}))
     return 0.0
 
 
@@ -156,9 +159,24 @@ def test_the_bench_maps_its_options_to_overrides_and_pairs_seed_means(tmp_path, 
     against_udcg = {r["comparison"]: r["diff"] for r in summary["paired"]
                     if r["comparison"].endswith(" - udcg") and r["metric"] == "udcg@5"}
     assert against_udcg == {"listnet - udcg": pytest.approx(-0.02)}
+    # the best system is read on val (the fused system at its chosen weight, mean over seeds), not on test
+    assert summary["val_udcg"] == pytest.approx({"bce": 0.5005, "udcg": 0.5105, "listnet": 0.5205})
+    assert summary["best_on_val"] == "listnet" and "best on val: **listnet**" in (tmp_path / "o" / "table.md").read_text()
     assert summary["jobs"]["bce_seed1"]["command"][2] == "experiment=squad_bce"
     for name in ("table.md", "table.csv", "paired_udcg@5.png", "paired_hits@5.png"):
         assert (tmp_path / "o" / name).is_file(), name
+
+    # --compare pairs the trained systems with another finished job (here the first run's BCE, seed 0)
+    assert full_rerankers.main(["--dataset", "annotated", "--data-dir", str(tmp_path), "--seeds", "0",
+                                "--systems", "udcg", "--out", str(tmp_path / "o2"), "--n-bootstrap", "200",
+                                "--compare", f"bce0={tmp_path / 'o' / 'bce_seed0'}"]) == 0
+    summary = json.loads((tmp_path / "o2" / "summary.json").read_text())
+    vs = next(r for r in summary["paired"] if r["comparison"] == "udcg - bce0" and r["metric"] == "udcg@5")
+    assert vs["diff"] == pytest.approx(0.02) and summary["val_udcg"]["bce0"] == pytest.approx(0.50)
+    assert summary["best_on_val"] == "udcg"  # a compared run is shown, never chosen
+    with pytest.raises(SystemExit):
+        full_rerankers.main(["--dataset", "annotated", "--data-dir", str(tmp_path), "--systems", "udcg",
+                             "--out", str(tmp_path / "o3"), "--compare", "udcg=elsewhere"])
 
 
 def test_an_unchanged_subsample_is_not_rewritten(tmp_path):

@@ -153,7 +153,7 @@ def test_dl19_bm25_table_equals_the_reference(dl19, reference):
     assert np.mean(ours["recall@10"]) == pytest.approx(0.17512799328543338, abs=1e-12)
 
 
-def _evaluate_dl19(tmp_path, monkeypatch, ties: str) -> dict[str, float]:
+def _evaluate_dl19(tmp_path, monkeypatch, ties: str, *extra: str) -> dict[str, float]:
     """``evaluate.py experiment=dl19_rerank`` in process, the reranker replaced by rounded BM25 scores."""
     from hydra import compose, initialize_config_dir
 
@@ -167,7 +167,7 @@ def _evaluate_dl19(tmp_path, monkeypatch, ties: str) -> dict[str, float]:
         cfg = compose(config_name="evaluate", overrides=[
             "experiment=dl19_rerank", "~llm", "logger=none", f"reranker.path={stand_in}", f"paths.root_dir={root}",
             f"paths.data_dir={data_dir()}", f"paths.output_dir={tmp_path / 'run'}",
-            f"paths.cache_dir={tmp_path / 'cache'}", f"++ties={ties}"])
+            f"paths.cache_dir={tmp_path / 'cache'}", f"++ties={ties}", *extra])
         return evaluate_job.evaluate(cfg)
 
 
@@ -202,6 +202,18 @@ def test_evaluate_dl19_rerank_tables_equal_trec_eval(dl19, tmp_path, monkeypatch
     assert metrics["test/trec/unjudged_queries"] == 0 and metrics["test/trec/judged_queries"] == 43
     assert metrics["test/reranker@10/unjudged_queries"] == 0
     assert (tmp_path / "run" / "trec.md").is_file() and (tmp_path / "run" / "results.md").is_file()
+
+
+def test_reranker_mode_evaluates_a_seeded_draw_of_max_questions(dl19, tmp_path, monkeypatch):
+    """``reranker.max_questions``: the questions of the split drawn with the job's seed, every table on them."""
+    from udcg_ltr.jobs.common import subsample
+    from udcg_ltr.report import read_csv
+
+    records, _ = dl19
+    metrics = _evaluate_dl19(tmp_path, monkeypatch, "stable", "reranker.max_questions=10", "seed=3")
+    assert metrics["test/trec/judged_queries"] == 10
+    drawn = [r["qid"] for r in read_csv(tmp_path / "run" / "per_query.csv") if r["system"] == "retriever@10"]
+    assert drawn == [r.qid for r in subsample(records, 10, seed=3)] != [r.qid for r in records[:10]]
 
 
 def test_unjudged_queries_are_dropped_and_counted(dl19, tmp_path):

@@ -382,6 +382,8 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
             problems.append(f"mode={mode} needs a trained reranker: reranker.path=<run>/cross_encoder/model")
         elif path and not Path(str(path)).exists():
             problems.append(f"reranker.path: {path} does not exist (train.py saves <run>/cross_encoder/model)")
+        if (c.get("reranker") or {}).get("max_questions") is not None:
+            _check_number(problems, "reranker.max_questions", c["reranker"]["max_questions"], low=1)
         if mode == "correlation":
             cc = c.get("correlation") or {}
             _check_number(problems, "correlation.n_contexts", cc.get("n_contexts", 1), low=1)

@@ -91,7 +91,9 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     with qrels, the full rankings' TREC table too (:func:`report_trec`). ``ties``: ``stable`` | ``trec``."""
     cfg, k = ctx.cfg, int(ctx.cfg.k)
     ties = str(cfg.get("ties") or "stable")
-    records = _rows_with_annotations(ctx, ctx.split(cfg.splits))  # splits null (dl19_rerank): every query
+    # splits null (dl19_rerank): every query; max_questions: a seeded draw (end to end, a prompt per context)
+    records = _rows_with_annotations(ctx, subsample(ctx.split(cfg.splits), cfg.reranker.get("max_questions"),
+                                                    seed=int(cfg.seed)))
     llm = ctx.llm_name
     rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records)}
     if llm is not None:
