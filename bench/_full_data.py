@@ -130,6 +130,15 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, Path] | None:
     return data_root, out
 
 
+def parse_and_prepare(ap: argparse.ArgumentParser, argv) -> tuple[argparse.Namespace, Path, Path] | None:
+    """A bench's options (plus ``--reuse``) parsed, then :func:`prepare_data`: ``(args, data root, output
+    folder)``, or None when the set is absent."""
+    add_reuse_arg(ap)
+    args = ap.parse_args(argv)
+    prepared = prepare_data(args)
+    return None if prepared is None else (args, *prepared)
+
+
 def best_reranker_run(rerankers: Path = ROOT / "outputs" / "bench" / "full_rerankers") -> Path:
     """The seed-0 run of the reranker ``bench/full_rerankers.py`` found best on val (``best_on_val`` in its
     ``summary.json``; chosen on val, never on test), or of direct UDCG when that bench has not named one."""

@@ -41,7 +41,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, add_reuse_arg, prepare_data, run_job  # noqa: E402
+from _full_data import add_data_args, parse_and_prepare, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import (  # noqa: E402
@@ -236,14 +236,11 @@ def main(argv=None) -> int:
     ap.add_argument("--C", default="1.0", help="SVM-rank C of UDCG_theta, or 'cv' (query-grouped CV on train)")
     ap.add_argument("--k-sweep", default="1,2,3,4,5",
                     help="context sizes k' of the truncation sweep (UDCG_theta refitted per k'); 'none' to skip")
-    add_reuse_arg(ap)
-    args = ap.parse_args(argv)
     t0 = time.perf_counter()
-
-    prepared = prepare_data(args)
-    if prepared is None:
+    parsed = parse_and_prepare(ap, argv)
+    if parsed is None:
         return 2
-    data_root, out = prepared
+    args, data_root, out = parsed
 
     run_dir = out / "job"
     cmd = job_command(data_root, run_dir, args)

@@ -58,7 +58,7 @@ import _offline  # noqa: F401  (environment first: offline hubs, W&B offline)
 ROOT = _offline.ROOT
 
 import numpy as np  # noqa: E402
-from _full_data import add_data_args, add_reuse_arg, best_reranker_run, prepare_data, run_job  # noqa: E402
+from _full_data import add_data_args, best_reranker_run, parse_and_prepare, run_job  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
 from udcg_ltr.report import new_figure, read_csv, save_figure, write_csv  # noqa: E402
@@ -153,14 +153,11 @@ def main(argv=None) -> int:
     ap.add_argument("--n-seeds", type=int, default=1, help="modules averaged per learned selector")
     ap.add_argument("--n-bootstrap", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0, help="selector, subsample and bootstrap seed")
-    add_reuse_arg(ap)
-    args = ap.parse_args(argv)
     t0 = time.perf_counter()
-
-    prepared = prepare_data(args)
-    if prepared is None:
+    parsed = parse_and_prepare(ap, argv)
+    if parsed is None:
         return 2
-    data_root, out = prepared
+    args, data_root, out = parsed
     if args.order == "reranker":
         out = out / "reranker_order"
         out.mkdir(parents=True, exist_ok=True)
