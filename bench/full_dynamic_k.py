@@ -161,9 +161,10 @@ def main(argv=None) -> int:
     if args.order == "reranker":
         out = out / "reranker_order"
         out.mkdir(parents=True, exist_ok=True)
-    if args.order == "reranker" and args.reranker_run is None:
-        args.reranker_run = best_reranker_run()
-        print(f"reranker order: {args.reranker_run} (best on val in bench/full_rerankers.py's summary)", flush=True)
+        if args.reranker_run is None:
+            args.reranker_run = best_reranker_run()
+            print(f"reranker order: {args.reranker_run} (best on val in bench/full_rerankers.py's summary)",
+                  flush=True)
     run_dir = out / "job"
     cmd = job_command(data_root, run_dir, args)
     job_s = run_job(cmd, run_dir)

@@ -158,26 +158,25 @@ def main(argv: list[str] | None = None) -> int:
         per_query[system] = seed_means(mine, f"reranker@{K}", qids)
         if f"reranker_alone@{K}" in mine[0]:
             per_query[f"{system}_alone"] = seed_means(mine, f"reranker_alone@{K}", qids)
-    others = {}
-    for spec in args.compare:
-        name, _, run = spec.partition("=")
-        if not name or not run or name in per_query:
-            ap.error(f"--compare {spec!r}: expected NAME=RUN with a new name")
-        others[name] = per_query_rows(Path(run))
-        if list(others[name][f"retriever@{K}"]) != qids:
-            raise SystemExit(f"--compare {spec}: its job evaluated other test questions")
-        per_query[name] = seed_means([others[name]], f"reranker@{K}", qids)
-    per_query["oracle"] = seed_means([first], f"oracle_utility@{K}", qids)
-    means = {name: {m: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
-                    for m, v in values.items()} for name, values in per_query.items()}  # where defined
     # Which trained system is best is read on val, never on test (mean over seeds of each job's val UDCG@K as deployed):
     # bench/full_dynamic_k.py --order reranker takes that system's seed-0 run.
     val = {s: float(np.mean([val_udcg(finished[f"{s}_seed{seed}"]["metrics"]) for seed in seeds]))
            for s in systems}
+    best_on_val = max((s for s in systems if math.isfinite(val[s])), key=val.get, default=None)
+    others = []  # --compare: shown and paired, never chosen
     for spec in args.compare:
         name, _, run = spec.partition("=")
+        if not name or not run or name in per_query:
+            ap.error(f"--compare {spec!r}: expected NAME=RUN with a new name")
+        rows = per_query_rows(Path(run))
+        if list(rows[f"retriever@{K}"]) != qids:
+            raise SystemExit(f"--compare {spec}: its job evaluated other test questions")
+        per_query[name] = seed_means([rows], f"reranker@{K}", qids)
         val[name] = val_udcg(json.loads((Path(run) / "job_result.json").read_text(encoding="utf-8"))["metrics"])
-    best_on_val = max((s for s in systems if math.isfinite(val[s])), key=val.get, default=None)
+        others.append(name)
+    per_query["oracle"] = seed_means([first], f"oracle_utility@{K}", qids)
+    means = {name: {m: float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
+                    for m, v in values.items()} for name, values in per_query.items()}  # where defined
 
     pairs = [(s, "retriever") for s in systems]
     pairs += [(s, "bce") for s in systems if s != "bce" and "bce" in systems]

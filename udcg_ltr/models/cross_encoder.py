@@ -77,9 +77,14 @@ class CrossEncoderModule(pl.LightningModule):
             raise ValueError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
         self._val: list[dict[str, Any]] = []
 
+    @staticmethod
+    def monitor_key(monitor_metric: str, k: int) -> str:
+        """The logged name checkpointing follows (known before the module is built: no weights loaded)."""
+        return f"val/{monitor_metric}@{k}"
+
     @property
     def monitor(self) -> str:
-        return f"val/{self.hparams.monitor_metric}@{self.hparams.k}"
+        return self.monitor_key(self.hparams.monitor_metric, self.hparams.k)
 
     def forward(self, batch: dict) -> torch.Tensor:
         """Flat logits ``[P]`` for the batch's pairs (slate-major order), run bucket by bucket."""

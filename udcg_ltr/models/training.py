@@ -195,6 +195,25 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     precision, accelerator = settings["precision"], settings.get("accelerator", "auto")
     progress = bool(settings.get("enable_progress_bar", True))
     gpu = on_gpu(accelerator)
+    monitor = CrossEncoderModule.monitor_key(monitor_metric, k)
+    callback_nodes = callback_settings(callback_configs, monitor=monitor,
+                                       early_stopping_patience=early_stopping_patience,
+                                       save_weights_only=save_weights_only)
+    settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
+    if not val_records:  # no validation loop at all (the data module has no val loader): final weights
+        settings["limit_val_batches"] = 0
+    fingerprint = {"model": model_path, "loss": loss, "loss_kwargs": loss_kwargs or {}, "target": target, "k": k,
+                   "gamma": gamma, "epochs": settings.get("max_epochs"), "batch_size": batch_size, "lr": lr,
+                   "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule,
+                   "max_length": max_length, "max_slate": max_slate, "sampling": slate_sampling, "seed": seed,
+                   "precision": precision, "llm": llm, "train": [r.qid for r in train_records],
+                   "val": [r.qid for r in val_records or []], "trainer": settings, "callbacks": callback_nodes}
+    saved, finished = out / "model", out / "fit_arguments.json"
+    # Checked before the model is loaded and the data tokenised: a reused run costs neither.
+    if resume and read_json_dict(finished) == json_safe(fingerprint):
+        log.info("%s holds a finished run of the same arguments: its model is reused", out)
+        return str(saved), read_json_dict(out / "metrics.json")
+    finished.unlink(missing_ok=True)  # the model below is about to be replaced
 
     from transformers import AutoTokenizer
 
@@ -213,9 +232,6 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 
     ckpt_dir = out / "checkpoints"
     cbs: list[pl.Callback] = list(callbacks or [])
-    callback_nodes = callback_settings(callback_configs, monitor=module.monitor,
-                                       early_stopping_patience=early_stopping_patience,
-                                       save_weights_only=save_weights_only)
     cbs += build_callbacks(callback_nodes, checkpoint_dir=ckpt_dir, validates=bool(val_records),
                            has_logger=bool(logger))
     best = next((cb for cb in cbs if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
@@ -223,24 +239,10 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     cbs.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
                                enable_version_counter=False))
     if not progress:
-        cbs.append(EpochSummary(module.monitor, k))
-    settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
-    if not val_records:  # no validation loop at all (the data module has no val loader): final weights
-        settings["limit_val_batches"] = 0
+        cbs.append(EpochSummary(monitor, k))
     # _partial_: the config's arguments bound, the run's objects passed as they are (instantiate would copy them).
     make_trainer = instantiate(settings, _partial_=True)
     trainer = make_trainer(logger=logger, callbacks=cbs, default_root_dir=str(out), plugins=[AtomicCheckpointIO()])
-    fingerprint = {"model": model_path, "loss": loss, "loss_kwargs": loss_kwargs or {}, "target": target, "k": k,
-                   "gamma": gamma, "epochs": settings.get("max_epochs"), "batch_size": batch_size, "lr": lr,
-                   "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule,
-                   "max_length": max_length, "max_slate": max_slate, "sampling": slate_sampling, "seed": seed,
-                   "precision": precision, "llm": llm, "train": [r.qid for r in train_records],
-                   "val": [r.qid for r in val_records or []], "trainer": settings, "callbacks": callback_nodes}
-    saved, finished = out / "model", out / "fit_arguments.json"
-    if resume and read_json_dict(finished) == json_safe(fingerprint):
-        log.info("%s holds a finished run of the same arguments: its model is reused", out)
-        return str(saved), read_json_dict(out / "metrics.json")
-    finished.unlink(missing_ok=True)  # the model below is about to be replaced
     trainer.fit(module, datamodule=data, ckpt_path=_resume_from(ckpt_dir, fingerprint) if resume else None,
                 weights_only=True)
 
