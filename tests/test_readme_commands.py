@@ -179,6 +179,28 @@ def fake_run(tmp_path_factory) -> Path:
     return run
 
 
+def _local_outputs(cfg) -> list[str]:
+    """The config's values that point into this checkout's ignored ``outputs/`` folder (a finished run of this
+    machine): they exist here and not in a clean checkout, so a command that needs one must name it itself."""
+    from omegaconf import OmegaConf
+
+    outputs = str(ROOT / "outputs") + "/"
+    found = []
+
+    def walk(node, key):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{key}[{i}]")
+        elif isinstance(node, str) and node.startswith(outputs):
+            found.append(f"{key}={node}")
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return found
+
+
 def _compose(task: str, overrides: list[str]):
     from hydra import compose, initialize_config_dir
 
@@ -210,6 +232,9 @@ def test_command_composes_resolves_and_validates(cmd, fake_run, tmp_path):
         if prefix in ENTRIES:
             task = ENTRIES[prefix]
             cfg = _compose(task, overrides)
+            local = _local_outputs(cfg)
+            assert not local, (f"{cmd.text!r} reads {local}: ignored outputs of this machine that a clean checkout "
+                               "(CI) lacks; the README command must name them (<run>/...)")
             if task == "train":
                 validate_config(cfg, stages=list(cfg.model.stages), known_stages=list(STAGE_FUNCS))
             else:
