@@ -20,6 +20,7 @@ installed, and the DL19 files under ``UDCG_LTR_DATA`` / ``../shared/data``).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -60,6 +61,7 @@ def run_pipeline(tmp: Path, ties: str) -> dict[str, float]:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # --help, and no stray arguments
     folder = data_dir() / "trec_dl19"
     results, qrels_path = folder / "retrieve_results_dl19.json.gz", folder / "qrels.dl19-passage.txt.gz"
     if not (results.is_file() and qrels_path.is_file()):
