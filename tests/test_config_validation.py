@@ -68,6 +68,7 @@ def problems(task: str, overrides: list[str]) -> list[str]:
     ("train", ["llm.model='not a model'"], "llm.model 'not a model'"),
     ("train", ["+llm.temperature=0.7"], "llm: unknown keys ['temperature']"),
     ("train", ["model=udcg_theta", "model.udcg_theta.variant=everything"], "model.udcg_theta.variant"),
+    ("train", ["model=cross_encoder", "trainer.checkpoint_minutes=-1"], "trainer.checkpoint_minutes must be >= 0.0"),
     ("evaluate", ["mode=selectors", "selectors.scores=retriever", "selectors.kinds=[gate,crystal_ball]"],
      "unknown selector kind 'crystal_ball'"),
     ("evaluate", ["mode=reranker"], "needs a trained reranker"),

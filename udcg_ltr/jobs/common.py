@@ -342,6 +342,9 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
                 problems.append(f"model.cross_encoder.pretrained {pretrained!r} is neither a folder nor a "
                                 f"Hugging Face id")
             _check_number(problems, "trainer.max_epochs", (c.get("trainer") or {}).get("max_epochs", 1), low=1)
+            if (c.get("trainer") or {}).get("checkpoint_minutes") is not None:
+                _check_number(problems, "trainer.checkpoint_minutes", c["trainer"]["checkpoint_minutes"], kind=float,
+                              low=0.0)
         if "dynamic_k" in stages:
             dk = model.get("dynamic_k") or {}
             _check_selector(problems, "model.dynamic_k.selector", dk.get("selector"), dk.get("hparams") or {}, gamma)

@@ -55,8 +55,8 @@ class CrossEncoderModule(pl.LightningModule):
     ``k`` / ``gamma``: those of the validation metrics, and of the loss unless ``loss_kwargs`` sets them;
     ``warmup``: fraction of steps if < 1, else steps, then ``schedule`` ``"linear"`` (decay to 0) or
     ``"constant"``; ``monitor_metric``: what checkpointing follows (``"udcg"`` needs utilities); ``seed``:
-    the random state (dropout) of epoch ``e`` is reset to ``(seed, e)``, so a resumed run trains as an
-    uninterrupted one.
+    the random state (dropout) of epoch ``e`` is reset to ``(seed, e)``, and a checkpoint holds the state it was
+    saved in, so a run resumed at an epoch end or mid-epoch trains as an uninterrupted one.
     """
 
     def __init__(self, model_name_or_path: str | None = None, *, loss: str = "bce",
@@ -76,6 +76,7 @@ class CrossEncoderModule(pl.LightningModule):
         if schedule not in ("linear", "constant"):
             raise ValueError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
         self._val: list[dict[str, Any]] = []
+        self._resumed_rng: dict[str, Any] | None = None
 
     @staticmethod
     def monitor_key(monitor_metric: str, k: int) -> str:
@@ -101,6 +102,25 @@ class CrossEncoderModule(pl.LightningModule):
         if hasattr(ds, "set_epoch"):
             ds.set_epoch(self.current_epoch)
         torch.manual_seed(int(self.hparams.seed) * 1_000_003 + int(self.current_epoch))  # all devices
+
+    def on_train_start(self) -> None:
+        # A resumed run's first epoch: Lightning made its loader before restoring the epoch, and skips
+        # on_train_epoch_start when it resumes mid-epoch. So: this epoch's slate draw and seed, then, mid-epoch,
+        # the random state the checkpoint was saved in.
+        self.on_train_epoch_start()
+        rng, self._resumed_rng = self._resumed_rng, None
+        if rng is not None and rng["mid_epoch"] and rng["epoch"] == self.current_epoch:
+            torch.set_rng_state(rng["cpu"])
+            if rng["cuda"] and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rng"] = {"epoch": int(self.current_epoch), "mid_epoch": not self.trainer.is_last_batch,
+                             "cpu": torch.get_rng_state(),
+                             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._resumed_rng = checkpoint.get("rng")  # applied in on_train_start
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         if hasattr(self.loss_fn, "anneal"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,6 +169,28 @@ class EpochShuffleSampler(Sampler[int]):
         return iter(torch.randperm(self.n, generator=gen).tolist())
 
 
+class ResumableDataLoader(DataLoader):
+    """A DataLoader that skips, at the first batch of each pass, as many batches as ``skip()`` says: those a run
+    resumed mid-epoch had already taken (:meth:`SlateDataModule.load_state_dict`). Asked at the first batch, not
+    when the iterator is made: Lightning makes it before it restores the loops. Exact because the order is a
+    function of ``(seed, epoch)`` (:class:`EpochShuffleSampler`, :class:`SlateDataset`); skipping by iterating
+    costs only padding and holds for any sampler Lightning puts in (a distributed one included)."""
+
+    def __init__(self, *args, skip: Callable[[], int], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.skip = skip
+
+    def __iter__(self):
+        batches = super().__iter__()
+
+        def resumed():
+            for _ in range(self.skip()):
+                next(batches, None)
+            yield from batches
+
+        return resumed()
+
+
 class SlateCollator:
     """Collate slates into flat tokenised pairs plus padded ``[Q, n]`` targets and mask.
 
@@ -244,18 +266,38 @@ class SlateDataModule(pl.LightningDataModule):
         self.val_set = SlateDataset(slates(val_records)) if val_records else None
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
         self.seed, self.num_workers, self.pin_memory, self.shuffle = seed, int(num_workers), bool(pin_memory), shuffle
+        self._resumed: dict[str, int] = {}
 
-    def _loader(self, ds, batch_size, shuffle):
+    def _loader(self, ds, batch_size, shuffle, loader=DataLoader, **extra):
         if ds is None:
             return None
-        return DataLoader(ds, batch_size=batch_size, sampler=EpochShuffleSampler(len(ds), self.seed) if shuffle else None,
-                          collate_fn=self.collate, num_workers=self.num_workers, pin_memory=self.pin_memory,
-                          persistent_workers=False)  # fresh workers each epoch see the dataset's epoch
+        return loader(ds, batch_size=batch_size, sampler=EpochShuffleSampler(len(ds), self.seed) if shuffle else None,
+                      collate_fn=self.collate, num_workers=self.num_workers, pin_memory=self.pin_memory,
+                      persistent_workers=False,  # fresh workers each epoch see the dataset's epoch
+                      # its own generator: making an iterator draws a seed, which would move the global random
+                      # state (dropout) at a point that differs between a resumed run and an uninterrupted one
+                      generator=torch.Generator().manual_seed(self.seed), **extra)
+
+    def state_dict(self) -> dict[str, int]:
+        """Saved in every checkpoint: the epoch and how many of its batches the optimizer has taken."""
+        if self.trainer is None:
+            return {}
+        return {"epoch": self.trainer.current_epoch,
+                "batches": self.trainer.fit_loop.epoch_loop.batch_progress.current.processed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._resumed = dict(state)
+
+    def _batches_taken(self) -> int:
+        """Batches of this epoch a restored mid-epoch checkpoint had taken, once (0 after an epoch-end one)."""
+        state, self._resumed = self._resumed, {}
+        return int(state["batches"]) if state and state["epoch"] == self.trainer.current_epoch else 0
 
     def train_dataloader(self):
         if self.train_set is not None and self.trainer is not None:
             self.train_set.set_epoch(self.trainer.current_epoch)
-        return self._loader(self.train_set, self.batch_size, self.shuffle)
+        return self._loader(self.train_set, self.batch_size, self.shuffle, ResumableDataLoader,
+                            skip=self._batches_taken)
 
     def val_dataloader(self):
         return self._loader(self.val_set, self.eval_batch_size, False)

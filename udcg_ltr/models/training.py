@@ -14,6 +14,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             torch.save(checkpoint, f)
 
 
+class MidEpochCheckpoint(ModelCheckpoint):
+    """``last.ckpt`` every ``train_time_interval`` within an epoch, but not after its last batch: Lightning resumes
+    such a checkpoint at the next epoch, without the validation the epoch still owed (the epoch-end one follows)."""
+
+    def on_train_batch_end(self, trainer, *args, **kwargs):
+        if not trainer.is_last_batch:
+            super().on_train_batch_end(trainer, *args, **kwargs)
+
+
 class EpochSummary(pl.Callback):
     """One line per validation epoch (monitored metric, nDCG, train loss, pairs/s), for runs without a bar."""
 
@@ -55,6 +65,8 @@ class EpochSummary(pl.Callback):
 
     def on_train_epoch_start(self, trainer, module):
         self._t0, self._pairs = time.perf_counter(), 0
+
+    on_train_start = on_train_epoch_start  # a run resumed mid-epoch has no epoch start
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self._pairs += int(batch.get("n_pairs", 0))
@@ -73,7 +85,10 @@ class EpochSummary(pl.Callback):
 
 #: Keys of the ``trainer`` config that are not ``pl.Trainer`` arguments but the host side of the loop, taken
 #: out before the Trainer is instantiated (``None``: chosen for the accelerator).
-HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets")
+HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets", "checkpoint_minutes")
+
+#: ``checkpoint_minutes`` when not set: ``last.ckpt`` is also written mid-epoch this often (0: at epoch ends only).
+DEFAULT_CHECKPOINT_MINUTES = 10.0
 
 #: ``fit_reranker``'s keyword arguments that set the Trainer (``epochs`` is its ``max_epochs``).
 TRAINER_KEYWORDS = ("epochs", "accelerator", "devices", "precision", "gradient_clip_val", "deterministic",
@@ -168,10 +183,12 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     ``batch_size``: queries per step; ``warmup``: fraction of steps if < 1, else steps; ``deterministic`` is
     off by default (it slows GPU kernels and changes nothing on a CPU). Extra keyword arguments go to
     ``pl.Trainer``, except :data:`HOST_SIDE_KEYS` (``num_workers`` / ``pin_memory``: 0 / off on a CPU, 4 / on
-    with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU, :class:`~.datamodule.SlateCollator`).
+    with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU, :class:`~.datamodule.SlateCollator`;
+    ``checkpoint_minutes``: :data:`DEFAULT_CHECKPOINT_MINUTES`).
 
-    ``checkpoints/last.ckpt`` is written atomically after every epoch: a call with the same arguments and
-    ``output_dir`` resumes from it (``resume=True``) and ends with the model of an uninterrupted run. A finished
+    ``checkpoints/last.ckpt`` is written atomically after every epoch and every ``checkpoint_minutes`` within one
+    (with the data loader's position and the random state): a call with the same arguments and ``output_dir``
+    resumes from it (``resume=True``) and ends with the model of an uninterrupted run. A finished
     run leaves ``fit_arguments.json`` beside ``model`` (written last): the same call again returns that model and
     its metrics without training (a job that failed after this stage reruns without retraining).
 
@@ -235,9 +252,13 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     cbs += build_callbacks(callback_nodes, checkpoint_dir=ckpt_dir, validates=bool(val_records),
                            has_logger=bool(logger))
     best = next((cb for cb in cbs if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
-    # The full training state after every epoch, for resuming (its own callback: the best one holds weights only).
-    cbs.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1,
-                               enable_version_counter=False))
+    # The full training state after every epoch, for resuming (its own callback: the best one holds weights only),
+    # and every checkpoint_minutes within an epoch (Lightning allows one trigger per callback, so a second one).
+    last = dict(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
+    cbs.append(ModelCheckpoint(**last))
+    minutes = DEFAULT_CHECKPOINT_MINUTES if host["checkpoint_minutes"] is None else float(host["checkpoint_minutes"])
+    if minutes > 0:
+        cbs.append(MidEpochCheckpoint(**last, train_time_interval=timedelta(minutes=minutes)))
     if not progress:
         cbs.append(EpochSummary(monitor, k))
     # _partial_: the config's arguments bound, the run's objects passed as they are (instantiate would copy them).
