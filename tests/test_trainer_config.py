@@ -71,7 +71,8 @@ def test_trainer_settings_take_the_host_side_out_and_resolve_precision():
                                    "precision": "32", "num_threads": 1, "num_workers": 0}, {}, {})
     assert node == {"_target_": "pytorch_lightning.Trainer", "accelerator": "cpu", "max_epochs": 2,
                     "precision": "32-true"}
-    assert host == {"num_threads": 1, "num_workers": 0, "pin_memory": None, "length_buckets": None}
+    assert host == {"num_threads": 1, "num_workers": 0, "pin_memory": None, "length_buckets": None,
+                    "checkpoint_minutes": None}
     assert set(host) == set(HOST_SIDE_KEYS)
 
 
