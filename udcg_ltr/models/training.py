@@ -200,6 +200,8 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     # The "does not have many workers" hint is wrong for this in-process tokenising loader.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)`.*")
+    # The folder holds our fit_arguments.json stamp (and last.ckpt when resuming): expected, not a stale run.
+    warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     settings, host = trainer_settings(trainer_config, {name: arguments[name] for name in TRAINER_KEYWORDS},
                                       trainer_kwargs)
