@@ -233,11 +233,18 @@ def test_config_hash_sees_results_not_bookkeeping(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("one\n")
     base = {"k": 5, "seed": 0, "dataset": {"reader": {"path": str(data)}}, "logger": {"backend": "wandb"},
-            "sweep_name": "a", "force": False, "paths": {"cache_dir": "/c1", "output_dir": "/o1", "data_dir": "/d"}}
+            "sweep_name": "a", "force": False, "paths": {"cache_dir": "/c1", "output_dir": "/o1", "data_dir": "/d"},
+            "trainer": {"max_epochs": 1}}
     h = config_hash(OmegaConf.create(base))
     same = {**base, "logger": {"backend": "csv"}, "sweep_name": "b", "force": True,
-            "paths": {"cache_dir": "/c2", "output_dir": "/o2", "data_dir": "/d"}}
+            "paths": {"cache_dir": "/c2", "output_dir": "/o2", "data_dir": "/d"},
+            # a resume checkpoint's interval, also when the key is new to a job finished before it existed
+            "trainer": {"max_epochs": 1, "checkpoint_minutes": 3}}
     assert config_hash(OmegaConf.create(same)) == h
+    assert config_hash(OmegaConf.create({**base, "trainer": {"max_epochs": 2}})) != h
+    # a setting added later with a null default (the earlier behaviour) keeps finished jobs finished ...
+    assert config_hash(OmegaConf.create({**base, "reranker": {"max_questions": None}})) == h
+    assert config_hash(OmegaConf.create({**base, "reranker": {"max_questions": 200}})) != h  # ... a value does not
     assert config_hash(OmegaConf.create({**base, "k": 4})) != h
     assert config_hash(OmegaConf.create({**base, "paths": {**base["paths"], "data_dir": "/e"}})) != h
     other = tmp_path / "e.jsonl"

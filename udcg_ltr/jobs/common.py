@@ -51,9 +51,10 @@ from udcg_ltr.tracking import RunLogger, make_logger
 log = logging.getLogger("udcg_ltr")
 
 #: Config keys that cannot change a job's results (where things are logged or cached, the sweep's name,
-#: ``force``; the annotation cache is a memo of deterministic LLM calls): left out of :func:`config_hash`.
+#: ``force``; the annotation cache is a memo of deterministic LLM calls; how often a resume checkpoint is written,
+#: which tests/test_kill_training.py shows leaves the weights unchanged): left out of :func:`config_hash`.
 RESULT_INDEPENDENT_KEYS = ("force", "sweep_name", "logger", "paths.output_dir", "paths.log_dir", "paths.root_dir",
-                           "paths.cache_dir", "paths.annotation_cache_dir")
+                           "paths.cache_dir", "paths.annotation_cache_dir", "trainer.checkpoint_minutes")
 
 #: Environment defaults of every job: offline (no hub downloads, W&B never asks for a key), quiet tokenizers.
 OFFLINE_DEFAULTS = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "WANDB_MODE": "offline",
@@ -113,6 +114,18 @@ def _drop(container: dict, dotted: str) -> None:
         node.pop(last, None)
 
 
+def _without_nulls(node: Any) -> Any:
+    """``node`` without its null settings (and groups left empty): a setting added later with a null default that
+    keeps the earlier behaviour (the house rule for new keys) leaves the hash of jobs finished before it existed
+    unchanged."""
+    if isinstance(node, dict):
+        kept = {key: _without_nulls(value) for key, value in node.items()}
+        return {key: value for key, value in kept.items() if value is not None and value != {}}
+    if isinstance(node, list):
+        return [_without_nulls(value) for value in node]
+    return node
+
+
 def _path_values(node: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
     """``(dotted key, value)`` of every string under ``node`` whose key is ``path`` or ends in ``_path`` / ``_file``."""
     if isinstance(node, Mapping):
@@ -139,11 +152,12 @@ def _file_fingerprint(path: str) -> dict[str, str] | str:
 
 
 def config_hash(cfg) -> str:
-    """sha256 of what determines a job's results: the resolved config minus :data:`RESULT_INDEPENDENT_KEYS`,
-    plus the content hash of each input file named under ``dataset``."""
+    """sha256 of what determines a job's results: the resolved config minus :data:`RESULT_INDEPENDENT_KEYS` and
+    null settings, plus the content hash of each input file named under ``dataset``."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
     for key in RESULT_INDEPENDENT_KEYS:
         _drop(container, key)
+    container = _without_nulls(container)
     inputs = {key: _file_fingerprint(value) for key, value in _path_values(container.get("dataset") or {})}
     blob = json.dumps({"config": container, "inputs": inputs}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
