@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -85,6 +85,14 @@ def test_relative_threshold_softmax_is_shift_invariant_and_never_empty(s, shift,
 @given(arrays(np.float64, (3, 6), elements=st.floats(-10, 10, allow_nan=False, width=32)),
        st.floats(-30, 30), st.floats(0.1, 10), st.floats(0.0, 1.0))
 def test_relative_threshold_minmax_is_affine_invariant(s, shift, scale, fraction):
+    # Invariance holds for scores the rule can tell apart. Spreads at rounding-noise level count as a constant row
+    # (row_minmax), a floor that cannot be both shift and scale invariant (hypothesis found spread 1.1e-9 at
+    # scale 0.5), and a ratio within rounding of the fraction may land on either side after the transform.
+    spread = s.max(axis=1) - s.min(axis=1)
+    assume(np.all((spread == 0) | (spread > 1e-5 * (1 + np.abs(s).max()))))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = (s - s.min(axis=1, keepdims=True)) / spread[:, None]
+    assume(not np.any(np.abs(ratio - fraction) < 1e-6))
     sel = RelativeThreshold(fraction, normalize="minmax")
     a = sel.select(rank_slates(s))
     b = sel.select(rank_slates(s * scale + shift))
