@@ -1,16 +1,15 @@
 """Context sampling for the metric / end-to-end accuracy study (the UDCG paper's protocol).
 
-Per query, ``n_contexts`` contexts of ``k`` passages from its top-``top_n`` candidates (retrieval order),
-*balanced*: about ``positive_fraction`` hold a relevant passage, the rest none, so that one query's outcomes
-vary and its correlation is defined. The order inside a context is a uniform permutation and **is the
-prompt order**. Positive contexts are uniform over the ``k``-subsets with a relevant passage (relevant count
-``j >= 1`` from the truncated hypergeometric ``P(j) ~ C(R, j) C(N, k - j)``), negative ones uniform over the
-non-relevant ``k``-subsets. Fallbacks (:attr:`SampledContext.kind`): no relevant candidate: all negative
-(the study reports the missing correct outcome rather than hiding it); fewer than ``k`` non-relevant:
-"min_relevant", every non-relevant candidate plus the fewest relevant ones; fewer than ``k`` candidates:
-the whole pool in random orders. Contexts are distinct when the pool allows (``max_tries`` redraws), even
-``context_id`` positive and odd negative while both remain, seeded from ``(seed, crc32(qid))`` so that
-they do not depend on the other queries.
+Per query, ``n_contexts`` contexts of ``k`` passages from its top-``top_n`` candidates (retrieval order), *balanced*:
+about ``positive_fraction`` hold a relevant passage, the rest none, so that one query's outcomes vary and its
+correlation is defined. The order inside a context is a uniform permutation and **is the prompt order**. Positive
+contexts are uniform over the ``k``-subsets with a relevant passage (relevant count ``j >= 1`` from the truncated
+hypergeometric ``P(j) ~ C(R, j) C(N, k - j)``), negative ones uniform over the non-relevant ``k``-subsets. Fallbacks
+(:attr:`SampledContext.kind`): no relevant candidate: all negative (the study reports the missing correct outcome rather
+than hiding it); fewer than ``k`` non-relevant: "min_relevant", every non-relevant candidate plus the fewest relevant
+ones; fewer than ``k`` candidates: the whole pool in random orders. Contexts are distinct when the pool allows
+(``max_tries`` redraws), even ``context_id`` positive and odd negative while both remain, seeded from
+``(seed, crc32(qid))`` so that they do not depend on the other queries.
 """
 
 from __future__ import annotations

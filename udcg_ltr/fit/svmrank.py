@@ -69,10 +69,9 @@ def _loss_derivatives(margins: torch.Tensor, smoothing: float, loss: str):
 class DampedNewton(torch.optim.Optimizer):
     """Damped Newton for one small parameter vector, with an Armijo backtracking line search.
 
-    ``closure(True)`` returns ``(f, g, H)``, ``closure(False)`` ``(f, None, None)``; ``state["converged"]``
-    once the Newton decrement ``-g . step`` falls below ``tol * max(1, |f|)``. The full step is tried first
-    with derivatives, which the next step reuses when it is accepted: clear ``state`` when the objective
-    changes."""
+    ``closure(True)`` returns ``(f, g, H)``, ``closure(False)`` ``(f, None, None)``; ``state["converged"]`` once the
+    Newton decrement ``-g . step`` falls below ``tol * max(1, |f|)``. The full step is tried first with derivatives,
+    which the next step reuses when it is accepted: clear ``state`` when the objective changes."""
 
     def __init__(self, params, *, tol: float = 1e-12, armijo: float = 1e-4, min_step: float = 1e-10):
         super().__init__(params, dict(tol=tol, armijo=armijo, min_step=min_step))
@@ -114,10 +113,9 @@ class PairwiseSVMRank(pl.LightningModule):
     """A linear scorer ``f(x) = w . x`` trained on pair differences with the SVM-rank objective (module doc;
     ``squared_hinge`` has one stage, no smoothing)."""
 
-    def __init__(self, n_features: int, *, C: float = 1.0, n_pairs: int, loss: str = "hinge",
-                 optimizer: str = "newton", smoothing: Sequence[float] = DEFAULT_SMOOTHING, lr: float = 0.2,
-                 max_iter: int = 100, epochs_per_stage: int = 1, tolerance_grad: float = 1e-10,
-                 tolerance_change: float = 1e-14):
+    def __init__(self, n_features: int, *, C: float = 1.0, n_pairs: int, loss: str = "hinge", optimizer: str = "newton",
+                 smoothing: Sequence[float] = DEFAULT_SMOOTHING, lr: float = 0.2, max_iter: int = 100,
+                 epochs_per_stage: int = 1, tolerance_grad: float = 1e-10, tolerance_change: float = 1e-14):
         super().__init__()
         if loss not in ("hinge", "squared_hinge"):
             raise ValueError(f"loss must be 'hinge' or 'squared_hinge', got {loss!r}")
@@ -134,8 +132,7 @@ class PairwiseSVMRank(pl.LightningModule):
         """``(0.5 ||w||^2 * batch_fraction + C * sum_batch l(w . d)) / (C * P)``; its full-batch minimiser is the SVM's."""
         hp = self.hparams
         losses = _loss(diffs @ self.w, smoothing, hp.loss)
-        reg = 0.5 * (self.w @ self.w) * batch_fraction
-        return (reg + hp.C * losses.sum()) / (hp.C * hp.n_pairs)
+        return (0.5 * (self.w @ self.w) * batch_fraction + hp.C * losses.sum()) / (hp.C * hp.n_pairs)
 
     def objective_derivatives(self, diffs: torch.Tensor, smoothing: float, with_hessian: bool = True):
         """Analytic ``(f, g, H)`` of :meth:`objective` (full batch), for the Newton optimiser:
@@ -173,8 +170,7 @@ class PairwiseSVMRank(pl.LightningModule):
     def training_step(self, batch, batch_idx):
         diffs = (batch[0] if isinstance(batch, (list, tuple)) else batch).to(self.w.dtype)
         opt = self.optimizers()
-        stage = self.current_epoch // max(1, self.hparams.epochs_per_stage)
-        s = self.stages[min(stage, len(self.stages) - 1)]
+        s = self.stages[min(self.current_epoch // max(1, self.hparams.epochs_per_stage), len(self.stages) - 1)]
         if self.hparams.optimizer != "adam":
             # a full-batch epoch is a new smoothing level: the cached derivatives / curvature pairs are stale
             opt.optimizer.state.clear()
@@ -228,11 +224,10 @@ def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", 
                      seed: int = 0, num_threads: int | None = 1) -> np.ndarray:
     """Fit ``w`` of the SVM-rank objective on pair differences ``[P, d]`` (``w = 0`` with no pairs).
 
-    Newton / L-BFGS: full batch, one epoch and at most ``max_iter`` iterations (default 100 / 500) per
-    smoothing stage. Adam: mini-batches of ``batch_size`` pairs, ``epochs_per_stage`` epochs per stage
-    (default 30), cosine decay of ``lr`` to ``lr / 1000``. ``num_threads`` (default 1; ``None``: keep)
-    sets torch's intra-op threads during the fit: on a thin ``[P, 2k]`` matrix thread hand-offs cost more
-    than they save (on a busy 2-core machine, 30x more).
+    Newton / L-BFGS: full batch, one epoch and at most ``max_iter`` iterations (default 100 / 500) per smoothing stage.
+    Adam: mini-batches of ``batch_size`` pairs, ``epochs_per_stage`` epochs per stage (default 30), cosine decay of
+    ``lr`` to ``lr / 1000``. ``num_threads`` (default 1; ``None``: keep) sets torch's intra-op threads during the fit:
+    on a thin ``[P, 2k]`` matrix thread hand-offs cost more than they save (on a busy 2-core machine, 30x more).
     """
     diffs = np.asarray(diffs, dtype=np.float64)
     if diffs.ndim != 2:
@@ -263,8 +258,7 @@ def fit_pairwise_svm(diffs: np.ndarray, *, C: float = 1.0, loss: str = "hinge", 
             # deterministic=True: it flips a process-wide torch flag for good.
             trainer = pl.Trainer(max_epochs=len(module.stages) * epochs_per_stage, accelerator="cpu",
                                  devices=1, logger=False, enable_checkpointing=False, barebones=True,
-                                 enable_progress_bar=False, enable_model_summary=False,
-                                 num_sanity_val_steps=0)
+                                 enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
             trainer.fit(module, train_dataloaders=loader)
     finally:
         torch.set_num_threads(old_threads)

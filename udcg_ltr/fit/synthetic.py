@@ -27,8 +27,7 @@ def true_weights(k: int) -> tuple[np.ndarray, np.ndarray]:
     """The hidden positional weights: ``alpha`` U-shaped, ``beta`` decreasing with position (both > 0)."""
     x = np.linspace(-1.0, 1.0, k) if k > 1 else np.zeros(1)
     alpha = (1.2 + 1.0 * x ** 2) * 2.0 / k
-    beta = np.linspace(1.4, 0.6, k) * 1.2 / k
-    return alpha, beta
+    return alpha, np.linspace(1.4, 0.6, k) * 1.2 / k
 
 
 def synthetic_records(n_queries: int, *, pool_size: int = 12, p_relevant: float = 0.25, seed: int = 0,
@@ -52,8 +51,7 @@ def synthetic_records(n_queries: int, *, pool_size: int = 12, p_relevant: float 
             passages.append(Passage(
                 pid=f"q{q}-p{i}", title=f"T{q}", text=f"passage {i} of query {q}" + (f" says {answer}" if rel[i] else ""),
                 rank=i + 1, score=float(pool_size - i), relevance=int(rel[i]),
-                annotations={llm: {"p_no_response": float(pnr[i]), "answer_alone": alone,
-                                   "answer_logprob": logprob}}))
+                annotations={llm: {"p_no_response": float(pnr[i]), "answer_alone": alone, "answer_logprob": logprob}}))
         split = SPLITS[int(np.searchsorted(cuts, q, side="right"))]
         records.append(QueryRecord(qid=f"q{q}", question=f"question {q}?", answers=[answer], passages=passages,
                                    split=split))
@@ -85,8 +83,7 @@ def synthetic_study_data(n_queries: int = 60, *, n_contexts: int = 10, k: int = 
     alpha, beta = true_weights(k)
     outcomes = synthetic_outcomes(table.utility, table.mask, table.relevant.any(axis=1), table.qids,
                                   alpha=alpha, beta=beta, seed=seed + 1, **outcome_kwargs)
-    answers = {r.qid: {"correct": r.answers[0], "abstained": "NO-RESPONSE", "wrong": "something else"}
-               for r in records}
+    answers = {r.qid: {"correct": r.answers[0], "abstained": "NO-RESPONSE", "wrong": "something else"} for r in records}
     return records, [ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), llm=llm,
                                 answer=answers[c.qid][str(o)], outcome=str(o))
                      for c, o in zip(contexts, outcomes)]

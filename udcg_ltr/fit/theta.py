@@ -23,9 +23,8 @@ def fit_udcg_theta(table: ContextTable, *, variant: str = "full", C: float = 1.0
     pairs = build_pairs(table_features(table, variant), table.qids, table.outcome)
     w = fit_pairwise_svm(pairs.diffs, C=C, loss=loss, optimizer=optimizer, **fit_kwargs)
     info = {"variant": variant, "C": C, "loss": loss, "optimizer": optimizer, "llm": table.llm,
-            "n_contexts": int(len(table)), "n_queries": int(len(set(table.qids.tolist()))),
-            "n_pairs": int(len(pairs)), "n_queries_with_pairs": int(pairs.n_queries),
-            "train_pairwise_accuracy": pairwise_accuracy(w, pairs.diffs)}
+            "n_contexts": int(len(table)), "n_queries": int(len(set(table.qids.tolist()))), "n_pairs": int(len(pairs)),
+            "n_queries_with_pairs": int(pairs.n_queries), "train_pairwise_accuracy": pairwise_accuracy(w, pairs.diffs)}
     return UDCGThetaWeights.from_vector(w, table.k, variant=variant, meta={**info, **(meta or {})})
 
 
@@ -67,8 +66,7 @@ def select_C(table: ContextTable, *, variant: str = "full", grid: Sequence[float
         rows.append({"C": C, "cv_mean_spearman": float(np.mean(held)) if held else float("nan"),
                      "n_heldout_queries": len(held)})
     scores = np.array([r["cv_mean_spearman"] for r in rows])
-    best = rows[int(np.nanargmax(scores))]["C"] if np.isfinite(scores).any() else 1.0
-    return best, rows
+    return (rows[int(np.nanargmax(scores))]["C"] if np.isfinite(scores).any() else 1.0), rows
 
 
 def weights_rows(weights: Sequence[UDCGThetaWeights]) -> list[dict]:

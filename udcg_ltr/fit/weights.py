@@ -23,8 +23,7 @@ from udcg_ltr.report import new_figure, save_figure
 
 FORMAT = "udcg_ltr.udcg_theta/1"
 #: Display name of each feature variant's weight set (also the correlation study's row labels).
-VARIANT_NAMES = {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)",
-                 "binary": "UDCG_theta (binary)"}
+VARIANT_NAMES = {"full": "UDCG_theta", "relevance_only": "UDCG_theta (rel-only)", "binary": "UDCG_theta (binary)"}
 
 
 @dataclass
@@ -134,8 +133,7 @@ def plot_weights(weights: Sequence[UDCGThetaWeights] | UDCGThetaWeights, path: s
     ``normalize`` divides each set by its ``sum(alpha)`` (UDCG_theta's ranking ignores a positive scale)."""
     items = [weights] if isinstance(weights, UDCGThetaWeights) else list(weights)
     fig, axes = new_figure(ncols=2, figsize=(10, 4))
-    sets = [(w, "-o") for w in items] + ([(reference, "--")] if reference is not None else [])
-    for w, style in sets:
+    for w, style in [(w, "-o") for w in items] + ([(reference, "--")] if reference is not None else []):
         scale = 1.0 / w.alpha.sum() if normalize and w.alpha.sum() != 0 else 1.0
         pos = np.arange(1, w.k + 1)
         axes[0].plot(pos, w.alpha * scale, style, label=w.name)

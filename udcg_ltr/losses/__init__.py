@@ -45,8 +45,7 @@ class CombinedLoss(RankingLoss):
 #: Registry names -> loss classes, plus ``"combined"`` (:class:`CombinedLoss`, a weighted sum of these).
 LOSSES: dict[str, type[RankingLoss]] = {
     "mse": MSELoss, "bce": BCELoss, "ranknet": RankNetLoss, "hinge": PairwiseHingeLoss,
-    "listnet": ListNetLoss, "listmle": ListMLELoss, "lambda_udcg": LambdaUDCGLoss, "udcg": DirectUDCGLoss,
-}
+    "listnet": ListNetLoss, "listmle": ListMLELoss, "lambda_udcg": LambdaUDCGLoss, "udcg": DirectUDCGLoss}
 ALIASES = {"lambdaloss": "lambda_udcg", "direct_udcg": "udcg", "udcg_direct": "udcg", "pointwise_mse": "mse",
            "binary_cross_entropy": "bce"}
 
@@ -101,5 +100,4 @@ def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[
 
 __all__ = [
     "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
-    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "with_spec",
-]
+    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "with_spec"]

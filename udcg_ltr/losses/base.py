@@ -1,10 +1,9 @@
 """What every ranking loss of :mod:`udcg_ltr.losses` shares: the call ``loss(scores, targets, mask)``.
 
-All three are ``[Q, n]``: the model's logits for each query's slate; signed utilities in ``[-1, 1]``
-(UDCG paper Eq. 2) or binary relevance, as :attr:`RankingLoss.target` says; real slots (``True``) vs
-padding (``None``: all real). Padding never enters a sum, a softmax or a pair (a 0 utility means
-"neutral passage", not "absent"). A loss is the mean over the queries where it is defined; where it
-is defined nowhere it is a zero that still carries the graph.
+All three are ``[Q, n]``: the model's logits for each query's slate; signed utilities in ``[-1, 1]`` (UDCG paper Eq. 2)
+or binary relevance, as :attr:`RankingLoss.target` says; real slots (``True``) vs padding (``None``: all real). Padding
+never enters a sum, a softmax or a pair (a 0 utility means "neutral passage", not "absent"). A loss is the mean over the
+queries where it is defined; where it is defined nowhere it is a zero that still carries the graph.
 """
 
 from __future__ import annotations
@@ -67,5 +66,4 @@ def masked_mean_over_queries(per_query: torch.Tensor, defined: torch.Tensor, anc
 
 def pair_mask(targets: torch.Tensor, mask: torch.Tensor, *, min_gap: float = 0.0) -> torch.Tensor:
     """``[Q, n, n]`` bool: real pairs ``(i, j)`` with ``t_i > t_j + min_gap`` (i should rank above j)."""
-    both = mask[:, :, None] & mask[:, None, :]
-    return both & (targets[:, :, None] - targets[:, None, :] > min_gap)
+    return mask[:, :, None] & mask[:, None, :] & (targets[:, :, None] - targets[:, None, :] > min_gap)

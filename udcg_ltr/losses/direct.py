@@ -6,11 +6,10 @@ smooth inclusion weights ``w_i in [0, 1]`` with ``sum_i w_i = k`` (or close), a 
 top-k; a slate of at most ``k`` real passages keeps them all, ``w = mask``):
 
 * ``relaxation="neuralsort"`` (Grover et al., ICLR 2019, Eq. 8): the relaxed permutation matrix
-  ``P_hat[r, :] = softmax(((n + 1 - 2r) s - A_s 1) / tau)``, ``A_s[j, l] = |s_j - s_l|`` (``n``: the
-  real slots), row ``r`` a soft one-hot of the passage at rank ``r``, made doubly stochastic by
-  Sinkhorn scaling (``sinkhorn_iters``, as in NeuralNDCG) so that ``w = sum_{r <= k} P_hat[r, :]``
-  lies in [0, 1] and sums to k. Its rows are soft *positions*, hence UDCG_theta (Eq. 3):
-  ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
+  ``P_hat[r, :] = softmax(((n + 1 - 2r) s - A_s 1) / tau)``, ``A_s[j, l] = |s_j - s_l|`` (``n``: the real slots), row
+  ``r`` a soft one-hot of the passage at rank ``r``, made doubly stochastic by Sinkhorn scaling (``sinkhorn_iters``, as
+  in NeuralNDCG) so that ``w = sum_{r <= k} P_hat[r, :]`` lies in [0, 1] and sums to k. Its rows are soft *positions*,
+  hence UDCG_theta (Eq. 3): ``z = sum_{r<=k} alpha_r (P_hat u+)_r + beta_r (P_hat u-)_r``.
 * ``relaxation="sigmoid"``: ``w_i = sigmoid((s_i - theta_k) / tau)``, ``theta_k`` halfway between the
   k-th and (k+1)-th largest real score, held constant in the backward pass (the gradient moves scores
   across the boundary rather than the boundary).
@@ -92,8 +91,7 @@ def soft_topk_weights(scores: torch.Tensor, mask: torch.Tensor | None, k: int, *
 
 
 #: Per-query loss of each ``objective`` from the (relaxed) logit ``z`` (module doc).
-OBJECTIVES = {"udcg": lambda z: -torch.sigmoid(z), "log_udcg": lambda z: F.softplus(-z),
-              "logit": lambda z: -z}
+OBJECTIVES = {"udcg": lambda z: -torch.sigmoid(z), "log_udcg": lambda z: F.softplus(-z), "logit": lambda z: -z}
 
 
 class DirectUDCGLoss(RankingLoss):
@@ -103,8 +101,7 @@ class DirectUDCGLoss(RankingLoss):
 
     def __init__(self, k: int = 5, tau: float = 1.0, relaxation: str = "neuralsort",
                  gamma: float = DEFAULT_GAMMA, objective: str = "udcg", tau_end: float | None = None,
-                 alpha: Sequence[float] | None = None, beta: Sequence[float] | None = None,
-                 sinkhorn_iters: int = 50):
+                 alpha: Sequence[float] | None = None, beta: Sequence[float] | None = None, sinkhorn_iters: int = 50):
         super().__init__()
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
@@ -126,14 +123,12 @@ class DirectUDCGLoss(RankingLoss):
         else:
             self.alpha = self.beta = None
         self.k, self.tau0, self.tau, self.relaxation = k, tau, tau, relaxation
-        self.gamma, self.objective, self.tau_end = gamma, objective, tau_end
-        self.sinkhorn_iters = sinkhorn_iters
+        self.gamma, self.objective, self.tau_end, self.sinkhorn_iters = gamma, objective, tau_end, sinkhorn_iters
 
     def anneal(self, progress: float) -> float:
         """Set the temperature for training progress in [0, 1]; returns it."""
         if self.tau_end is not None:
-            p = min(max(float(progress), 0.0), 1.0)
-            self.tau = self.tau0 * math.exp(p * math.log(self.tau_end / self.tau0))
+            self.tau = self.tau0 * math.exp(min(max(float(progress), 0.0), 1.0) * math.log(self.tau_end / self.tau0))
         return self.tau
 
     def soft_logit(self, scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

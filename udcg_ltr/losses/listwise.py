@@ -34,8 +34,7 @@ class ListNetLoss(RankingLoss):
     def compute(self, scores, targets, mask):
         p_t = torch.softmax(torch.where(mask, targets / self.tau, NEG_LARGE), dim=-1)
         log_p_s = torch.log_softmax(torch.where(mask, scores, NEG_LARGE), dim=-1)
-        per_query = -torch.where(mask, p_t * log_p_s, 0.0).sum(-1)
-        return masked_mean_over_queries(per_query, mask.sum(-1) >= 2, scores)
+        return masked_mean_over_queries(-torch.where(mask, p_t * log_p_s, 0.0).sum(-1), mask.sum(-1) >= 2, scores)
 
 
 class ListMLELoss(RankingLoss):

@@ -27,8 +27,7 @@ class _PairwiseLoss(RankingLoss):
         per_pair = self.pair_loss(scores[:, :, None] - scores[:, None, :], tdiff)
         w = torch.where(pairs, tdiff, 0.0) if self.weighted else pairs.to(tdiff.dtype)
         total = w.sum(dim=(1, 2))
-        per_query = (w * per_pair).sum(dim=(1, 2)) / total.clamp(min=1e-12)
-        return masked_mean_over_queries(per_query, total > 0, scores)
+        return masked_mean_over_queries((w * per_pair).sum(dim=(1, 2)) / total.clamp(min=1e-12), total > 0, scores)
 
 
 class RankNetLoss(_PairwiseLoss):

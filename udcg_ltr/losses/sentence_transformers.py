@@ -49,8 +49,7 @@ UDCG_CITATION = """
 """
 
 
-def padded_targets(labels: Sequence[Tensor | Sequence[float]], docs_per_query: Sequence[int]
-                   ) -> tuple[Tensor, Tensor]:
+def padded_targets(labels: Sequence[Tensor | Sequence[float]], docs_per_query: Sequence[int]) -> tuple[Tensor, Tensor]:
     """``(targets [Q, n] float32, mask [Q, n] bool)`` from per-query label lists, padding 0; ``ValueError``
     names the query and position of a label that is not a finite utility in [-1, 1]."""
     if isinstance(labels, Tensor):
@@ -89,10 +88,8 @@ class UtilityListLoss(nn.Module):
         if ranking_loss.target != "utility":
             raise ValueError(f"{type(ranking_loss).__name__} reads {ranking_loss.target!r} targets; the adapters "
                              "pass signed utilities")
-        self.model = model
-        self.ranking_loss = ranking_loss
-        self.activation_fn = activation_fn or nn.Identity()
-        self.mini_batch_size = mini_batch_size
+        self.model, self.ranking_loss = model, ranking_loss
+        self.activation_fn, self.mini_batch_size = activation_fn or nn.Identity(), mini_batch_size
         if self.model.num_labels != 1:
             raise ValueError(f"{type(self).__name__} supports a model with 1 output label, but got a model with "
                              f"{self.model.num_labels} output labels.")
@@ -121,8 +118,7 @@ class UtilityListLoss(nn.Module):
             raise ValueError(f"{type(self).__name__} expects two inputs (queries, documents_list), but got "
                              f"{len(inputs)} inputs.")
         queries, docs_list = inputs
-        docs_per_query = [len(docs) for docs in docs_list]
-        targets, mask = padded_targets(labels, docs_per_query)
+        targets, mask = padded_targets(labels, [len(docs) for docs in docs_list])
         pairs = [(query, doc) for query, docs in zip(queries, docs_list) for doc in docs]
         logits = self.pair_logits(pairs, len(queries), prompt=prompt, task=task)
         device = logits.device

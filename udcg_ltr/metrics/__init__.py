@@ -42,14 +42,7 @@ from udcg_ltr.metrics.setbased import (
     ra_nwg,
     rarity_weights,
 )
-from udcg_ltr.metrics.table import (
-    METRIC_NAMES,
-    display_name,
-    metric_key,
-    metric_table,
-    summarize,
-    trec_table,
-)
+from udcg_ltr.metrics.table import METRIC_NAMES, display_name, metric_key, metric_table, summarize, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_equivalent_weights, udcg_logit, udcg_theta
 from udcg_ltr.metrics.utility import negative_part, passage_utility, positive_part
 
@@ -62,5 +55,4 @@ __all__ = [
     "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
     "pct_proc", "positive_part", "precision", "precision_4plus", "proc", "ra_nwg", "rank_by_scores",
     "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "trec_table", "udcg",
-    "udcg_equivalent_weights", "udcg_logit", "udcg_theta",
-]
+    "udcg_equivalent_weights", "udcg_logit", "udcg_theta"]

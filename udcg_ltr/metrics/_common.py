@@ -129,8 +129,7 @@ def discounts(n: int, discount: str | None = "log2") -> np.ndarray:
 
 def discounted(values: np.ndarray, mask: np.ndarray | None, discount: str | None = "log2") -> np.ndarray:
     """``values * d_i`` with ``i`` each real entry's rank (:func:`discounts`); 0 under a ``False`` mask."""
-    d = discounts(values.shape[1], discount)[np.clip(column_positions(values, mask), 0, None)]
-    return masked(values * d, mask)
+    return masked(values * discounts(values.shape[1], discount)[np.clip(column_positions(values, mask), 0, None)], mask)
 
 
 TIES = ("stable", "trec")
@@ -208,5 +207,4 @@ def mean(per_query) -> MeanResult:
     per_query = np.asarray(per_query, dtype=np.float64)
     na = np.isnan(per_query)
     n = int((~na).sum())
-    value = float(per_query[~na].mean()) if n else float("nan")
-    return MeanResult(value=value, n=n, n_na=int(na.sum()))
+    return MeanResult(value=float(per_query[~na].mean()) if n else float("nan"), n=n, n_na=int(na.sum()))

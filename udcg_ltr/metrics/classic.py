@@ -52,8 +52,7 @@ def dcg_bounds(gains, mask=None, *, k: int | None = None, discount: str | None =
     if not (real & (g < 0)).any():  # non-negative gains (every TREC pool): Z- = 0, Z+ = IDCG
         return np.zeros(g.shape[0]), ideal_dcg(g, m, k=k, discount=discount)
     upper = ideal_dcg(np.where(real & (g > 0), g, 0.0), real & (g > 0), k=k, discount=discount)
-    lower = -ideal_dcg(np.where(real & (g < 0), -g, 0.0), real & (g < 0), k=k, discount=discount)
-    return lower, upper
+    return -ideal_dcg(np.where(real & (g < 0), -g, 0.0), real & (g < 0), k=k, discount=discount), upper
 
 
 def ndcg(gains, mask=None, *, k: int | None = None, ideal_gains=None, ideal_mask=None,
@@ -95,10 +94,8 @@ def reciprocal_rank(labels, mask=None, *, k: int | None = None, threshold: float
     rel, m = _binary(labels, mask, k, threshold)
     first_col = rel.argmax(axis=1)  # first True column (0 when none, masked below)
     found = rel[np.arange(rel.shape[0]), first_col] if rel.shape[1] else np.zeros(rel.shape[0], bool)
-    if m is None:
-        rank = first_col + 1.0
-    else:
-        rank = np.take_along_axis(np.cumsum(m, axis=1), first_col[:, None], axis=1)[:, 0].astype(np.float64)
+    rank = (first_col + 1.0 if m is None
+            else np.take_along_axis(np.cumsum(m, axis=1), first_col[:, None], axis=1)[:, 0].astype(np.float64))
     return np.where(found, 1.0 / np.maximum(rank, 1.0), 0.0)
 
 
@@ -126,8 +123,7 @@ def precision(labels, mask=None, *, k: int | None = None, threshold: float | Non
     return over_cutoff(rel.sum(axis=1), k, rel, m)
 
 
-def recall(labels, mask=None, *, k: int | None = None, threshold: float | None = None,
-           n_relevant=None) -> np.ndarray:
+def recall(labels, mask=None, *, k: int | None = None, threshold: float | None = None, n_relevant=None) -> np.ndarray:
     """Recall@k = #relevant in the top k / R (0 when R = 0)."""
     rel, _ = _binary(labels, mask, k, threshold)
     return ratio(rel.sum(axis=1), _n_relevant(labels, mask, threshold, n_relevant))

@@ -7,12 +7,11 @@ as 0: its example ``u = (+1, +0.5, -0.5, +1, 0)`` has DCG 1.49614 (log2 discount
 distractor (the post rounds each term: 1.497, 1.747). The utility heuristic follows the project brief;
 the rate, harm, dynamic-k and assessment definitions are **ours**, stated here in full.
 
-Heuristic utilities (:func:`heuristic_utilities`), first matching rule wins, per real passage:
-1. relevant (label ``> 0``, or ``>= relevant_threshold``): ``+1``; 2. known distractor
-(``is_distractor``): ``-1``; 3. non-relevant with retriever score above ``score_fraction`` of the row's
-top score: ``-0.5`` (``score_rule="ratio"``: ``s > f * s_top``, for positive scores; ``"range"``:
-``(s - s_min) / (s_top - s_min) > f``, shift-invariant, for logits); 4. non-relevant in the top
-``top_n = 3`` positions: ``-0.5``; 5. anything else: ``0``.
+Heuristic utilities (:func:`heuristic_utilities`), first matching rule wins, per real passage: 1. relevant (label
+``> 0``, or ``>= relevant_threshold``): ``+1``; 2. known distractor (``is_distractor``): ``-1``; 3. non-relevant with
+retriever score above ``score_fraction`` of the row's top score: ``-0.5`` (``score_rule="ratio"``: ``s > f * s_top``,
+for positive scores; ``"range"``: ``(s - s_min) / (s_top - s_min) > f``, shift-invariant, for logits); 4. non-relevant
+in the top ``top_n = 3`` positions: ``-0.5``; 5. anything else: ``0``.
 
 Measures at cutoff ``k`` (discount ``d_i = 1/log2(i+1)``, or 1 with ``discount=None``):
 
@@ -73,11 +72,9 @@ def heuristic_utilities(labels, scores=None, mask=None, *, is_distractor=None, r
         raise ValueError(f"is_distractor shape {distractor.shape} differs from labels shape {y.shape}")
     high = np.zeros(y.shape, bool) if scores is None else _high_score(_as_2d(scores, np.float64), m, config)
     in_top = m & (np.cumsum(m, axis=1) <= config.top_n)  # the first top_n real passages
-    u = np.select(
-        [rel, distractor, high, in_top],
-        [config.relevant_utility, config.distractor_utility, config.high_score_utility, config.top_n_utility],
-        default=config.neutral_utility,
-    )
+    u = np.select([rel, distractor, high, in_top], [config.relevant_utility, config.distractor_utility,
+                                                    config.high_score_utility, config.top_n_utility],
+                  default=config.neutral_utility)
     return np.where(m, u, 0.0)
 
 
@@ -233,7 +230,5 @@ def distractor_analysis(utilities, mask=None, *, k: int | None = None, discount:
         dcg_without_distractors=dcg_without_distractors(utilities, mask, k=k, discount=discount),
         distractor_harm=distractor_harm(utilities, mask, k=k, discount=discount),
         distractor_rate=distractor_rate(utilities, mask, k=k),
-        harm_share=harm_share(utilities, mask, k=k, discount=discount),
-        best_k=bk, best_k_score=bs,
-        assessment=assess(utilities, mask, k=k, discount=discount, thresholds=thresholds),
-    )
+        harm_share=harm_share(utilities, mask, k=k, discount=discount), best_k=bk, best_k_score=bs,
+        assessment=assess(utilities, mask, k=k, discount=discount, thresholds=thresholds))

@@ -3,13 +3,12 @@ Generation"): each retrieved document is given to the RAG system's LLM *alone*, 
 against the gold answers with the downstream metric, and that score is the document's relevance label
 ``G_q[d] = E_M(M(q, {d}), y)``. Any set or rank metric over those labels is the eRAG score of the list.
 
-With continuous labels (F1, ROUGE-L) the authors' released code only admits ``P`` (the label sum over
-the top k divided by k, as trec_eval; :func:`graded_precision`) and ``success`` (the best label in the
-top k; :func:`max_label`); binary labels (EM, contains) work with every metric. :func:`erag_score`'s
-default is **our choice** (the paper names none): exact-match labels (its downstream metric for NQ,
-TriviaQA and HotpotQA, as in KILT) with Precision@k (which the released code supports for every label).
-As in the released code, the judged pool of a query is its retrieved list: recall- or ideal-normalised
-metrics (Recall, MAP, nDCG) normalise by the labels of the list itself.
+With continuous labels (F1, ROUGE-L) the authors' released code only admits ``P`` (the label sum over the top k divided
+by k, as trec_eval; :func:`graded_precision`) and ``success`` (the best label in the top k; :func:`max_label`); binary
+labels (EM, contains) work with every metric. :func:`erag_score`'s default is **our choice** (the paper names none):
+exact-match labels (its downstream metric for NQ, TriviaQA and HotpotQA, as in KILT) with Precision@k (which the
+released code supports for every label). As in the released code, the judged pool of a query is its retrieved list:
+recall- or ideal-normalised metrics (Recall, MAP, nDCG) normalise by the labels of the list itself.
 """
 
 from __future__ import annotations
@@ -22,9 +21,8 @@ from udcg_ltr import text
 from udcg_ltr.metrics import classic
 from udcg_ltr.metrics._common import _as_2d, _as_mask, masked, over_cutoff, prepare
 
-SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {
-    "em": text.exact_match, "f1": text.token_f1, "rouge_l": text.rouge_l, "contains": text.contains_answer,
-}
+SCORERS: dict[str, Callable[[str, Sequence[str]], float]] = {"em": text.exact_match, "f1": text.token_f1,
+                                                              "rouge_l": text.rouge_l, "contains": text.contains_answer}
 
 
 def erag_labels(answers_alone: Sequence[Sequence[str | None]], gold: Sequence[Sequence[str] | str],
@@ -83,8 +81,7 @@ def max_label(labels, mask=None, *, k: int | None = None) -> np.ndarray:
 #: Metric names accepted by :func:`erag_score`.
 METRICS: dict[str, Callable[..., np.ndarray]] = {
     "precision": graded_precision, "success": max_label, "mrr": classic.reciprocal_rank,
-    "map": classic.average_precision, "ndcg": classic.ndcg, "recall": classic.recall, "hits": classic.hits,
-}
+    "map": classic.average_precision, "ndcg": classic.ndcg, "recall": classic.recall, "hits": classic.hits}
 _GRADED_OK = {"precision", "success", "ndcg"}
 
 

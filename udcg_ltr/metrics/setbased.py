@@ -20,9 +20,8 @@ whole *judged pool* (default the row, of which it must be a superset), which set
   ``N-Recall5@K`` likewise with grade 5 only;
 * ``Precision4+@K = #{d in TopK: g >= 4} / K``; ``Harm@K = #{d in TopK: g <= 2} / K``, over ``K`` even
   when a row has fewer entries (as the paper and trec_eval's P@k);
-* ``PROC@K`` (pool-restricted oracle ceiling, Sec. 5.1-5.2): the score of the best ``K``-subset of the
-  retrieval pool; ``%PROC@K = actual / PROC@K`` (a fraction; the paper prints a percentage), NA when
-  PROC is NA or 0.
+* ``PROC@K`` (pool-restricted oracle ceiling, Sec. 5.1-5.2): the score of the best ``K``-subset of the retrieval pool;
+  ``%PROC@K = actual / PROC@K`` (a fraction; the paper prints a percentage), NA when PROC is NA or 0.
 """
 
 from __future__ import annotations
@@ -68,8 +67,7 @@ def rarity_weights(pool_grades, pool_mask=None, *, alpha: float = 1.0, cap4: flo
 
 def _top_k_sum(values: np.ndarray, k: np.ndarray) -> np.ndarray:
     """Sum of the ``k[q]`` largest entries of each row (entries are >= 0; padding passed as 0)."""
-    ordered = -np.sort(-values, axis=1)
-    csum = np.concatenate([np.zeros((values.shape[0], 1)), np.cumsum(ordered, axis=1)], axis=1)
+    csum = np.concatenate([np.zeros((values.shape[0], 1)), np.cumsum(-np.sort(-values, axis=1), axis=1)], axis=1)
     return np.take_along_axis(csum, np.minimum(k, values.shape[1])[:, None], axis=1)[:, 0]
 
 
@@ -93,8 +91,7 @@ def ra_nwg(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_ma
     pg, pm = (grades, mask) if pool_grades is None else (pool_grades, pool_mask)
     w = rarity_weights(pg, pm, alpha=alpha, cap4=cap4, cap3=cap3, base=base, fallback=fallback)
     obs = _weighted(g_top, w).sum(axis=1)
-    ideal = _top_k_sum(_weighted(_grades(pg, pm)[0], w), kk)
-    return ratio(obs, ideal, np.nan)
+    return ratio(obs, _top_k_sum(_weighted(_grades(pg, pm)[0], w), kk), np.nan)
 
 
 def _n_recall(grades, mask, k, pool_grades, pool_mask, min_grade: int) -> np.ndarray:
@@ -161,7 +158,6 @@ def _metric_fn(metric: str):
 def pct_proc(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_mask=None, metric: str = "ra_nwg",
              **weights) -> np.ndarray:
     """%PROC@K = actual / PROC@K, the share of the pool's ceiling the ranking realised (NA: PROC NA or 0)."""
-    fn = _metric_fn(metric)
-    actual = fn(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, **weights)
+    actual = _metric_fn(metric)(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, **weights)
     ceiling = proc(grades, mask, k=k, pool_grades=pool_grades, pool_mask=pool_mask, metric=metric, **weights)
     return ratio(actual, ceiling, np.nan)

@@ -37,8 +37,7 @@ METRIC_NAMES: dict[str, str] = {
     "precision": "P", "recall": "R", "hits": "HITS", "erag": "eRAG", "utility": "mean utility",
     "ra_nwg": "RA-nWG", "proc": "PROC", "pct_proc": "%PROC", "n_recall_4plus": "N-Recall4+",
     "n_recall_5": "N-Recall5", "precision_4plus": "Precision4+", "harm": "Harm",
-    "da_dcg": "DA-DCG", "da_harm": "DA-harm", "distractor_rate": "distractor rate",
-}
+    "da_dcg": "DA-DCG", "da_harm": "DA-harm", "distractor_rate": "distractor rate"}
 
 
 def metric_key(name: str, k: int | None = None) -> str:

@@ -1,11 +1,10 @@
 """Differentiable torch twins of :mod:`udcg_ltr.metrics.udcg` and :mod:`~udcg_ltr.metrics.classic` for
 the losses: UDCG (Eq. 4), UDCG_theta (Eq. 3), DCG; equal to float precision on hard masks.
 
-``mask`` may also be *soft* (an inclusion weight in [0, 1] per passage, e.g. a relaxed top-k
-selection): sums become weighted sums and the context size ``k`` becomes ``sum(mask)``. NaN follows
-the numpy rule (a soft weight > 0 is real; padding is zeroed before any product, so its NaN reaches
-neither value nor gradient). The check reads one boolean back from the device: the losses pass
-``validate=False`` (a training step must never wait for the GPU) because
+``mask`` may also be *soft* (an inclusion weight in [0, 1] per passage, e.g. a relaxed top-k selection): sums become
+weighted sums and the context size ``k`` becomes ``sum(mask)``. NaN follows the numpy rule (a soft weight > 0 is real;
+padding is zeroed before any product, so its NaN reaches neither value nor gradient). The check reads one boolean back
+from the device: the losses pass ``validate=False`` (a training step must never wait for the GPU) because
 :func:`udcg_ltr.models.datamodule.build_slates` checked their targets on the host.
 """
 
@@ -87,9 +86,8 @@ def udcg_theta_torch(utilities: torch.Tensor, alpha: torch.Tensor, beta: torch.T
 
 
 def dcg_torch(gains: torch.Tensor, mask: torch.Tensor | None = None, *, k: int | None = None) -> torch.Tensor:
-    """DCG@k with signed gains and log2 discount, per query: ``sum_{i<=k} g_i / log2(i + 1)``. With a boolean
-    mask, ranks count real entries only (as :func:`udcg_ltr.metrics.classic.dcg`), else column ``i`` is
-    rank ``i + 1``."""
+    """DCG@k with signed gains and log2 discount, per query: ``sum_{i<=k} g_i / log2(i + 1)``. With a boolean mask,
+    ranks count real entries only (as :func:`udcg_ltr.metrics.classic.dcg`), else column ``i`` is rank ``i + 1``."""
     g, w = _checked(gains, mask, "gains")
     pos = _positions(gains, mask)
     d = 1.0 / torch.log2(pos.to(gains.dtype) + 2.0)  # 1 / log2(i + 1) at rank i = pos + 1

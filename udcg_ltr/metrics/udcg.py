@@ -50,15 +50,13 @@ def udcg_theta(utilities, alpha, beta, mask=None, *, k: int | None = None) -> np
     if alpha.shape[-1] < n_max or beta.shape[-1] < n_max:
         raise ValueError(f"need >= {n_max} positional weights, got alpha {alpha.shape}, beta {beta.shape}")
     if alpha.ndim > 1 and (alpha.shape[0] != u.shape[0] or beta.shape[0] != u.shape[0]):
-        raise ValueError(f"per-query weights need {u.shape[0]} rows, got alpha {alpha.shape}, "
-                         f"beta {beta.shape}")
+        raise ValueError(f"per-query weights need {u.shape[0]} rows, got alpha {alpha.shape}, beta {beta.shape}")
     rank = np.clip(column_positions(u, m), 0, None)  # padding: any weight, its utility is 0
 
     def at_rank(w: np.ndarray) -> np.ndarray:
         return np.take_along_axis(np.broadcast_to(w, (u.shape[0], w.shape[-1])), rank, axis=1)
 
-    z = at_rank(alpha) * np.where(u > 0, u, 0.0) + at_rank(beta) * np.where(u < 0, u, 0.0)
-    return sigmoid(z.sum(axis=1))
+    return sigmoid((at_rank(alpha) * np.where(u > 0, u, 0.0) + at_rank(beta) * np.where(u < 0, u, 0.0)).sum(axis=1))
 
 
 def udcg_equivalent_weights(k: int, gamma: float = DEFAULT_GAMMA) -> tuple[np.ndarray, np.ndarray]:

@@ -18,12 +18,10 @@ def passage_utility(relevant, p_no_response, mask=None) -> np.ndarray:
     if np.any((p < 0) | (p > 1)):
         raise ValueError("p_no_response must lie in [0, 1]")
     rel = np.asarray(relevant)
-    if rel.ndim == 1:
-        rel = rel[None, :]
+    rel = rel[None, :] if rel.ndim == 1 else rel
     if rel.shape == mask.shape:
         check_not_nan(rel, mask, "relevant")  # a NaN label is not "not relevant"
-    sign = np.where(rel > 0, 1.0, -1.0)
-    return np.where(mask, sign * (1.0 - p), 0.0)
+    return np.where(mask, np.where(rel > 0, 1.0, -1.0) * (1.0 - p), 0.0)
 
 
 def positive_part(utilities, mask=None) -> np.ndarray:

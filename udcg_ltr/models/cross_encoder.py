@@ -61,14 +61,12 @@ class CrossEncoderModule(pl.LightningModule):
 
     def __init__(self, model_name_or_path: str | None = None, *, loss: str = "bce",
                  loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
-                 gamma: float = DEFAULT_GAMMA, lr: float = 3e-5, weight_decay: float = 0.01,
-                 warmup: float = 0.1, schedule: str = "linear", relevance_threshold: int = 1,
-                 monitor_metric: str = "udcg", seed: int = 0):
+                 gamma: float = DEFAULT_GAMMA, lr: float = 3e-5, weight_decay: float = 0.01, warmup: float = 0.1,
+                 schedule: str = "linear", relevance_threshold: int = 1, monitor_metric: str = "udcg", seed: int = 0):
         super().__init__()
         self.save_hyperparameters()
         self.model = load_sequence_classifier(model_name_or_path)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules' modes as found
-        # One spec: the loss optimises UDCG at the k and gamma the validation metrics report (unless loss_kwargs say otherwise).
         self.loss_fn = get_loss(loss, **with_spec(loss, loss_kwargs, k=k, gamma=gamma))
         self.target = target or self.loss_fn.target
         if self.target not in ("utility", "relevance", "graded"):
@@ -159,27 +157,24 @@ class CrossEncoderModule(pl.LightningModule):
         values = self._metrics(self._val)
         self._val.clear()
         shown = f"{self.hparams.monitor_metric}@{self.hparams.k}"
-        self.log_dict({f"val/{name}": float(v) for name, v in values.items() if name != shown},
-                      sync_dist=True)
+        self.log_dict({f"val/{name}": float(v) for name, v in values.items() if name != shown}, sync_dist=True)
         self.log(f"val/{shown}", float(values[shown]), prog_bar=True, sync_dist=True)
 
     def configure_optimizers(self):
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
-            if not p.requires_grad:
-                continue
-            (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
+            if p.requires_grad:
+                (no_decay if p.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(p)
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": self.hparams.weight_decay},
                                  {"params": no_decay, "weight_decay": 0.0}], lr=self.hparams.lr)
         total = max(int(self.trainer.estimated_stepping_batches), 1)
         warm = self.hparams.warmup
         warm_steps = int(round(warm * total)) if warm < 1 else int(warm)
-        linear = self.hparams.schedule == "linear"
 
         def factor(step: int) -> float:
             if warm_steps > 0 and step < warm_steps:
                 return (step + 1) / warm_steps
-            if not linear:
+            if self.hparams.schedule != "linear":
                 return 1.0
             # Peak at the last warm-up step, then strictly down to 1/(decay steps + 1) at the last step.
             return max(0.0, (total - step) / (total - warm_steps + 1))

@@ -110,8 +110,7 @@ def build_slates(records: Sequence[QueryRecord], *, llm: str | None = None, rele
             utility=[p.utility(llm, relevance_threshold) if llm is not None else 0.0 for p in passages],
             relevance=[1.0 if p.is_relevant(relevance_threshold) else 0.0 for p in passages],
             graded=[float(p.relevance or 0) for p in passages],
-            n_relevant=float(sum(p.is_relevant(relevance_threshold) for p in passages)),
-        )
+            n_relevant=float(sum(p.is_relevant(relevance_threshold) for p in passages)))
         # The losses' one NaN check, on the host: inside the loss it would stall a GPU every step.
         for name in ("utility", "relevance", "graded"):
             if not all(math.isfinite(v) for v in getattr(slate, name)):
@@ -124,8 +123,7 @@ class SlateDataset(Dataset):
     """Slates, optionally cut to ``max_slate`` candidates: the first ones (``sampling="head"``) or a fresh
     subset per ``(seed, epoch)`` that keeps a relevant passage when there is one (``"random"``)."""
 
-    def __init__(self, slates: Sequence[Slate], *, max_slate: int | None = None, sampling: str = "head",
-                 seed: int = 0):
+    def __init__(self, slates: Sequence[Slate], *, max_slate: int | None = None, sampling: str = "head", seed: int = 0):
         if sampling not in ("head", "random"):
             raise ValueError(f"sampling must be 'head' or 'random', got {sampling!r}")
         self.slates = [s for s in slates if len(s) > 0]
@@ -146,8 +144,7 @@ class SlateDataset(Dataset):
         rng = random.Random(hash((self.seed, self.epoch, i)) & 0xFFFFFFFF)
         pos = [j for j, r in enumerate(s.relevance) if r > 0]
         keep = [rng.choice(pos)] if pos else []
-        rest = [j for j in range(len(s)) if j not in keep]
-        keep += rng.sample(rest, self.max_slate - len(keep))
+        keep += rng.sample([j for j in range(len(s)) if j not in keep], self.max_slate - len(keep))
         return s.subset(sorted(keep))
 
 
@@ -222,14 +219,11 @@ class SlateCollator:
         q, n = len(slates), int(sizes.max())
         query_index = torch.repeat_interleave(torch.arange(q), sizes)
         slot_index = torch.cat([torch.arange(int(m)) for m in sizes])
-        mask = torch.zeros(q, n, dtype=torch.bool)
-        mask[query_index, slot_index] = True
+        mask = torch.arange(n)[None, :] < sizes[:, None]
 
         def padded(attr):  # [Q, n] float32, 0 at padding; one scatter, as scatter_scores puts the logits back
-            out = torch.zeros(q, n, dtype=torch.float32)
-            out[query_index, slot_index] = torch.tensor([v for s in slates for v in getattr(s, attr)],
-                                                         dtype=torch.float32)
-            return out
+            values = torch.tensor([v for s in slates for v in getattr(s, attr)], dtype=torch.float32)
+            return torch.zeros(q, n, dtype=torch.float32).index_put((query_index, slot_index), values)
 
         return dict(chunks=chunks, inverse=inverse, n_pairs=n_pairs, n_tokens=int(lengths.sum()),
                     query_index=query_index, slot_index=slot_index, mask=mask, utility=padded("utility"),

@@ -46,8 +46,7 @@ def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relev
         ok = None if judged is None else np.asarray(judged, dtype=bool).reshape(-1)
         rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
         kw: dict[str, Any] = dict(k=k, mask=m, relevant=(g >= relevance_threshold) & m, n_relevant=n_relevant,
-                                  gains=g, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=ok,
-                                  scores=rs)
+                                  gains=g, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=ok, scores=rs)
         grades = g[m]
         if np.all(np.mod(grades, 1) == 0) and grades.min(initial=0) >= 0 and grades.max(initial=0) <= 5:
             # grades 0..5: the set-based family (RA-nWG, PROC, N-Recall, Harm ...) joins
@@ -91,11 +90,10 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
     aligned, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
     qrels = judged_pools(records, relevance_threshold).from_qrels.any()
     retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
-    out = slate_metrics(padded_scores, k=k,
-                        utility=slates.utility if llm is not None else None, graded=slates.relevance,
-                        mask=slates.mask, relevance_threshold=relevance_threshold, n_relevant=slates.n_relevant,
-                        ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask, gamma=gamma,
-                        retrieval_scores=retrieval if np.isfinite(retrieval).all() else None,
+    out = slate_metrics(padded_scores, k=k, utility=slates.utility if llm is not None else None,
+                        graded=slates.relevance, mask=slates.mask, relevance_threshold=relevance_threshold,
+                        n_relevant=slates.n_relevant, ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
+                        gamma=gamma, retrieval_scores=retrieval if np.isfinite(retrieval).all() else None,
                         judged=slates.judged if qrels else None, ties=ties, ids=slates.pids)
     if scorer is not None:
         answered = end_to_end_selection(records, top_k_by(records, aligned, k), scorer,

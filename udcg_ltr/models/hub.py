@@ -80,8 +80,7 @@ def model_card_text(facts: Mapping[str, Any]) -> str:
             ("loss", facts.get("loss", "unknown"))]
     if facts.get("loss_kwargs"):
         rows.append(("loss arguments", facts["loss_kwargs"]))
-    rows += [("k (context size)", k if k is not None else "unknown"),
-             ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
+    rows += [("k (context size)", k if k is not None else "unknown"), ("gamma", facts.get("gamma", DEFAULT_GAMMA)),
              ("LLM whose utilities were the targets", llm or "none (relevance targets)"),
              ("passage template", facts.get("template", DEFAULT_TEMPLATE))]
     rows += [(key.replace("_", " "), facts[key]) for key in ("max_length", "relevance_threshold", "seed")
@@ -106,21 +105,16 @@ def model_card_text(facts: Mapping[str, Any]) -> str:
     lines += ["", "## Usage", "",
               f"Passages are scored as `{template}` (the text alone when untitled); scores are raw logits "
               "(higher ranks higher). Both ways below give the same scores.", "", "```python",
-              "from huggingface_hub import snapshot_download",
-              "from sentence_transformers import CrossEncoder",
+              "from huggingface_hub import snapshot_download", "from sentence_transformers import CrossEncoder",
               "from udcg_ltr.models.reranker import Reranker, format_passage, read_template", "",
-              f"folder = snapshot_download({repo})",
-              'question = "who wrote Hamlet?"',
+              f"folder = snapshot_download({repo})", 'question = "who wrote Hamlet?"',
               'passages = [("Hamlet", "A tragedy by Shakespeare."), ("Paris", "The capital of France.")]', "",
               "# udcg-ltr: formats (title, text) with the saved template itself when given Passage objects",
-              "reranker = Reranker.from_pretrained(folder)",
-              "template = read_template(folder)",
+              "reranker = Reranker.from_pretrained(folder)", "template = read_template(folder)",
               "texts = [format_passage(title, text, template) for title, text in passages]",
               "print(reranker.rank(question, texts))", "",
               "# sentence-transformers: the saved activation is the identity (raw logits)",
-              "model = CrossEncoder(folder)",
-              "print(model.rank(question, texts))",
-              "```", ""]
+              "model = CrossEncoder(folder)", "print(model.rank(question, texts))", "```", ""]
     return "\n".join(lines)
 
 

@@ -132,9 +132,8 @@ class Reranker:
         self.retriever_fusion = check_weight(retriever_fusion)
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = None,
-                        batch_size: int = 64, max_length: int | None = None, dtype: torch.dtype | None = None,
-                        **kwargs: Any) -> Reranker:
+    def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device | None = None, batch_size: int = 64,
+                        max_length: int | None = None, dtype: torch.dtype | None = None, **kwargs: Any) -> Reranker:
         """Load a saved reranker (or any one-logit sequence-classification checkpoint) from safetensors
         weights, with its saved retriever-fusion weight unless ``retriever_fusion`` is given."""
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -170,8 +169,7 @@ class Reranker:
             return np.zeros(0)
         enc = encode_pairs(self.tokenizer, questions, texts, self.max_length)
         lengths = [len(ids) for ids in enc["input_ids"]]
-        show = progress if progress is not None else n >= self.PROGRESS_THRESHOLD
-        bar = progress_bar(n, desc, show, unit="pair")
+        bar = progress_bar(n, desc, progress if progress is not None else n >= self.PROGRESS_THRESHOLD, unit="pair")
         pad_id = self.tokenizer.pad_token_id or 0
         left = getattr(self.tokenizer, "padding_side", "right") == "left"
         logits, index = [], []
@@ -205,8 +203,7 @@ class Reranker:
         ``convert_to_tensor``, a list of 0-d tensors with ``convert_to_numpy=False``; one pair in, one score
         out). ``activation_fn`` (none by default) is applied to the logits."""
         # one (query, passage) pair rather than a sequence of them: sentence-transformers' rule
-        single = isinstance(pairs, (tuple, list)) and len(pairs) == 2 \
-            and not isinstance(pairs[0], (tuple, list))
+        single = isinstance(pairs, (tuple, list)) and len(pairs) == 2 and not isinstance(pairs[0], (tuple, list))
         pairs = [pairs] if single else list(pairs)
         for i, pair in enumerate(pairs):
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:

@@ -60,8 +60,7 @@ class EpochSummary(pl.Callback):
 
     def __init__(self, monitor: str, k: int):
         self.monitor, self.k = monitor, k
-        self._t0 = self._t1 = None
-        self._pairs = 0
+        self._t0, self._t1, self._pairs = None, None, 0
 
     def on_train_epoch_start(self, trainer, module):
         self._t0, self._pairs = time.perf_counter(), 0
@@ -164,27 +163,25 @@ def build_callbacks(nodes: Mapping[str, Mapping[str, Any]], *, checkpoint_dir: P
 def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None = None, *,
                  llm: str | None = None, model_name_or_path: str | None = None, loss: str = "udcg",
                  loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
-                 gamma: float = DEFAULT_GAMMA, epochs: int = 3, batch_size: int = 8,
-                 eval_batch_size: int | None = None, lr: float = 3e-5, weight_decay: float = 0.01,
-                 warmup: float = 0.1, schedule: str = "linear", max_length: int = 256,
-                 max_slate: int | None = None, slate_sampling: str = "head", relevance_threshold: int = 1,
-                 template: str = DEFAULT_TEMPLATE, seed: int = 0,
+                 gamma: float = DEFAULT_GAMMA, epochs: int = 3, batch_size: int = 8, eval_batch_size: int | None = None,
+                 lr: float = 3e-5, weight_decay: float = 0.01, warmup: float = 0.1, schedule: str = "linear",
+                 max_length: int = 256, max_slate: int | None = None, slate_sampling: str = "head",
+                 relevance_threshold: int = 1, template: str = DEFAULT_TEMPLATE, seed: int = 0,
                  output_dir: str | os.PathLike = "outputs/cross_encoder", precision: str | int = "32-true",
                  accelerator: str = "cpu", devices: int | str | Sequence[int] = 1, logger: Any = False,
                  gradient_clip_val: float | None = 1.0, early_stopping_patience: int | None = 2,
                  monitor_metric: str = "udcg", deterministic: bool = False, enable_progress_bar: bool = True,
-                 save_weights_only: bool = True, callbacks: Sequence[pl.Callback] | None = None,
-                 shuffle: bool = True, resume: bool = True, trainer_config: Mapping[str, Any] | None = None,
+                 save_weights_only: bool = True, callbacks: Sequence[pl.Callback] | None = None, shuffle: bool = True,
+                 resume: bool = True, trainer_config: Mapping[str, Any] | None = None,
                  callback_configs: Mapping[str, Any] | None = None,
                  **trainer_kwargs: Any) -> tuple[str, dict[str, float]]:
     """Train a cross-encoder reranker; return ``(path of the saved best model, metrics)``.
 
     ``loss`` / ``loss_kwargs``: registry of :mod:`udcg_ltr.losses`; ``llm``: whose utilities are the targets;
-    ``batch_size``: queries per step; ``warmup``: fraction of steps if < 1, else steps; ``deterministic`` is
-    off by default (it slows GPU kernels and changes nothing on a CPU). Extra keyword arguments go to
-    ``pl.Trainer``, except :data:`HOST_SIDE_KEYS` (``num_workers`` / ``pin_memory``: 0 / off on a CPU, 4 / on
-    with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU, :class:`~.datamodule.SlateCollator`;
-    ``checkpoint_minutes``: :data:`DEFAULT_CHECKPOINT_MINUTES`).
+    ``batch_size``: queries per step; ``deterministic`` is off by default (it slows GPU kernels and changes nothing on a
+    CPU). Extra keyword arguments go to ``pl.Trainer``, except :data:`HOST_SIDE_KEYS` (``num_workers`` / ``pin_memory``:
+    0 / off on a CPU, 4 / on with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU,
+    :class:`~.datamodule.SlateCollator`; ``checkpoint_minutes``: :data:`DEFAULT_CHECKPOINT_MINUTES`).
 
     ``checkpoints/last.ckpt`` is written atomically after every epoch and every ``checkpoint_minutes`` within one
     (with the data loader's position and the random state): a call with the same arguments and ``output_dir``
@@ -240,14 +237,12 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
     module = CrossEncoderModule(model_path, loss=loss, loss_kwargs=loss_kwargs, target=target, k=k, gamma=gamma,
                                 lr=lr, weight_decay=weight_decay, warmup=warmup, schedule=schedule,
                                 relevance_threshold=relevance_threshold, monitor_metric=monitor_metric, seed=seed)
-    data = SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=llm,
+    data = SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=llm, template=template, seed=seed,
                            batch_size=batch_size, eval_batch_size=eval_batch_size, max_length=max_length,
                            max_slate=max_slate, sampling=slate_sampling, relevance_threshold=relevance_threshold,
-                           template=template, seed=seed,
                            num_workers=(4 if gpu else 0) if host["num_workers"] is None else host["num_workers"],
-                           pin_memory=gpu if host["pin_memory"] is None else host["pin_memory"],
-                           buckets=(1 if gpu else 4) if host["length_buckets"] is None else host["length_buckets"],
-                           shuffle=shuffle)
+                           pin_memory=gpu if host["pin_memory"] is None else host["pin_memory"], shuffle=shuffle,
+                           buckets=(1 if gpu else 4) if host["length_buckets"] is None else host["length_buckets"])
 
     ckpt_dir = out / "checkpoints"
     cbs: list[pl.Callback] = list(callbacks or [])
@@ -299,8 +294,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 def _resume_from(ckpt_dir: Path, fingerprint: dict[str, Any]) -> str | None:
     """``last.ckpt`` when it was written by a run of the same arguments; records the arguments for the next call."""
     last, stamp = ckpt_dir / "last.ckpt", ckpt_dir / "fit_arguments.json"
-    same = read_json_dict(stamp) == json_safe(fingerprint)
-    if last.is_file() and same:
+    if last.is_file() and read_json_dict(stamp) == json_safe(fingerprint):
         log.info("resuming from %s", last)
         return str(last)
     if last.is_file():

@@ -11,5 +11,4 @@ from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfol
 __all__ = [
     "CalibratedUtilitySelector", "FixedK", "OracleK", "RelativeThreshold", "dynamic_k_report",
     "evaluate_selectors", "fit_best_selector", "fit_selector", "format_rows_markdown", "group_kfold",
-    "load_selector", "prefix_udcg", "rank_slates", "save_selector",
-]
+    "load_selector", "prefix_udcg", "rank_slates", "save_selector"]

@@ -1,11 +1,7 @@
 """What every dynamic-k selector shares: ranked inputs, UDCG of every prefix, the :class:`Selector` API.
 
-UDCG of a kept set is Eq. 4 on the top-k prefix (``sigmoid(0) = 0.5`` for ``k = 0``)::
-
-    UDCG(q, top-k) = sigmoid( (1/k) sum_{i<=k} u_i+  +  (gamma/k) sum_{i<=k} u_i- ),   k >= 1
-
-with ``u_i`` the signed utility (Eq. 2) of the passage at rank ``i``; :func:`prefix_udcg` gives it for
-every ``k`` at once, the exact reward of the oracle and of the k-classifier's objective.
+UDCG of a kept set is Eq. 4 on the top-k prefix of signed utilities (Eq. 2; ``sigmoid(0) = 0.5`` for ``k = 0``);
+:func:`prefix_udcg` gives it for every ``k`` at once: the exact reward of the oracle and the k-classifier's objective.
 """
 
 from __future__ import annotations

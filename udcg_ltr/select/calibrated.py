@@ -60,8 +60,7 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
     fits_on_val = True
 
     def __init__(self, *, features: Sequence[str] = (), calibration_features: Sequence[str] = CALIBRATION_FEATURES,
-                 calibration_c: float = 1.0, calibration_folds: int = 5, exact_magnitude: bool = True,
-                 **kwargs: Any):
+                 calibration_c: float = 1.0, calibration_folds: int = 5, exact_magnitude: bool = True, **kwargs: Any):
         super().__init__(features=features, **kwargs)
         self.calibration_features = list(calibration_features)
         feature_names(self.calibration_features)  # validates the names

@@ -1,13 +1,12 @@
 """Evaluating dynamic-k selectors: UDCG of the kept set, the distribution of k, and end to end with an LLM.
 
-:func:`evaluate_selectors` rows: ``udcg`` (mean UDCG, Eq. 4, of the kept set, 0.5 for ``k_q = 0``) and its
-standard error, ``mean_k``, ``k0_rate``, ``k_hist`` (counts of ``k = 0..K``); with an LLM scorer, the rates
-and costs of :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection` (``k_q = 0``: abstained, no prompt).
-:func:`dynamic_k_report` is an *analysis* (it reads gold labels): the dynamic-k analysis of
-:mod:`udcg_ltr.metrics.distractor` for rankings of the same queries, on ``"heuristic"`` utilities (gold
-labels with the ranking's **own** scores, shift-invariant ``"range"`` rule: logits can be negative) or the
-``"llm"`` ones of Eq. 2, plus ``udcg_at_best_k`` (Eq. 4 of each query's top-``best_k`` set); its labels-free
-counterpart is :class:`udcg_ltr.select.baselines.CumulativeUtilityRule`.
+:func:`evaluate_selectors` rows: ``udcg`` (mean UDCG, Eq. 4, of the kept set, 0.5 for ``k_q = 0``) and its standard
+error, ``mean_k``, ``k0_rate``, ``k_hist`` (counts of ``k = 0..K``); with an LLM scorer, the rates and costs of
+:func:`udcg_ltr.annotate.end_to_end.end_to_end_selection` (``k_q = 0``: abstained, no prompt). :func:`dynamic_k_report`
+is an *analysis* (it reads gold labels): the dynamic-k analysis of :mod:`udcg_ltr.metrics.distractor` for rankings of
+the same queries, on ``"heuristic"`` utilities (gold labels with the ranking's **own** scores, shift-invariant
+``"range"`` rule: logits can be negative) or the ``"llm"`` ones of Eq. 2, plus ``udcg_at_best_k`` (Eq. 4 of each query's
+top-``best_k`` set); its labels-free counterpart is :class:`udcg_ltr.select.baselines.CumulativeUtilityRule`.
 """
 
 from __future__ import annotations
@@ -57,8 +56,7 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
         values = udcg_of_kept(ranked.utility, ranked.mask, k, gamma=gamma)
         hist = np.bincount(k, minlength=ranked.width + 1)
         row: dict[str, Any] = {
-            "selector": name, "kind": sel.kind, "split": split, "n": len(ranked),
-            "udcg": float(values.mean()),
+            "selector": name, "kind": sel.kind, "split": split, "n": len(ranked), "udcg": float(values.mean()),
             "udcg_se": float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan"),
             "mean_k": float(k.mean()), "k0_rate": float((k == 0).mean()),
             "k_hist": " ".join(str(int(c)) for c in hist), "uses_labels": bool(sel.needs_labels)}
@@ -91,8 +89,7 @@ def plot_k_histograms(ks: Mapping[str, np.ndarray], path: str | os.PathLike, *, 
     axes = np.atleast_1d(axes)
     for i, (ax, name) in enumerate(zip(axes, names)):
         k = np.asarray(ks[name], dtype=np.int64)
-        share = np.bincount(k, minlength=top + 1)[:top + 1] / max(len(k), 1)
-        ax.bar(np.arange(top + 1), share, color="#4477aa")
+        ax.bar(np.arange(top + 1), np.bincount(k, minlength=top + 1)[:top + 1] / max(len(k), 1), color="#4477aa")
         ax.set_title(f"{name} (mean k {k.mean():.2f})", fontsize=9)
         ax.set_xticks(np.arange(top + 1))
         ax.set_xlabel("k (passages kept)", fontsize=8)
@@ -157,8 +154,7 @@ def dynamic_k_report(rankings: Mapping[str, tuple[Any, Any]], *, k: int | None =
             a = D.distractor_analysis(u, m, k=k, discount="log2", dynamic_discount=None,
                                       harm_weight=harm_weight, min_k=min_k, thresholds=thresholds)
             hist = " ".join(str(int(c)) for c in np.bincount(a.best_k, minlength=ranked.width + 1))
-            at_k = np.nan if ranked.utility is None else udcg_of_kept(ranked.utility, m, a.best_k,
-                                                                      gamma=gamma)
+            at_k = np.nan if ranked.utility is None else udcg_of_kept(ranked.utility, m, a.best_k, gamma=gamma)
             rate = a.distractor_rate[np.isfinite(a.distractor_rate)]
             rows.append({
                 "ranking": name, "utilities": source, "n": len(ranked), "cutoff": "all" if k is None else k,

@@ -29,8 +29,7 @@ MAX_EXACT_K = 10
 
 def sign_patterns(k: int, *, dtype=torch.float32) -> torch.Tensor:
     """``[2^k, k]`` 0/1 matrix of every relevance pattern of ``k`` passages (1 = relevant)."""
-    codes = torch.arange(2 ** k)
-    return ((codes[:, None] >> torch.arange(k)[None, :]) & 1).to(dtype)
+    return ((torch.arange(2 ** k)[:, None] >> torch.arange(k)[None, :]) & 1).to(dtype)
 
 
 def expected_prefix_udcg(relevance_prob: torch.Tensor, magnitude: torch.Tensor, mask: torch.Tensor, *,

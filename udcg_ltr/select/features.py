@@ -28,8 +28,7 @@ def feature_names(features: Sequence[str] = PASSAGE_FEATURES, extra_features: Se
     unknown = [f for f in features if f not in PASSAGE_FEATURES]
     if unknown:
         raise ValueError(f"unknown features {unknown} (choose from {PASSAGE_FEATURES})")
-    suffixes = ("", "_gap_top", "_minmax")
-    return list(features) + [f"{name}{suffix}" for name in extra_features for suffix in suffixes]
+    return list(features) + [f"{name}{suffix}" for name in extra_features for suffix in ("", "_gap_top", "_minmax")]
 
 
 def _tiny(scale: np.ndarray) -> np.ndarray:
@@ -43,8 +42,7 @@ def row_minmax(v: np.ndarray, m: np.ndarray) -> np.ndarray:
     spread = hi - lo
     ok = spread > _tiny(np.where(np.isfinite(hi), hi, 0.0))
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(ok, (v - lo) / np.where(ok, spread, 1.0), 1.0)
-    return np.where(m, out, 0.0)
+        return np.where(m, np.where(ok, (v - lo) / np.where(ok, spread, 1.0), 1.0), 0.0)
 
 
 def passage_features(ranked: RankedSlates, features: Sequence[str] = PASSAGE_FEATURES, *,

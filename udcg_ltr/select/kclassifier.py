@@ -32,20 +32,19 @@ class KClassifierModule(SelectorModule):
                  dropout: float = 0.0, objective: str = "expected", label_smoothing: float = 0.0,
                  gamma: float = DEFAULT_GAMMA, lr: float = 1e-2, weight_decay: float = 1e-3, entropy: float = 0.02):
         super().__init__(lr=lr, weight_decay=weight_decay)
-        self.entropy = float(entropy)
         if arch not in ("linear", "mlp", "cumulative"):
             raise ValueError(f"arch must be 'linear', 'mlp' or 'cumulative', got {arch!r}")
         if objective not in ("expected", "cross_entropy"):
             raise ValueError(f"objective must be 'expected' or 'cross_entropy', got {objective!r}")
         self.max_k, self.arch, self.objective_name = int(max_k), arch, objective
-        self.label_smoothing, self.gamma = float(label_smoothing), float(gamma)
+        self.label_smoothing, self.gamma, self.entropy = float(label_smoothing), float(gamma), float(entropy)
         k = self.max_k
         if arch == "cumulative":
             self.net = mlp(n_features, 1, hidden=hidden, n_layers=n_layers, dropout=dropout)
             self.bias = torch.nn.Parameter(torch.zeros(k + 1))
         else:
-            hidden = hidden if arch == "mlp" else 0
-            self.net = mlp(k * n_features + k, k + 1, hidden=hidden, n_layers=n_layers, dropout=dropout)
+            self.net = mlp(k * n_features + k, k + 1, hidden=hidden if arch == "mlp" else 0, n_layers=n_layers,
+                           dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Class logits ``[Q, K + 1]`` with impossible classes (``k > n_q``) at a large negative value."""

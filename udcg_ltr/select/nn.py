@@ -36,8 +36,7 @@ def soft_udcg(utility: torch.Tensor, weights: torch.Tensor, *, gamma: float = DE
     """``sigmoid((sum w u+ + gamma sum w u-) / max(sum w, 1))`` per query (module doc): Eq. 4 on a soft kept set."""
     n = weights.sum(-1)
     # udcg_logit_torch's soft-mask logit divides by n: rescale to a division by max(n, 1)
-    z = udcg_logit_torch(utility, weights, gamma=gamma) * (n / n.clamp(min=1.0))
-    return torch.sigmoid(z)
+    return torch.sigmoid(udcg_logit_torch(utility, weights, gamma=gamma) * (n / n.clamp(min=1.0)))
 
 
 def mlp(n_in: int, n_out: int, *, hidden: int = 0, n_layers: int = 1, dropout: float = 0.0) -> torch.nn.Module:
@@ -169,14 +168,12 @@ class LearnedSelector(Selector):
         feature_names(self.features, self.extra_features)  # validates the names
         self.temperature, self.gamma = float(temperature), float(gamma)
         self.max_k = None if max_k is None else int(max_k)
-        self.lr, self.weight_decay = float(lr), float(weight_decay)
-        self.batch_size, self.max_epochs = int(batch_size), int(max_epochs)
-        self.patience = None if patience is None else int(patience)
+        self.lr, self.weight_decay, self.batch_size = float(lr), float(weight_decay), int(batch_size)
+        self.max_epochs, self.patience = int(max_epochs), None if patience is None else int(patience)
         self.monitor, self.seed = monitor, int(seed)
         if int(n_seeds) < 1:
             raise ValueError(f"n_seeds must be >= 1, got {n_seeds}")
-        self.n_seeds = int(n_seeds)
-        self.enable_progress_bar, self.num_threads = bool(enable_progress_bar), num_threads
+        self.n_seeds, self.enable_progress_bar, self.num_threads = int(n_seeds), bool(enable_progress_bar), num_threads
         self.scaler = FeatureScaler()
         self.modules: list[SelectorModule] = []
         self.history: dict[str, float] = {}

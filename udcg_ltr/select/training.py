@@ -51,8 +51,7 @@ def _concat(a: RankedSlates, b: RankedSlates) -> RankedSlates:
 
     extra = {k: both(a.extra[k], b.extra[k]) for k in a.extra if k in b.extra}
     qids = None if a.qids is None or b.qids is None else list(a.qids) + list(b.qids)
-    return RankedSlates(both(a.scores, b.scores), both(a.mask, b.mask), both(a.utility, b.utility), extra,
-                        None, qids)
+    return RankedSlates(both(a.scores, b.scores), both(a.mask, b.mask), both(a.utility, b.utility), extra, None, qids)
 
 
 def required_extra(selector: Selector) -> tuple[str, ...]:
@@ -91,8 +90,7 @@ def fit_selector(kind: str, train_scores=None, train_slates=None, val_scores=Non
     selector = make_selector(kind, **hparams)
     if fit_on not in ("train", "val", "train+val"):
         raise ValueError(f"fit_on must be 'train', 'val' or 'train+val', got {fit_on!r}")
-    extra = required_extra(selector)
-    train, val, test = (rank_split(scores, slates, extra_fields=extra) for scores, slates in
+    train, val, test = (rank_split(scores, slates, extra_fields=required_extra(selector)) for scores, slates in
                         ((train_scores, train_slates), (val_scores, val_slates), (test_scores, test_slates)))
     if isinstance(selector, LearnedSelector):
         if train is None:
@@ -147,13 +145,12 @@ def fit_best_selector(candidates: Sequence[tuple[str, Mapping[str, Any]]], train
 
 def learned_candidates(extra: Sequence[str] = (), quick: bool = False, probes: bool = False,
                        **budget: Any) -> list[tuple[str, dict]]:
-    """The grid of learned selectors searched on val: each kind over three feature sets, the scores' list
-    features alone; plus ``extra`` (e.g. the retriever's score under a reranker's order) and the lexical
-    coverage (:data:`LEXICAL_FEATURES`); with ``probes`` also plus the reader probes (:data:`READER_PROBES`,
-    label-free but one LLM call per candidate at inference). The calibrated selector's prior reads
-    :data:`PRIOR_FEATURES` and the lexical features (plus the probes). ``quick``: fewer architectures, one
-    seed. ``budget`` (``batch_size``, ``max_epochs``, ``patience``, ``n_seeds``) replaces the default
-    training budget of every candidate."""
+    """The grid of learned selectors searched on val: each kind over three feature sets, the scores' list features
+    alone; plus ``extra`` (e.g. the retriever's score under a reranker's order) and the lexical coverage
+    (:data:`LEXICAL_FEATURES`); with ``probes`` also plus the reader probes (:data:`READER_PROBES`, label-free but one
+    LLM call per candidate at inference). The calibrated selector's prior reads :data:`PRIOR_FEATURES` and the lexical
+    features (plus the probes). ``quick``: fewer architectures, one seed. ``budget`` (``batch_size``, ``max_epochs``,
+    ``patience``, ``n_seeds``) replaces the default training budget of every candidate."""
     base = {"max_epochs": 150, "patience": 30, "batch_size": 32, "weight_decay": 1e-3,
             "n_seeds": 1 if quick else 3, **budget}
     hidden_sizes = (0,) if quick else (0, 16)
@@ -162,11 +159,9 @@ def learned_candidates(extra: Sequence[str] = (), quick: bool = False, probes: b
     cands = [("calibrated_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex})
              for ex in [prior] + ([[*prior, *READER_PROBES]] if probes else []) for hidden in hidden_sizes]
     for ex in [[], lexical] + ([[*lexical, *READER_PROBES]] if probes else []):
-        cands += [("gate", {**base, "lr": 0.1, "objective": objective, "hidden": hidden,
-                            "extra_features": ex})
+        cands += [("gate", {**base, "lr": 0.1, "objective": objective, "hidden": hidden, "extra_features": ex})
                   for objective in ("soft_mask", "expected") for hidden in hidden_sizes]
-        cands += [("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective,
-                                   "extra_features": ex})
+        cands += [("kclassifier", {**base, "lr": 0.03, "arch": arch, "objective": objective, "extra_features": ex})
                   for arch in (("cumulative",) if quick else ("cumulative", "linear"))
                   for objective in ("expected", "cross_entropy")]
         cands += [("expected_utility", {**base, "lr": 0.03, "hidden": hidden, "extra_features": ex})
@@ -199,12 +194,11 @@ def refit_selector(selector: Selector, train: tuple, val: tuple) -> Selector:
 def fit_learned(candidates: Sequence[tuple[str, Mapping[str, Any]]], train: tuple, val: tuple, *,
                 progress: bool = False, refit: bool = False,
                 **common: Any) -> tuple[dict[str, Selector], list[dict], dict]:
-    """The best configuration by val UDCG per kind and per reader probes or not (:func:`fit_best_selector`
-    on each group of ``candidates``; ``train`` / ``val`` = ``(scores, slates)``). Returns ``(selectors,
-    grid rows, choice)``: each kind's best; ``learned``, the best of all; ``learned_no_llm``, the best
-    without reader probes. Plain groups are fitted first, so a tie goes to the configuration without the
-    LLM, then to the earlier kind. ``refit``: each returned selector is then :func:`refit_selector`'s (the
-    choices stay those of the train-only fits)."""
+    """The best configuration by val UDCG per kind and per reader probes or not (:func:`fit_best_selector` on each group
+    of ``candidates``; ``train`` / ``val`` = ``(scores, slates)``). Returns ``(selectors, grid rows, choice)``: each
+    kind's best; ``learned``, the best of all; ``learned_no_llm``, the best without reader probes. Plain groups are
+    fitted first, so a tie goes to the configuration without the LLM, then to the earlier kind. ``refit``: each returned
+    selector is then :func:`refit_selector`'s (the choices stay those of the train-only fits)."""
     best = {}  # (kind, probes) -> (selector, its val UDCG)
     grid: list[dict[str, Any]] = []
     for kind in LEARNED_KINDS:
