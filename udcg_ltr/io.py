@@ -43,8 +43,7 @@ class DataError(ValueError):
                  if known is not None]
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
-    def located(self, *, path: str | os.PathLike | None = None, line: int | None = None,
-                prefix: str = "") -> DataError:
+    def located(self, *, path: str | os.PathLike | None = None, line: int | None = None, prefix: str = "") -> DataError:
         """A copy naming ``path`` and ``line`` where given, its field under ``prefix`` ("[3]" + "qid")."""
         field = self.field or prefix or None
         if self.field and prefix:
@@ -128,8 +127,7 @@ class TextReader:
         self._stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if Path(path).suffix == ".gz" else raw
 
     def _gzip_error(self, err: BaseException, line: int | None) -> DataError:
-        return DataError(f"corrupt or truncated gzip data ({type(err).__name__}: {err})", path=self.path,
-                         line=line)
+        return DataError(f"corrupt or truncated gzip data ({type(err).__name__}: {err})", path=self.path, line=line)
 
     def _decode(self, data: bytes, first_line: int) -> str:
         try:
@@ -184,9 +182,8 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     try:
         os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it private; a saved model is meant to be shared
         yield tmp
-        old = None
-        if path.exists():
-            old = path.parent / f".{path.name}.old"
+        old = path.parent / f".{path.name}.old" if path.exists() else None
+        if old is not None:
             if old.exists():
                 shutil.rmtree(old)
             os.replace(path, old)
@@ -229,9 +226,7 @@ def json_safe(obj: Any) -> Any:
         return obj.item()
     if isinstance(obj, (np.floating, float)):  # np.longdouble's tolist() is itself: convert, never recurse
         return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
+    return str(obj) if isinstance(obj, Path) else obj
 
 
 def optional_import(module: str, extra: str = "bench"):

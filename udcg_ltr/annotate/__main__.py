@@ -102,8 +102,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
     mc = MonteCarloConfig(**(cfg.get("mc") or {}))
     try:
-        stats = annotate_records(records, scorer, cache, fields=list(cfg.fields), mc=mc,
-                                 progress=overrides["progress"])
+        stats = annotate_records(records, scorer, cache, fields=list(cfg.fields), mc=mc, progress=overrides["progress"])
     finally:
         if cache is not None:
             cache.close()
@@ -111,8 +110,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     output = Path(cfg.output)
     write_records(output, records)
     summary = {"output": str(output), "source": source, "questions": len(records), **stats.to_dict(),
-               "relevance": rel_stats.to_dict(),
-               "cache": cache.stats() if cache is not None else None,
+               "relevance": rel_stats.to_dict(), "cache": cache.stats() if cache is not None else None,
                "cache_dir": str(cache.root) if cache is not None else None}
     meta = {"llm": scorer.describe(), "fields": list(cfg.fields), "summary": summary,
             "config": OmegaConf.to_container(cfg, resolve=True)}

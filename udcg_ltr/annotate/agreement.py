@@ -64,8 +64,7 @@ def spread_sample(records: Sequence[QueryRecord], n: int = 20, per_question: int
     if n_questions > len(records):
         raise ValueError(f"cannot pick {n} passages from {len(records)} questions")
     step = len(records) // n_questions
-    pairs = [(records[i * step], p) for i in range(n_questions) for p in records[i * step].passages[:per_question]]
-    return pairs[:n]
+    return [(records[i * step], p) for i in range(n_questions) for p in records[i * step].passages[:per_question]][:n]
 
 
 def reannotate_shared(scorer, pairs: Sequence[tuple[QueryRecord, Passage]], stored_llm: str, *,

@@ -5,9 +5,8 @@ ones are scored in batches, each fsynced to the cache before the next starts (a 
 stopped; nothing is scored twice). :func:`annotate_records` fills ``Passage.annotations[scorer.name]`` for
 every passage (alone with the question, as the UDCG paper's utility needs) with the fields asked for:
 ``p_no_response`` (P(first token of NO-RESPONSE) at the first answer position, Eq. 2), ``answer_alone`` (the
-greedy answer), ``erag_em/f1/contains`` (its eRAG labels), ``answer_logprob`` (ANSWER_PROB: teacher-forced
-log-likelihood of the best gold answer), ``p_no_response_mc`` (black-box Monte Carlo P(NO-RESPONSE)),
-``n_prompt_tokens`` and ``prompt_version`` (the prompt configuration's hash).
+greedy answer), the baselines' labels (:mod:`.baselines`: ``erag_em/f1/contains``, ``answer_logprob``,
+``p_no_response_mc``), ``n_prompt_tokens`` and ``prompt_version`` (the prompt configuration's hash).
 """
 
 from __future__ import annotations
@@ -56,8 +55,7 @@ class CachedScorer:
     """An LLM scorer whose results go through an :class:`AnnotationCache` (``cache=None``: no cache)."""
 
     def __init__(self, scorer, cache: AnnotationCache | None = None):
-        self.scorer = scorer
-        self.cache = cache
+        self.scorer, self.cache = scorer, cache
         #: Per task (``stats.by_task``), prompts computed by the LLM and prompts served by the cache.
         self.stats = AnnotationStats()
 
@@ -135,13 +133,11 @@ class CachedScorer:
             # One call per chunk (bucketing and prefix reuse across its pairs), persisted before the next.
             part = set(todo[start:start + chunk])
             sub = [(i, a) for i, a in pairs if i in part]
-            values = self.scorer.answer_logprobs([items[i] for i, _ in sub], [a for _, a in sub],
-                                                 progress=progress)
+            values = self.scorer.answer_logprobs([items[i] for i, _ in sub], [a for _, a in sub], progress=progress)
             for (i, _), v in zip(sub, values):
                 out[i] = max(float("-inf") if out[i] is None else out[i], v)
             if self.cache is not None:
-                self.cache.put_many([(keys[i], {task: out[i]}, self._meta(task, items[i]))
-                                     for i in sorted(part)])
+                self.cache.put_many([(keys[i], {task: out[i]}, self._meta(task, items[i])) for i in sorted(part)])
         self.stats.add(task, len(todo), sum(e is not None for e in found))
         return out
 
@@ -182,9 +178,7 @@ class CacheOnlyScorer:
         self.name = name
         self.prompt = PromptConfig.from_dict(prompt)
         self.prompt_version = prompt_version or self.prompt.version()  # the version the cache keys use
-        self.dtype = dtype
-        self.quantize = quantize
-        self.exact_tail = exact_tail
+        self.dtype, self.quantize, self.exact_tail = dtype, quantize, exact_tail
         self.max_new_tokens = int(max_new_tokens)
 
     def answer_logprobs(self, items, answers, **_: Any):
@@ -201,8 +195,7 @@ class LazyScorer(CacheOnlyScorer):
 
     def __init__(self, name: str, load, **kwargs: Any):
         super().__init__(name, **kwargs)
-        self._load = load
-        self._llm = None
+        self._load, self._llm = load, None
 
     def llm(self):
         """The real scorer, loaded on first use and checked against this stand-in's cache keys."""
@@ -278,8 +271,7 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
     for (r_i, p_i), res in zip([where[i] for i in needs_prompt], results):
         record = records[r_i]
         ann = record.passages[p_i].annotations.setdefault(name, {})
-        ann.update(p_no_response=res.p_no_response, n_prompt_tokens=res.n_prompt_tokens,
-                   prompt_version=version)
+        ann.update(p_no_response=res.p_no_response, n_prompt_tokens=res.n_prompt_tokens, prompt_version=version)
         if generate and res.answer is not None:
             ann["answer_alone"] = res.answer  # kept with the eRAG labels too: they are derived from it
             if any(f in wanted for f in ERAG_FIELDS):
@@ -313,8 +305,7 @@ def annotate_records(records: Sequence[QueryRecord], scorer, cache: AnnotationCa
 
 
 def missing_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str]) -> int:
-    return sum(1 for r in records for p in r.passages
-               if any(f not in p.annotations.get(llm, {}) for f in fields))
+    return sum(1 for r in records for p in r.passages if any(f not in p.annotations.get(llm, {}) for f in fields))
 
 
 def ensure_annotations(records: Sequence[QueryRecord], llm: str, fields: Sequence[str], scorer=None, *,

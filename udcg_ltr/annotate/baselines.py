@@ -55,8 +55,7 @@ def monte_carlo_p_no_response(scorer, item, config: MonteCarloConfig = MonteCarl
                               seed: int | None = None) -> tuple[float, list[str]]:
     """Black-box P(NO-RESPONSE): sample ``config.n`` answers and count abstentions. ``scorer`` needs only
     ``sample_answers(item, n, temperature, seed=..., max_new_tokens=...)``: an API client can stand in."""
-    answers = scorer.sample_answers(item, config.n, config.temperature,
-                                    seed=config.seed if seed is None else seed,
+    answers = scorer.sample_answers(item, config.n, config.temperature, seed=config.seed if seed is None else seed,
                                     max_new_tokens=config.max_new_tokens)
     abstention = getattr(getattr(scorer, "prompt", None), "abstention", ABSTENTION_STRING)
     return abstention_rate(answers, abstention_string=abstention), answers

@@ -101,9 +101,7 @@ class AnnotationCache:
     """Append-only JSONL segments; ``fsync=False`` trades durability on power loss for speed on slow disks."""
 
     def __init__(self, root: str | os.PathLike, *, fsync: bool = True, read_only: bool = False):
-        self.root = Path(root)
-        self.fsync = fsync
-        self.read_only = read_only
+        self.root, self.fsync, self.read_only = Path(root), fsync, read_only
         if not read_only:
             self.root.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, dict[str, Any]] = {}
@@ -205,8 +203,7 @@ class AnnotationCache:
         if self._fh is None:
             self.root.mkdir(parents=True, exist_ok=True)
             self._segment = self.root / _segment_name(secrets.token_hex(4))
-            # "x": a segment belongs to exactly one writer.
-            self._fh = open(self._segment, "xb")
+            self._fh = open(self._segment, "xb")  # "x": a segment belongs to exactly one writer
         return self._fh
 
     def put_many(self, entries: Iterable[tuple[str, Mapping[str, Any], Mapping[str, Any] | None]]) -> int:

@@ -207,8 +207,7 @@ def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, sourc
     try:
         t0 = time.perf_counter()
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
-                                                     dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
         # transformers refuses to save a GGUF-loaded model; the weights are already dequantised.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):

@@ -76,9 +76,7 @@ def load_shared_runs(records=None, *, path=None, rule: str = "contains") -> list
     """The shared annotated SQuAD end-to-end answers as graded runs (records default to the shared top-10 set)."""
     from udcg_ltr.data.readers.annotated import read_annotated_contexts, read_annotated_squad
 
-    if records is None:
-        records = read_annotated_squad()
-    return grade_runs(records, read_annotated_contexts(path), rule=rule)
+    return grade_runs(read_annotated_squad() if records is None else records, read_annotated_contexts(path), rule=rule)
 
 
 def prompt_items(records, contexts: Sequence) -> list[PromptItem]:
@@ -122,8 +120,7 @@ def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: s
 def run_summary(runs: Sequence[ContextRun]) -> dict[str, int]:
     """Outcome counts plus queries and contexts (for reports)."""
     counts = outcome_counts(r.outcome for r in runs if r.outcome is not None)
-    counts.update(contexts=len(runs), queries=len({r.qid for r in runs}),
-                  ungraded=sum(r.outcome is None for r in runs))
+    counts.update(contexts=len(runs), queries=len({r.qid for r in runs}), ungraded=sum(r.outcome is None for r in runs))
     return counts
 
 

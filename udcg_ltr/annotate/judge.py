@@ -258,11 +258,10 @@ class LLMJudge:
     default_config: JudgeConfig | None = None
 
     def __init__(self, llm, config: JudgeConfig | None = None, *, cache=None):
-        self.llm = llm
+        self.llm, self.cache = llm, cache
         self.config = config or self.default_config
         if self.config is None:
             raise TypeError(f"{type(self).__name__} needs a JudgeConfig")
-        self.cache = cache
 
     def _run(self, prompts: Sequence[str], *, progress: bool | None = None) -> JudgeResults:
         name, cfg = getattr(self.llm, "name", "llm"), self.config
@@ -276,8 +275,7 @@ class LLMJudge:
             for i, t in zip(todo, texts):
                 replies[i] = t
             if self.cache is not None:
-                self.cache.put_many([(keys[i], {"reply": replies[i]}, {"task": self.task, "llm": name})
-                                     for i in todo])
+                self.cache.put_many([(keys[i], {"reply": replies[i]}, {"task": self.task, "llm": name}) for i in todo])
         results = JudgeResults([parse_judge_reply(r or "", cfg.allowed) for r in replies])
         if results.unparseable:
             bad = next(r.raw for r in results.replies if r.grade is None)

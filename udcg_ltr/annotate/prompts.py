@@ -78,9 +78,8 @@ class PromptConfig:
 
     def render_documents(self, passages: Sequence[tuple[str, str]]) -> str:
         """All ``(title, text)`` passages in prompt order, numbered from :attr:`first_document_index`."""
-        first = self.first_document_index
         return self.document_separator.join(self.document_template.format(i=i, title=t, text=x)
-                                            for i, (t, x) in enumerate(passages, start=first))
+                                            for i, (t, x) in enumerate(passages, start=self.first_document_index))
 
     def render_user(self, question: str, passages: Sequence[tuple[str, str]]) -> str:
         return self.user_template.format(documents=self.render_documents(passages), question=question)
@@ -132,7 +131,6 @@ class PromptConfig:
         found = re.search(r"-?\d+", index) if isinstance(index, str) else None
         first = index if isinstance(index, int) else int(found.group()) if found else 1
         return cls(system_prompt=meta["system_prompt"], user_template=meta["user_template"],
-                   document_template=meta["document_template"],
+                   document_template=meta["document_template"], first_document_index=first,
                    document_separator=meta.get("document_separator", PAPER_DOCUMENT_SEPARATOR),
-                   abstention=meta.get("abstention", ABSTENTION), first_document_index=first,
-                   no_response_token=meta.get("no_response_token"))
+                   abstention=meta.get("abstention", ABSTENTION), no_response_token=meta.get("no_response_token"))

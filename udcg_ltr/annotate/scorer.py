@@ -34,27 +34,24 @@ _SENTINEL = "\u2063UDCG_DOCUMENTS_START\u2063"
 
 
 class LLMScorer:
-    """A causal LM from transformers, prompted as the UDCG paper prescribes. ``name`` is the annotation key
-    (default the model's folder name); probabilities are float32 whatever ``dtype``. ``max_batch_tokens`` also
-    caps a batch's padded prompt tokens (rows x longest prompt), so a large ``batch_size`` fills a GPU on
-    short prompts without running out of memory on long ones. ``quantize``: ``"bf16-linear"`` (the fast CPU
-    mode; the last ``exact_tail`` prompt tokens run with the original weights: 16 halves the bf16 error on
+    """A causal LM from transformers, prompted as the UDCG paper prescribes. ``name`` is the annotation key (default
+    the model's folder name); probabilities are float32 whatever ``dtype``. ``max_batch_tokens`` also caps a batch's
+    padded prompt tokens (rows x longest prompt, :func:`.length_batches`). ``quantize``: ``"bf16-linear"`` (the fast
+    CPU mode; the last ``exact_tail`` prompt tokens run with the original weights: 16 halves the bf16 error on
     P(NO-RESPONSE) for ~10% of the cost) or ``"int8-dynamic"`` (CPU only); ``model``/``tokenizer``: shared."""
 
-    def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None,
-                 gguf_file: str | None = None, dtype: str | torch.dtype = "float32", device: str = "cpu",
-                 batch_size: int = 8, max_batch_tokens: int | None = None,
-                 prompt: PromptConfig | dict | None = None, max_new_tokens: int = 24,
-                 num_threads: int | None = None, prefix_cache: bool = True, quantize: str | None = None,
-                 exact_tail: int = 16, trust_remote_code: bool = False, model: Any = None, tokenizer: Any = None,
-                 progress: bool = True):
+    def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None, gguf_file: str | None = None,
+                 dtype: str | torch.dtype = "float32", device: str = "cpu", batch_size: int = 8,
+                 max_batch_tokens: int | None = None, prompt: PromptConfig | dict | None = None,
+                 max_new_tokens: int = 24, num_threads: int | None = None, prefix_cache: bool = True,
+                 quantize: str | None = None, exact_tail: int = 16, trust_remote_code: bool = False, model: Any = None,
+                 tokenizer: Any = None, progress: bool = True):
         for option, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
             if value < 1:
                 raise ValueError(f"{option} must be >= 1, got {value}")
         if num_threads:
             torch.set_num_threads(int(num_threads))
-        self.model_name_or_path = model_name_or_path
-        self.gguf_file = gguf_file
+        self.model_name_or_path, self.gguf_file = model_name_or_path, gguf_file
         self.dtype = torch_dtype(dtype)
         self.device = resolve_device(device)
         self.batch_size = int(batch_size)
@@ -69,9 +66,8 @@ class LLMScorer:
         if model is None or tokenizer is None:
             if model_name_or_path is None:
                 raise ValueError("LLMScorer needs model_name_or_path (or an already loaded model and tokenizer)")
-            model, tokenizer = load_model(model_name_or_path, gguf_file=gguf_file, dtype=self.dtype,
-                                          device=self.device, quantize=quantize,
-                                          trust_remote_code=trust_remote_code)
+            model, tokenizer = load_model(model_name_or_path, gguf_file=gguf_file, dtype=self.dtype, device=self.device,
+                                          quantize=quantize, trust_remote_code=trust_remote_code)
         self.model, self.tokenizer = model, tokenizer
         self.model.eval()
         #: Set by load_model(quantize="bf16-linear"): switches the decoder's Linear layers to bfloat16.
@@ -97,11 +93,10 @@ class LLMScorer:
     def describe(self) -> dict[str, Any]:
         """What an annotation run records about the LLM and its prompt."""
         return {"name": self.name, "model": str(self.model_name_or_path), "gguf_file": self.gguf_file,
-                "dtype": str(self.dtype).replace("torch.", ""), "device": self.device,
-                "quantize": self.quantize, "exact_tail": self.exact_tail if self._fast_switch else None,
-                "batch_size": self.batch_size, "max_batch_tokens": self.max_batch_tokens,
-                "max_new_tokens": self.max_new_tokens, "chat_template": self._use_chat,
-                "no_response_token_id": self.no_response_token_id,
+                "dtype": str(self.dtype).replace("torch.", ""), "device": self.device, "quantize": self.quantize,
+                "exact_tail": self.exact_tail if self._fast_switch else None, "batch_size": self.batch_size,
+                "max_batch_tokens": self.max_batch_tokens, "max_new_tokens": self.max_new_tokens,
+                "chat_template": self._use_chat, "no_response_token_id": self.no_response_token_id,
                 "no_response_token": self.tokenizer.convert_ids_to_tokens(self.no_response_token_id),
                 "prompt_version": self.prompt_version, "prompt": self.prompt.to_dict()}
 
@@ -137,9 +132,8 @@ class LLMScorer:
     def render(self, item: PromptItem, prompt: PromptConfig | None = None) -> str:
         """The exact text fed to the model for ``item`` (with this scorer's prompt unless told)."""
         prompt = prompt or self.prompt
-        if self._use_chat:
-            return self.render_chat(prompt.messages(item.question, item.passages))
-        return prompt.plain_text(item.question, item.passages)
+        return (self.render_chat(prompt.messages(item.question, item.passages)) if self._use_chat
+                else prompt.plain_text(item.question, item.passages))
 
     def _tokenize(self, text: str) -> list[int]:
         # The chat template holds the special tokens; adding them again doubles Llama's <|begin_of_text|>.
@@ -167,8 +161,7 @@ class LLMScorer:
     def prefix_ids(self) -> list[int]:
         """Token ids of the shared instruction prefix (everything before the documents)."""
         if self._prefix_ids is None:  # the documents are one marker: the prefix is the text before it
-            marked = self.prompt.replace(document_template="{text}")
-            text = self.render(PromptItem("?", [("", _SENTINEL)]), marked)
+            text = self.render(PromptItem("?", [("", _SENTINEL)]), self.prompt.replace(document_template="{text}"))
             cut = text.find(_SENTINEL)
             self._prefix_ids = self._tokenize(text[:cut]) if cut > 0 else []
         return self._prefix_ids

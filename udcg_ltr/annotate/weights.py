@@ -93,9 +93,8 @@ class DualPrecisionLinear(torch.nn.Module):
 
     def __init__(self, linear: torch.nn.Linear, switch: PrecisionSwitch):
         super().__init__()
-        self.linear = linear
+        self.linear, self.switch = linear, switch
         self.register_buffer("weight_bf16", linear.weight.detach().to(torch.bfloat16), persistent=False)
-        self.switch = switch
 
     @property
     def weight(self) -> torch.Tensor:
@@ -120,11 +119,10 @@ class DualPrecisionMLP(torch.nn.Module):
 
     def __init__(self, mlp: torch.nn.Module, switch: PrecisionSwitch):
         super().__init__()
-        self.mlp = mlp
+        self.mlp, self.switch = mlp, switch
         for name in self.PARTS:
             self.register_buffer(f"{name}_bf16", getattr(mlp, name).weight.detach().to(torch.bfloat16),
                                  persistent=False)
-        self.switch = switch
 
     @classmethod
     def applies_to(cls, module: torch.nn.Module) -> bool:

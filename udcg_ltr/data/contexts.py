@@ -40,8 +40,7 @@ class ContextRun:
             raise DataError(f"expected a JSON object, got {type(obj).__name__}")
         pids = get_str_list(obj, "pids")
         pnr = get_probability(obj, "p_no_response", optional=True)
-        name = get_field(obj, "llm", str, optional=True, default=llm)
-        if name is None:
+        if (name := get_field(obj, "llm", str, optional=True, default=llm)) is None:
             raise DataError("missing (and no default LLM name was given)", field="llm")
         outcome = get_field(obj, "outcome", str, optional=True)
         if outcome is not None and outcome not in OUTCOMES:

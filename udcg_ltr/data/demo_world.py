@@ -59,7 +59,6 @@ _PRODUCTS = ("ceramic tiles", "bicycles", "woollen blankets", "pocket watches", 
              "typewriters", "hot-air balloons", "wooden toys", "oil lamps")
 
 # {n}: the entity's display name, {v}: the value; {a} the indefinite article for {v}.
-
 _FACTS: dict[tuple[str, str], tuple[str, ...]] = {
     ("person", "birth_year"): ("{n} was born in {v}.", "{n} was born in the year {v}.",
                                "Records show that {n} was born in {v}."),
@@ -167,8 +166,7 @@ def _stem(rng: random.Random, n_syllables: int) -> str:
 def _retry(draw: Callable[[], Any], accept: Callable[[Any], bool], message: str) -> Any:
     """The first of up to 1000 ``draw()`` s that ``accept`` takes."""
     for _ in range(1000):
-        value = draw()
-        if accept(value):
+        if accept(value := draw()):
             return value
     raise RuntimeError(message)
 
@@ -232,8 +230,7 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
 
     entities: list[Entity] = []
     families: dict[str, list[Entity]] = {}
-    # names first (values of people and companies refer to cities and people)
-    for t, etype in enumerate(ENTITY_TYPES):
+    for t, etype in enumerate(ENTITY_TYPES):  # names first (values of people and companies refer to cities and people)
         for f, start in enumerate(range(0, per_type[t], family_size)):
             size = min(family_size, per_type[t] - start)
             if etype == "person":
@@ -276,16 +273,14 @@ def build_world(seed: int = 0, n_entities: int = 48, *, family_size: int = 2,
             if e.etype == "person":
                 birth_year[e.name] = e.values["birth_year"]
 
-    # splits per family, stratified by type
     ratios = dict(DEFAULT_SPLIT_RATIOS if split_ratios is None else split_ratios)
-    for etype in ENTITY_TYPES:
+    for etype in ENTITY_TYPES:  # splits per family, stratified by type
         fams = [f for f, members in families.items() if members[0].etype == etype]
         for f, split in zip(fams, assign_splits(len(fams), ratios, seed=rng.randrange(2**31))):
             for e in families[f]:
                 e.split = split
 
-    passages = [p for e in entities for p in _entity_passages(e, rng)]
-    return DemoWorld(seed=seed, entities=entities, passages=passages)
+    return DemoWorld(seed=seed, entities=entities, passages=[p for e in entities for p in _entity_passages(e, rng)])
 
 
 def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
@@ -313,8 +308,7 @@ def _entity_passages(e: Entity, rng: random.Random) -> list[WorldPassage]:
             if not fillers:  # each entity cycles through its fillers before repeating one
                 fillers = [f.format(n=e.name) for f in _FILLERS[e.etype]]
                 rng.shuffle(fillers)
-            filler = fillers.pop()
-            if filler not in sentences:
+            if (filler := fillers.pop()) not in sentences:
                 sentences.insert(rng.randint(0, len(sentences)), filler)
         text = " ".join(sentences)
         if not 20 <= len(text.split()) <= 60:
@@ -357,8 +351,7 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
         by_entity.setdefault(p.eid, []).append(p)
     eid_of = {e.eid: e for e in world.entities}
 
-    queues = [[(e, a) for e in world.entities if e.etype == etype for a in ATTRIBUTES[etype]]
-              for etype in ENTITY_TYPES]
+    queues = [[(e, a) for e in world.entities if e.etype == etype for a in ATTRIBUTES[etype]] for etype in ENTITY_TYPES]
     for q in queues:
         rng.shuffle(q)
     # round-robin over the types, each queue popped from its end
@@ -403,8 +396,7 @@ def generate_demo_world(seed: int = 0, n_entities: int = 48, n_questions: int = 
                     for rank, (score, (p, kind)) in enumerate(ranked, start=1)]
         record = QueryRecord(qid=f"demo-{i:04d}", question=question, answers=answers, passages=passages,
                              split=e.split, extra={"entity": e.eid, "entity_name": e.name, "entity_type": e.etype,
-                                                   "attribute": attribute, "family": e.family,
-                                                   "world_seed": seed})
+                                                   "attribute": attribute, "family": e.family, "world_seed": seed})
         records.append(validate_record(record))
     return records
 

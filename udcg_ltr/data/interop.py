@@ -104,8 +104,7 @@ def _json_field(row: Mapping[str, Any], key: str, where: str) -> Any:
     plain = key.removesuffix("_json")
     if key not in row and isinstance(row.get(plain), Mapping):
         return dict(row[plain])
-    text = row.get(key)
-    if text in (None, ""):
+    if (text := row.get(key)) in (None, ""):
         return {}
     if not isinstance(text, str):
         raise DataError(f"expected a JSON string, got {type(text).__name__}", field=f"{where}{key}")
@@ -123,8 +122,7 @@ def _record_from_row(row: Mapping[str, Any]) -> QueryRecord:
     for column in ("qid", "question", "passages"):
         if column not in row:
             raise DataError("missing column", field=column)
-    passages = row["passages"]
-    if not isinstance(passages, (list, tuple)):
+    if not isinstance(passages := row["passages"], (list, tuple)):
         raise DataError(f"expected a list of passages, got {type(passages).__name__}", field="passages")
     obj: dict[str, Any] = {"qid": row["qid"], "question": row["question"], "answers": row.get("answers") or [],
                            "split": row.get("split"), "extra": _json_field(row, "extra_json", ""), "passages": []}
@@ -133,8 +131,7 @@ def _record_from_row(row: Mapping[str, Any]) -> QueryRecord:
         if not isinstance(p, Mapping):
             raise DataError(f"expected a passage mapping, got {type(p).__name__}", field=f"passages[{i}]")
         # a key other rows have (Arrow gives every row every struct field, None where absent) is not an error
-        unknown = {key for key, value in p.items() if value is not None} - _PASSAGE_ROW_KEYS
-        if unknown:
+        if unknown := {key for key, value in p.items() if value is not None} - _PASSAGE_ROW_KEYS:
             raise DataError(f"unknown keys {sorted(unknown)}", field=f"passages[{i}]")
         passage = {key: p.get(key) for key in PASSAGE_COLUMNS[:7] if key in p}  # all but the *_json columns
         obj["passages"].append({**passage, "title": "" if p.get("title") is None else p["title"],

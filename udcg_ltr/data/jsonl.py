@@ -45,11 +45,8 @@ def non_finite_field(obj: Any, where: str = "") -> str | None:
         children = [(f"{where}.{key}" if where else str(key), value) for key, value in obj.items()]
     else:
         children = [(f"{where}[{i}]", value) for i, value in enumerate(obj)] if isinstance(obj, (list, tuple)) else []
-    for name, value in children:
-        found = non_finite_field(value, name)
-        if found is not None:
-            return found
-    return None
+    found = (non_finite_field(value, name) for name, value in children)
+    return next((f for f in found if f is not None), None)
 
 
 def _non_finite_error(obj: Any, token: str) -> DataError:
@@ -74,8 +71,7 @@ def raw_decode_json(text: str, pos: int) -> tuple[Any, int]:
         raise _non_finite_error(_LAX.raw_decode(text, pos)[0], str(err)) from None
 
 
-def invalid_json(err: json.JSONDecodeError, path: str | os.PathLike, line: int, field: str | None = None
-                 ) -> DataError:
+def invalid_json(err: json.JSONDecodeError, path: str | os.PathLike, line: int, field: str | None = None) -> DataError:
     """A JSON syntax error as a :class:`DataError` naming the file, the line and the column."""
     return DataError(f"invalid JSON ({err.msg} at column {err.colno})", path=path, line=line, field=field)
 
@@ -95,9 +91,8 @@ def iter_json_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             yield lineno, obj
 
 
-def parse_lines(path: str | os.PathLike, parse: Callable[[Any], T], *,
-                unique: Callable[[T], Hashable] | None = None, unique_field: str = "qid",
-                allow_empty: bool = False) -> Iterator[T]:
+def parse_lines(path: str | os.PathLike, parse: Callable[[Any], T], *, unique: Callable[[T], Hashable] | None = None,
+                unique_field: str = "qid", allow_empty: bool = False) -> Iterator[T]:
     """Apply ``parse`` to every JSON line, its :class:`DataError` s given file and line; a repeated
     ``unique(item)`` (query id) names ``unique_field``; no item is "no records" (unless ``allow_empty``)."""
     seen: dict[Hashable, int] = {}
@@ -126,9 +121,7 @@ def read_records(path: str | os.PathLike, *, validate: bool = True, allow_empty:
     have an empty candidate list; the file itself must hold at least one record)."""
     def parse(obj: Any) -> QueryRecord:
         record = QueryRecord.from_dict(obj)
-        if validate:
-            validate_record(record, allow_empty=allow_empty)
-        return record
+        return validate_record(record, allow_empty=allow_empty) if validate else record
 
     return list(parse_lines(path, parse, unique=lambda r: r.qid))
 
@@ -139,8 +132,7 @@ def dumps_json(obj: Any, qid: str, where: str = "") -> str:
     try:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError:
-        inner = non_finite_field(obj)
-        if inner is None and not where:
+        if (inner := non_finite_field(obj)) is None and not where:
             raise
         field = ".".join(part for part in (where, inner) if part)
         raise ValueError(f"query {qid!r}: field {field} is not finite; NaN and Infinity are not JSON "

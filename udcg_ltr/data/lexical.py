@@ -76,5 +76,4 @@ def lexical_features(question: str, texts: Sequence[str], idf: Mapping[str, floa
     total = sum(weights.values())
     covered = [terms & set(answer_tokens(text)) for text in texts]
     return {"lexical_coverage": [len(c) / len(terms) if terms else 0.0 for c in covered],
-            "lexical_coverage_idf": [sum(weights[t] for t in c) / total if total > 0 else 0.0
-                                     for c in covered]}
+            "lexical_coverage_idf": [sum(weights[t] for t in c) / total if total > 0 else 0.0 for c in covered]}

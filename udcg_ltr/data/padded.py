@@ -86,11 +86,9 @@ def pad_scores(scores, width: int | None = None) -> tuple[np.ndarray, np.ndarray
 
 def qrels_grades(record: QueryRecord) -> list[int] | None:
     """Every judged grade of the query from its qrels facts (module doc), or None when the record has none."""
-    counts = record.extra.get("judged_grades")
-    if isinstance(counts, Mapping):
+    if isinstance(counts := record.extra.get("judged_grades"), Mapping):
         return [int(g) for g, c in counts.items() for _ in range(int(c))]
-    qrels = record.extra.get("qrels")
-    if isinstance(qrels, Mapping):
+    if isinstance(qrels := record.extra.get("qrels"), Mapping):
         return [int(g) for g in qrels.values()]
     return None
 
@@ -148,13 +146,12 @@ def pad_records(records: Sequence[QueryRecord], *, llm: str | None = None, width
         return out
 
     pools = judged_pools(records, relevance_threshold)
-    return PaddedSlates(
-        qids=[r.qid for r in records], pids=column(lambda p: p.pid, "", object),
-        mask=column(lambda p: True, False, bool), relevance=column(lambda p: p.relevance or 0, 0.0),
-        relevant=column(lambda p: p.is_relevant(relevance_threshold), False, bool),
-        retrieval_score=column(lambda p: -np.inf if p.score is None else p.score, -np.inf),
-        retrieval_rank=column(lambda p: p.rank or 0, 0, np.int64),
-        p_no_response=column(lambda p: p.p_no_response(llm), np.nan, known=llm is not None),
-        utility=column(lambda p: p.utility(llm, relevance_threshold), 0.0, known=llm is not None),
-        is_distractor=column(lambda p: bool(p.is_distractor), False, bool), n_relevant=pools.n_relevant,
-        probes=probes, ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask, judged=pools.judged)
+    return PaddedSlates(qids=[r.qid for r in records], pids=column(lambda p: p.pid, "", object),
+                        mask=column(lambda p: True, False, bool), relevance=column(lambda p: p.relevance or 0, 0.0),
+                        relevant=column(lambda p: p.is_relevant(relevance_threshold), False, bool),
+                        retrieval_score=column(lambda p: -np.inf if p.score is None else p.score, -np.inf),
+                        retrieval_rank=column(lambda p: p.rank or 0, 0, np.int64),
+                        p_no_response=column(lambda p: p.p_no_response(llm), np.nan, known=llm is not None),
+                        utility=column(lambda p: p.utility(llm, relevance_threshold), 0.0, known=llm is not None),
+                        is_distractor=column(lambda p: bool(p.is_distractor), False, bool), n_relevant=pools.n_relevant,
+                        probes=probes, ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask, judged=pools.judged)

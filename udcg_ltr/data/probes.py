@@ -35,8 +35,6 @@ def answer_probes(texts: Sequence[str], answers: Sequence[str]) -> dict[str, lis
     keys = [None if ab else normalize_answer(a) for a, ab in zip(answers, abstains)]
     counts = Counter(k for k in keys if k)
     others = max(len(texts) - 1, 1)
-    quoted = [bool(key) and has_answer_tokens(answer_tokens(text), [key.split()])
-              for text, key in zip(texts, keys)]
-    return {"probe_abstains": [float(ab) for ab in abstains],
-            "probe_answer_in_passage": [float(q) for q in quoted],
+    quoted = [bool(key) and has_answer_tokens(answer_tokens(text), [key.split()]) for text, key in zip(texts, keys)]
+    return {"probe_abstains": [float(ab) for ab in abstains], "probe_answer_in_passage": [float(q) for q in quoted],
             "probe_agreement": [(counts[key] - 1) / others if key else 0.0 for key in keys]}

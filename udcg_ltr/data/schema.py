@@ -25,7 +25,6 @@ PROBABILITY_FIELDS = ("p_no_response", "p_no_response_mc")
 #: Highest graded relevance label the data model accepts (RA-nWG's 0..5 scale).
 MAX_GRADE = 5
 
-
 #: A passage's keys in file order, with their JSON types.
 _PASSAGE_KEYS = ("pid", "title", "text", "rank", "score", "relevance", "is_distractor", "annotations", "extra")
 _RECORD_KEYS = ("qid", "question", "answers", "split", "passages", "extra")
@@ -67,17 +66,15 @@ class Passage:
     def from_dict(cls, obj: Mapping[str, Any], *, where: str = "passage") -> Passage:
         # One explicit call per field (this runs for every passage read); fresh {} defaults per passage.
         _check_keys(obj, ("pid", "text"), _PASSAGE_KEYS, "an object", where)
-        return cls(
-            pid=_typed(obj["pid"], str, f"{where}.pid"),
-            title=_typed(obj.get("title", ""), str, f"{where}.title"),
-            text=_typed(obj["text"], str, f"{where}.text"),
-            rank=_typed(obj.get("rank"), int, f"{where}.rank", optional=True),
-            score=_typed(obj.get("score"), float, f"{where}.score", optional=True),
-            relevance=_typed(obj.get("relevance"), int, f"{where}.relevance", optional=True),
-            is_distractor=_typed(obj.get("is_distractor"), bool, f"{where}.is_distractor", optional=True),
-            annotations=_typed(obj.get("annotations", {}), dict, f"{where}.annotations"),
-            extra=_typed(obj.get("extra", {}), dict, f"{where}.extra"),
-        )
+        return cls(pid=_typed(obj["pid"], str, f"{where}.pid"),
+                   title=_typed(obj.get("title", ""), str, f"{where}.title"),
+                   text=_typed(obj["text"], str, f"{where}.text"),
+                   rank=_typed(obj.get("rank"), int, f"{where}.rank", optional=True),
+                   score=_typed(obj.get("score"), float, f"{where}.score", optional=True),
+                   relevance=_typed(obj.get("relevance"), int, f"{where}.relevance", optional=True),
+                   is_distractor=_typed(obj.get("is_distractor"), bool, f"{where}.is_distractor", optional=True),
+                   annotations=_typed(obj.get("annotations", {}), dict, f"{where}.annotations"),
+                   extra=_typed(obj.get("extra", {}), dict, f"{where}.extra"))
 
 
 @dataclass
@@ -102,14 +99,11 @@ class QueryRecord:
         for i, a in enumerate(answers):
             _typed(a, str, f"answers[{i}]")
         passages = _typed(obj["passages"], list, "passages")
-        return cls(
-            qid=_typed(obj["qid"], str, "qid"),
-            question=_typed(obj["question"], str, "question"),
-            answers=list(answers),
-            passages=[Passage.from_dict(p, where=f"passages[{i}]") for i, p in enumerate(passages)],
-            split=_typed(obj.get("split"), str, "split", optional=True),
-            extra=_typed(obj.get("extra", {}), dict, "extra"),
-        )
+        return cls(qid=_typed(obj["qid"], str, "qid"), question=_typed(obj["question"], str, "question"),
+                   answers=list(answers),
+                   passages=[Passage.from_dict(p, where=f"passages[{i}]") for i, p in enumerate(passages)],
+                   split=_typed(obj.get("split"), str, "split", optional=True),
+                   extra=_typed(obj.get("extra", {}), dict, "extra"))
 
     def passage(self, pid: str) -> Passage:
         for p in self.passages:
@@ -119,9 +113,7 @@ class QueryRecord:
 
     def llms(self) -> list[str]:
         """Names of the LLMs with an annotation on every passage of this record."""
-        if not self.passages:
-            return []
-        return sorted(set.intersection(*(set(p.annotations) for p in self.passages)))
+        return sorted(set.intersection(*(set(p.annotations) for p in self.passages))) if self.passages else []
 
 
 def records_by_qid(records: Iterable[QueryRecord] | Mapping[str, QueryRecord]) -> dict[str, QueryRecord]:
@@ -182,8 +174,7 @@ def _check_keys(obj: Any, required: tuple[str, ...], known: tuple[str, ...], kin
     for key in required:
         if key not in obj:
             raise DataError("missing", field=f"{where}.{key}" if where else key)
-    unknown = set(obj) - set(known)
-    if unknown:
+    if unknown := set(obj) - set(known):
         raise DataError(f"unknown keys {sorted(unknown)}", field=where or "(record)")
 
 
@@ -218,8 +209,7 @@ def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], w
     name = f"{where}.{key}" if where else key
     if not isinstance(obj, Mapping):
         raise DataError(f"expected an object, got {type(obj).__name__}", field=where or None)
-    value = obj.get(key, _MISSING)
-    if value is _MISSING or value is None:
+    if (value := obj.get(key, _MISSING)) is _MISSING or value is None:
         if optional:
             return default
         raise DataError("missing" if value is _MISSING else "must not be null", field=name)
@@ -237,8 +227,7 @@ def get_field(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], w
 
 def get_probability(obj: Mapping[str, Any], key: str, where: str = "", *, optional: bool = False) -> float | None:
     """:func:`get_field` of a number that must lie in [0, 1] (a P(NO-RESPONSE), UDCG paper Eq. 2)."""
-    value = get_field(obj, key, float, where, optional=optional)
-    if value is not None and not 0.0 <= value <= 1.0:
+    if (value := get_field(obj, key, float, where, optional=optional)) is not None and not 0.0 <= value <= 1.0:
         raise DataError(f"probability {value!r} outside [0, 1]", field=f"{where}.{key}" if where else key)
     return value
 

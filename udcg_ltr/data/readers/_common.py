@@ -1,8 +1,7 @@
 """Helpers every reader shares: file-named validation errors, integer grades and whole-file JSON arrays.
 
-Every reader reports malformed input as a :class:`DataError` naming the file, the line and the field in
-the file's own names (for whole-file JSON from the record index: ``[3].passages[2].is_relevant``), and
-refuses an empty file ("no records") and a query id given twice.
+Errors name the field in the file's own names (for whole-file JSON from the record index:
+``[3].passages[2].is_relevant``); an empty file ("no records") and a query id given twice are refused.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ def validate_as_in_file(record: QueryRecord, *, qid: str = "qid", passages: str 
         return validate_record(record)
     except DataError as err:
         name = {"qid": qid, "passages": passages}.get(err.field, err.field)
-        match = _PASSAGE_FIELD.fullmatch(err.field or "")
-        if match is not None:
+        if (match := _PASSAGE_FIELD.fullmatch(err.field or "")) is not None:
             j = int(match.group(1))
             name = f"{passages}[{order[j] if order is not None else j}]"
             if match.group(2) is not None:

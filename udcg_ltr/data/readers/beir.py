@@ -34,12 +34,10 @@ def _find(folder: Path, name: str) -> Path:
 
 def _qrels_rows(path: str | os.PathLike) -> Iterator[tuple[int, str, str, str]]:
     """``(line, qid, docid, grade text)`` of each judgement line of a BEIR qrels TSV (after its header)."""
-    for lineno, cols in trec.iter_columns(path, ("query-id", "corpus-id", "score"), tabs=True,
-                                          header="query-id"):
+    for lineno, cols in trec.iter_columns(path, ("query-id", "corpus-id", "score"), tabs=True, header="query-id"):
         qid, docid, grade = (c.strip() for c in cols)
         if not qid or not docid:
-            raise DataError("empty id", path=str(path), line=lineno,
-                            field=_QRELS_COLUMNS[0 if not qid else 1])
+            raise DataError("empty id", path=str(path), line=lineno, field=_QRELS_COLUMNS[0 if not qid else 1])
         yield lineno, qid, docid, grade
 
 

@@ -43,8 +43,7 @@ def _ctx(obj: Any, j: int, qid: str, answers: list[str]) -> Passage:
         flag = get_field(obj, "has_answer", bool, where, optional=True)
     extra: dict[str, Any] = {} if flag is not None else {"hasanswer_computed": True}
     flag = has_answer(text, answers) if flag is None else flag
-    isgold = get_field(obj, "isgold", bool, where, optional=True)
-    if isgold is not None:
+    if (isgold := get_field(obj, "isgold", bool, where, optional=True)) is not None:
         extra["isgold"] = isgold
     score = get_field(obj, "score", (float, str), where, optional=True)
     if isinstance(score, str):  # DPR's own dumps write scores as strings

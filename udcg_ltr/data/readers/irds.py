@@ -29,8 +29,7 @@ def _field(item: Any, names: Iterable[str], source: str, what: str, *, line: int
            optional: bool = False) -> str:
     """The first string field of ``item`` among ``names`` (an ir_datasets namedtuple); ``""`` when ``optional``."""
     for name in names:
-        value = getattr(item, name, None)
-        if isinstance(value, str):
+        if isinstance(value := getattr(item, name, None), str):
             return value
     if optional:
         return ""
@@ -41,8 +40,7 @@ def _field(item: Any, names: Iterable[str], source: str, what: str, *, line: int
 
 def _has(dataset: Any, part: str) -> bool:
     """Whether the dataset offers ``part``: its ``has_<part>()``, else the accessor the reader calls."""
-    has = getattr(dataset, f"has_{part}", None)
-    if callable(has):
+    if callable(has := getattr(dataset, f"has_{part}", None)):
         return bool(has())
     return callable(getattr(dataset, "docs_store" if part == "docs" else f"{part}_iter", None))
 
@@ -79,18 +77,14 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     for position, query in enumerate(dataset.queries_iter(), start=1):
         if str(query.query_id) in qrels:
             queries[str(query.query_id)] = _field(query, fields, f"{name} queries", "query text", line=position)
-    unknown = [qid for qid in qrels if qid not in queries]
-    if unknown:
+    if unknown := [qid for qid in qrels if qid not in queries]:
         raise DataError(f"{len(unknown)} judged queries have no query text (first: {unknown[0]!r})",
                         path=f"{name} qrels", field="query_id")
-    run: Run | None = None
-    if run_path is not None:
-        run = read_trec_run(run_path)
-    elif _has(dataset, "scoreddocs"):
+    run: Run | None = read_trec_run(run_path) if run_path is not None else None
+    if run_path is None and _has(dataset, "scoreddocs"):
         run = {}
         for position, hit in enumerate(dataset.scoreddocs_iter(), start=1):
-            qid = str(hit.query_id)
-            if qid in qrels:
+            if (qid := str(hit.query_id)) in qrels:
                 scores = run.setdefault(qid, {})
                 if str(hit.doc_id) in scores:
                     raise DataError(f"document {hit.doc_id!r} listed twice for query {qid!r}",
@@ -98,8 +92,7 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
                 scores[str(hit.doc_id)] = float(hit.score)
     if run is not None:
         run = {qid: run[qid] for qid in qrels if qid in run}
-        dropped = len(qrels) - len(run)
-        if dropped:
+        if dropped := len(qrels) - len(run):
             log.warning("%s: %d of %d judged queries have no ranked documents in the %s and are left out",
                         name, dropped, len(qrels), run_path or "scoreddocs")
         pools = {qid: [d for d, _ in ranked_items(scores)[:top_k]] for qid, scores in run.items()}
@@ -124,8 +117,7 @@ def _documents(dataset: Any, ids: set[str], name: str) -> dict[str, tuple[str, s
     if not _has(dataset, "docs"):
         raise DataError("the dataset has no documents (docs_store)", path=name, field="docs")
     found = dataset.docs_store().get_many(sorted(ids))
-    missing = sorted(ids - set(found))
-    if missing:
+    if missing := sorted(ids - set(found)):
         raise DataError(f"{len(missing)} pooled documents are not in the document store (first: {missing[0]!r})",
                         path=f"{name} docs", field="doc_id")
     return {docid: (_field(doc, DOC_TITLE_FIELDS, name, "title", optional=True),

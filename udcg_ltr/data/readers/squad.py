@@ -54,8 +54,7 @@ def chunk_paragraph(text: str, max_words: int = 100) -> list[str]:
     return [" ".join(chunk) for chunk in chunks]
 
 
-def assign_splits(n_items: int, ratios: Mapping[str, float] | None = None,
-                  seed: int | None = None) -> list[str]:
+def assign_splits(n_items: int, ratios: Mapping[str, float] | None = None, seed: int | None = None) -> list[str]:
     """Split name per item index: items (in index order, or a seeded random order) cut by ``ratios`` at
     ``round(n * cumulative_ratio / total)`` (48 items with 32/8/8 give exactly 32, 8 and 8)."""
     ratios = dict(DEFAULT_SPLIT_RATIOS if ratios is None else ratios)
@@ -112,10 +111,9 @@ def _articles(data: Any, path: str | os.PathLike | None = None) -> list:
         raise err.located(path=path) from None
 
 
-def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100,
-               questions_per_article: int | None = None, seed: int = 0, pool: str = "article",
-               split_ratios: Mapping[str, float] | None = None, split_seed: int | None = None,
-               article_splits: Mapping[int, str] | None = None,
+def read_squad(path: str | os.PathLike | None = None, *, max_words: int = 100, questions_per_article: int | None = None,
+               seed: int = 0, pool: str = "article", split_ratios: Mapping[str, float] | None = None,
+               split_seed: int | None = None, article_splits: Mapping[int, str] | None = None,
                articles: Sequence[int] | None = None) -> list[QueryRecord]:
     """SQuAD v1.1 questions with same-article candidate pools (module doc); ``questions_per_article``
     samples that many questions per article with ``seed`` (in file order). Splits: ``article_splits``

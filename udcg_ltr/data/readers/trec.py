@@ -223,12 +223,10 @@ def judged_record(qid: str, question: str, hits: Iterable[tuple[str, str, str, i
                         relevance=int(judged.get(docid, 0)), extra={"unjudged": docid not in judged})
                 for docid, title, text, rank, score in hits]
     counts = dict(sorted(Counter(str(grade) for grade in judged.values()).items(), key=lambda kv: int(kv[0])))
-    return QueryRecord(qid=qid, question=question, passages=passages, extra={"judged_grades": counts},
-                       **fields)
+    return QueryRecord(qid=qid, question=question, passages=passages, extra={"judged_grades": counts}, **fields)
 
 
-def records_from_run(run: Mapping[str, Mapping[str, float]] | Any,
-                     qrels: Mapping[str, Mapping[str, int]] | Any | None,
+def records_from_run(run: Mapping[str, Mapping[str, float]] | Any, qrels: Mapping[str, Mapping[str, int]] | Any | None,
                      texts: Mapping[str, Any], queries: Mapping[str, str], *,
                      top_k: int | None = None) -> list[QueryRecord]:
     """Records from a run (a mapping or a ranx ``Run``; ``qrels`` likewise): per query, in run order, its

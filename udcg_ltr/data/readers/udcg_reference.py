@@ -29,8 +29,7 @@ def _passage(obj: Any, i: int) -> Passage:
     text = get_field(obj, "text", str, where)
     relevant = get_field(obj, "is_relevant", bool, where)
     annotations: dict[str, dict[str, Any]] = {}
-    info = get_field(obj, "models_info", dict, where, optional=True, default={})
-    for llm, fields in info.items():
+    for llm, fields in get_field(obj, "models_info", dict, where, optional=True, default={}).items():
         # checked here (not only by validate_record) so that the error names the file's own key
         p = get_probability(fields, "no_res_prob", f"{where}.models_info[{llm!r}]")
         annotations[llm] = {"p_no_response": float(p)}
@@ -49,8 +48,7 @@ def _record(obj: Any) -> QueryRecord:
     question = get_field(obj, "question", str)
     passages = [_passage(p, i) for i, p in enumerate(get_field(obj, "passages", list))]
     extra: dict[str, Any] = {}
-    reference = get_field(obj, "udcg", dict, optional=True)
-    if reference is not None:
+    if (reference := get_field(obj, "udcg", dict, optional=True)) is not None:
         extra["reference_udcg"] = {llm: _reference_value(reference, llm) for llm in reference}
     record = QueryRecord(qid=str(qid), question=question, passages=passages, extra=extra)
     return validate_as_in_file(record, qid="example_id", names={"pid": "doc_id", "relevance": "is_relevant"})
