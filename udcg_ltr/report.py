@@ -1,8 +1,7 @@
 """Report helpers for every study and job: tables (markdown + CSV), figures (PNG), number formats. A leaf.
 
-A table is a list of row dicts plus an ordered list of :class:`Column` s (key, header, formatter); a figure
-is saved atomically (the ``*_figure`` functions return it unsaved: tests read its artists). Number formats
-turn NaN into ``NA``.
+A table is a list of row dicts plus an ordered list of :class:`Column` s (key, header, formatter); a figure is saved
+atomically (the ``*_figure`` functions return it unsaved: tests read its artists). Number formats turn NaN into ``NA``.
 """
 
 from __future__ import annotations
@@ -254,8 +253,7 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
     y = np.arange(len(labels))[::-1]
     colors = ["tab:orange" if lab in set(highlight) else "tab:blue" for lab in labels]
     ok = ~np.isnan(v)
-    lo_ = np.asarray(lo, float) if lo is not None else np.full(len(v), np.nan)
-    hi_ = np.asarray(hi, float) if hi is not None else np.full(len(v), np.nan)
+    lo_, hi_ = (np.asarray(b, float) if b is not None else np.full(len(v), np.nan) for b in (lo, hi))
     xerr = (np.nan_to_num(np.clip(np.vstack([v - lo_, hi_ - v]), 0, None))[:, ok]
             if lo is not None and hi is not None else None)
     ax.barh(y[ok], v[ok], color=[c for c, o in zip(colors, ok) if o], xerr=xerr, capsize=3)
@@ -272,9 +270,8 @@ def bars_figure(labels: Sequence[str], values: Sequence[float], *, lo=None, hi=N
     # room for the labels: about 40% of the data span on each side that has bars
     left = min(0.0, float(finite.min())) - (0.45 * span if (v[ok] < 0).any() else 0.02 * span)
     right = max(0.0, float(finite.max())) + (0.45 * span if (v[ok] >= 0).any() or not ok.any() else 0.02 * span)
-    ax.set(xlim=(left, right), yticks=y, yticklabels=labels)
+    ax.set(xlim=(left, right), yticks=y, yticklabels=labels, xlabel=ylabel)
     ax.axvline(0.0, color="grey", lw=0.5)
-    ax.set_xlabel(ylabel)
     set_title(ax, title, width=64)
     ax.grid(axis="x", alpha=0.3)
     return fig

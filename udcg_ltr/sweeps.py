@@ -1,12 +1,11 @@
 """Sweep bookkeeping: read the finished jobs of a Hydra multirun and write one summary table and plot.
 
-A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its overrides; a
-finished job wrote ``job_result.json`` (status, config hash, metrics, the config itself) last and atomically.
-The summary reads only those files, never W&B's private run log, so ``logger=csv`` / ``none`` sweeps summarise
-the same way.
+A multirun folder (``multirun/<task>/<sweep_name>/``) holds one sub-folder per job, named by its overrides; a finished
+job wrote ``job_result.json`` (status, config hash, metrics, the config itself) last and atomically. The summary reads
+only those files, never W&B's private run log, so ``logger=csv`` / ``none`` sweeps summarise the same way.
 
-``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``, ``.csv`` and
-``.png`` into the sweep folder; the plot shows the metric the sweep optimised unless ``--metric`` names another.
+``python -m udcg_ltr.sweeps <sweep folder> [--metric test/udcg@5]`` writes ``sweep_summary.md``, ``.csv`` and ``.png``
+into the sweep folder; the plot shows the metric the sweep optimised unless ``--metric`` names another.
 """
 
 from __future__ import annotations
@@ -87,10 +86,8 @@ def sweep_figure(jobs: Sequence[JobResult], metric: str, *, sweep_name: str = ""
     whether the jobs optimised it) and the data sets the jobs ran on."""
     values = np.array([math.nan if j.metrics.get(metric) is None else float(j.metrics[metric]) for j in jobs])
     optimised = {j.optimized_metric for j in jobs}
-    if metric == "optimized_metric":
-        what = f"each job's optimised metric ({', '.join(sorted(m for m in optimised if m))})"
-    else:
-        what = metric + (" (the optimised metric)" if optimised == {metric} else "")
+    what = (f"each job's optimised metric ({', '.join(sorted(m for m in optimised if m))})"
+            if metric == "optimized_metric" else metric + (" (the optimised metric)" if optimised == {metric} else ""))
     datasets = sorted({str((j.config.get("dataset") or {}).get("name")) for j in jobs
                        if isinstance(j.config.get("dataset"), dict) and j.config["dataset"].get("name")})
     width = max(5.0, 1.3 * len(jobs))
@@ -104,8 +101,7 @@ def sweep_figure(jobs: Sequence[JobResult], metric: str, *, sweep_name: str = ""
                 va="bottom", fontsize=7)
     if len(finite):
         ax.set_ylim(min(0.0, float(finite.min())) * 1.1, max(0.0, float(finite.max())) + 0.12 * span)
-    ax.set_xticks(x)
-    ax.set_xticklabels([job_label(j).replace(" ", "\n") for j in jobs], fontsize=7)
+    ax.set_xticks(x, [job_label(j).replace(" ", "\n") for j in jobs], fontsize=7)
     ax.set_ylabel(metric)
     where = f"data set{'s' if len(datasets) > 1 else ''} {', '.join(datasets)}" if datasets else "data set not recorded"
     set_title(ax, f"sweep {sweep_name}: {what}\n{where}; {len(jobs)} finished jobs", width=int(13 * width), fontsize=9)

@@ -150,11 +150,9 @@ class WandbRunLogger(RunLogger):
         # No machine metadata (host, user, program and Python paths, git state) in a run meant to be shared.
         settings = wandb.Settings(console="off", x_disable_stats=True, x_disable_meta=True,
                                   x_disable_machine_info=True, disable_git=True, disable_code=True, save_code=False)
-        self.run = wandb.init(
-            project=project, entity=entity, mode=mode, dir=str(self.run_dir), group=group,
-            tags=[self.redact(str(t)) for t in tags], name=name, job_type=job_type,
-            config=self.redact(self.config), reinit="finish_previous", settings=settings,
-        )
+        self.run = wandb.init(project=project, entity=entity, mode=mode, dir=str(self.run_dir), group=group,
+                              tags=[self.redact(str(t)) for t in tags], name=name, job_type=job_type,
+                              config=self.redact(self.config), reinit="finish_previous", settings=settings)
 
     @property
     def run_folder(self) -> str | None:
@@ -252,10 +250,8 @@ def log_artifact(run: Any, path: str | os.PathLike, name: str, type: str = "mode
     logger = as_run_logger(run)
     if logger.run is None:
         raise RuntimeError(f"cannot log artifact {name!r}: the W&B run is already finished")
-    import wandb
-
     clean = _ARTIFACT_NAME_JUNK.sub("-", name).strip("-.") or "artifact"
-    artifact = wandb.Artifact(clean, type=type, metadata=logger.redact(json_safe(dict(metadata or {}))))
+    artifact = logger._wandb.Artifact(clean, type=type, metadata=logger.redact(json_safe(dict(metadata or {}))))
     (artifact.add_dir if path.is_dir() else artifact.add_file)(str(path), policy="immutable")
     return logger.run.log_artifact(artifact)
 

@@ -104,7 +104,6 @@ def is_multirun() -> bool:
     return hydra is not None and hydra.mode == RunMode.MULTIRUN
 
 
-# ---- config hash -------------------------------------------------------------------------------
 def _drop(container: dict, dotted: str) -> None:
     *parents, last = dotted.split(".")
     node: Any = container
@@ -115,9 +114,8 @@ def _drop(container: dict, dotted: str) -> None:
 
 
 def _without_nulls(node: Any) -> Any:
-    """``node`` without its null settings (and groups left empty): a setting added later with a null default that
-    keeps the earlier behaviour (the house rule for new keys) leaves the hash of jobs finished before it existed
-    unchanged."""
+    """``node`` without its null settings (and groups left empty): a setting added later with a null default that keeps
+    the earlier behaviour (the house rule for new keys) leaves the hash of jobs finished before it existed unchanged."""
     if isinstance(node, dict):
         kept = {key: _without_nulls(value) for key, value in node.items()}
         return {key: value for key, value in kept.items() if value is not None and value != {}}
@@ -163,7 +161,6 @@ def config_hash(cfg) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-# ---- job state ---------------------------------------------------------------------------------
 def _mark(run_dir: Path, status: str, config_hash_: str | None, **extra: Any) -> None:
     """Write ``job_result.json`` atomically (``status`` "finished" last, once every artefact is complete)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -181,11 +178,9 @@ def is_dedicated_run_dir(run_dir: Path) -> bool:
 
 
 def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None) -> list[str]:
-    """Remove what an earlier attempt left in ``run_dir``; returns the removed names.
-
-    Always ``job_result.json`` and the attempt's W&B run (so a rerun logs exactly one run); with
-    ``keep_resumable=False`` every artefact too, in a dedicated run folder only, but ``.hydra/`` and logs.
-    """
+    """Remove what an earlier attempt left in ``run_dir``, returning the removed names: always ``job_result.json``
+    and the attempt's W&B run (so a rerun logs exactly one run); with ``keep_resumable=False`` every artefact too,
+    in a dedicated run folder only, but ``.hydra/`` and logs."""
     if not run_dir.is_dir():
         return []
     if not is_dedicated_run_dir(run_dir):
@@ -209,9 +204,7 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
     return [target.relative_to(run_dir).as_posix() for target in targets]
 
 
-# ---- validation --------------------------------------------------------------------------------
-def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=None, high=None,
-                  low_open=False) -> None:
+def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=None, high=None, low_open=False) -> None:
     try:
         number = kind(value)
         if kind is int and (isinstance(value, bool) or number != value):
@@ -425,7 +418,6 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
         raise ConfigError(problems)
 
 
-# ---- logger, records ---------------------------------------------------------------------------
 def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
     lcfg = OmegaConf.to_container(cfg.logger, resolve=True) if cfg.get("logger") else {"backend": "none"}
     backend = lcfg.pop("backend", "none")
@@ -443,15 +435,13 @@ def load_records(cfg) -> list[QueryRecord]:
     try:
         records = instantiate(cfg.dataset.reader)
     except InstantiationException as err:  # Hydra wraps the reader's own error: give the DataError back
-        cause = err.__cause__
-        if isinstance(cause, (DataError, FileNotFoundError)):
-            raise cause from None
+        if isinstance(err.__cause__, (DataError, FileNotFoundError)):
+            raise err.__cause__ from None
         raise
     if not isinstance(records, list) or not all(isinstance(r, QueryRecord) for r in records):
         raise TypeError(f"dataset {cfg.dataset.name!r}: the reader must return a list of QueryRecord")
-    limit = cfg.dataset.get("limit")
-    if limit:
-        records = records[: int(limit)]
+    if cfg.dataset.get("limit"):
+        records = records[: int(cfg.dataset.limit)]
     for i, r in enumerate(records, start=1):
         validate_record(r, path=f"dataset {cfg.dataset.name}", line=i)
     return records
@@ -505,8 +495,7 @@ class JobContext:
         scorer = instantiate(self.cfg.llm, _convert_="all")
         cache_dir = Path(self.cfg.paths.get("annotation_cache_dir") or default_cache_root(scorer.name))
         cached = with_cache(scorer, AnnotationCache(cache_dir))
-        log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0,
-                 cache_dir)
+        log.info("LLM %s ready in %.1fs (annotation cache %s)", scorer.name, time.perf_counter() - t0, cache_dir)
         return cached
 
     def ensure_annotations(self, records: list[QueryRecord], *, answers: bool = True) -> dict[str, Any]:
@@ -545,7 +534,6 @@ class JobContext:
                            relevance_threshold=self.threshold, idf=self.idf)
 
 
-# ---- the job -----------------------------------------------------------------------------------
 def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, float]],
             check: Callable[[], None] | None = None) -> dict[str, float]:
     """The life of a train.py / evaluate.py job (module docstring) around ``body(run_dir, logger)``. Under
@@ -575,8 +563,7 @@ def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, f
         if previous is not None:
             removed = clear_run_dir(run_dir, keep_resumable=not stale, previous=previous)
             why = ("force=true" if force else "its config changed") if stale else f"last attempt {previous.get('status')}"
-            job_log.warning("%s held a result of an earlier attempt (%s): rerunning; removed %s", run_dir, why,
-                            removed)
+            job_log.warning("%s held a result of an earlier attempt (%s): rerunning; removed %s", run_dir, why, removed)
         _mark(run_dir, "running", chash)
         prepare_environment(cfg)
         logger = open_logger(cfg, run_dir, job_type=job_type)

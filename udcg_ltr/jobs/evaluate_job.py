@@ -71,11 +71,9 @@ def mode_metrics(ctx: EvalContext) -> dict[str, float]:
     return ctx.report(records, systems, f"{cfg.dataset.name}: {len(records)} queries, k = {k}", llm=llm_name)
 
 
-def _reranker_scores(ctx: EvalContext, records: list[QueryRecord],
-                     cache: Path | None = None) -> list[np.ndarray]:
-    """``reranker.path``'s scores of ``records``, fused with the retriever's by its saved weight; with
-    ``cache`` (a JSON of the model's own scores by question id) only the questions not in it are scored,
-    then added to it."""
+def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path | None = None) -> list[np.ndarray]:
+    """``reranker.path``'s scores of ``records``, fused with the retriever's by its saved weight; with ``cache`` (a JSON
+    of the model's own scores by question id) only the questions not in it are scored, then added to it."""
     stored = (read_json_dict(cache) if cache is not None else None) or {}
     missing = [r for r in records if r.qid not in stored]
     if missing:
@@ -114,14 +112,13 @@ def _retriever_order(slates) -> np.ndarray:
 
 
 def mode_selectors(ctx: EvalContext) -> dict[str, float]:
-    """The dynamic-k study (conf/mode/selectors.yaml): each selector of ``selectors.kinds`` keeps a top-k
-    prefix of the ``selectors.scores`` order per question, judged by the UDCG (Eq. 4) of the kept set on the
-    test split. Rule kinds are fitted on train + val (fixed_k as ``best_fixed``); learned kinds are the
-    ``selectors.grid`` candidates trained on train, epoch and configuration chosen on val
-    (:func:`~udcg_ltr.select.training.fit_learned`: each kind's best, ``learned``, ``learned_no_llm``; with
-    ``selectors.refit``, then refitted on train + val); then the oracle. Writes per_query_test.csv,
-    selectors_test.csv (with each selector's val UDCG), learned_grid.csv, k_hist_test.png, selectors.json and
-    the selectors (selectors/<name>) to the run folder."""
+    """The dynamic-k study (conf/mode/selectors.yaml): each selector of ``selectors.kinds`` keeps a top-k prefix of the
+    ``selectors.scores`` order per question, judged by the UDCG (Eq. 4) of the kept set on the test split. Rule kinds
+    are fitted on train + val (fixed_k as ``best_fixed``); learned kinds are the ``selectors.grid`` candidates trained
+    on train, epoch and configuration chosen on val (:func:`~udcg_ltr.select.training.fit_learned`: each kind's best,
+    ``learned``, ``learned_no_llm``; with ``selectors.refit``, then refitted on train + val); then the oracle. Writes
+    per_query_test.csv, selectors_test.csv (with each selector's val UDCG), learned_grid.csv, k_hist_test.png,
+    selectors.json and the selectors (selectors/<name>) to the run folder."""
     from udcg_ltr.select import OracleK, evaluate_selectors, fit_selector, format_rows_markdown, save_selector
     from udcg_ltr.select.training import LEARNED_KINDS, fit_learned, learned_candidates
 
@@ -153,9 +150,8 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
             rules[name] = {"config": selectors[name].get_config(), **metrics}
     t0 = time.perf_counter()
     extra = ["retrieval_score"] if sc.scores == "reranker" else []  # a reranker's order: the retriever's too
-    quick, probes = sc.grid == "quick", bool(sc.probes)
     candidates = [] if sc.grid == "none" else [
-        c for c in learned_candidates(extra, quick, probes, **sc.budget) if c[0] in kinds]
+        c for c in learned_candidates(extra, sc.grid == "quick", bool(sc.probes), **sc.budget) if c[0] in kinds]
     grid, choice = [], {}
     if candidates:
         learned, grid, choice = fit_learned(candidates, data["train"], data["val"], gamma=gamma,
@@ -164,8 +160,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     learned_s = time.perf_counter() - t0
     if "oracle" in kinds:
         selectors["oracle"] = OracleK()
-    val_rows = {r["selector"]: r
-                for r in evaluate_selectors(selectors, *data["val"], gamma=gamma, split="val")}
+    val_rows = {r["selector"]: r for r in evaluate_selectors(selectors, *data["val"], gamma=gamma, split="val")}
     per_query: dict[str, np.ndarray] = {}
     png = ctx.run_dir / "k_hist_test.png"
     rows = evaluate_selectors(selectors, *data["test"], gamma=gamma, split="test", per_query=per_query,
@@ -185,8 +180,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
         "selectors_test": rows, "learned_grid": [{**r, "hparams": json.dumps(r["hparams"])} for r in grid],
         "per_query_test": [{"qid": r.qid, **{name: float(v[i]) for name, v in per_query.items()}}
                            for i, r in enumerate(split["test"])]}, images={"k_hist_test": png})
-    print("\n" + format_rows_markdown(rows, ["selector", "val_udcg", "udcg", "udcg_se", "mean_k", "k0_rate",
-                                             "k_hist"]))
+    print("\n" + format_rows_markdown(rows, ["selector", "val_udcg", "udcg", "udcg_se", "mean_k", "k0_rate", "k_hist"]))
     return {f"test/{r['selector']}/{key}": r[key] for r in rows for key in ("udcg", "mean_k", "k0_rate")}
 
 

@@ -1,7 +1,6 @@
 """The main job's comparison plots (PNG): metrics per system and end-to-end outcomes per system.
 
-Bars carry their values; metric bars carry 95% bootstrap CIs over queries; titles name at least the number
-of queries.
+Bars carry their values; metric bars carry 95% bootstrap CIs over queries; titles name at least the number of queries.
 """
 
 from __future__ import annotations
@@ -42,9 +41,8 @@ def systems_figure(results: Sequence, k: int, metrics: Sequence[str] = MAIN_METR
                 ax.text(xi, (end if m >= 0 else min(m, 0.0)) + 0.01, fmt_float(m), ha="center", va="bottom",
                         rotation=90, fontsize=6.5)
                 top = max(top, end)
-    ax.set_ylim(top=max(top * 1.18, 0.1) if top > 0 else None)
+    ax.set(ylim=(None, max(top * 1.18, 0.1) if top > 0 else None), ylabel="mean over queries (95% bootstrap CI)")
     ax.set_xticks(x, [r.name for r in results], rotation=15, fontsize=8)
-    ax.set_ylabel("mean over queries (95% bootstrap CI)")
     n = max((len(v) for r in results for v in r.per_query.values()), default=0)
     set_title(ax, title or f"systems on the evaluation split: {n} queries")
     ax.grid(axis="y", alpha=0.3)
@@ -65,8 +63,7 @@ def outcomes_figure(results: Sequence, *, title: str | None = None):
                 ax.text(xi, b + sh / 2, f"{100 * sh:.1f}%", ha="center", va="center", fontsize=7)
         bottom += np.nan_to_num(share)
     ax.set_xticks(x, [r.name for r in results], rotation=15, fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("share of queries")
+    ax.set(ylim=(0, 1), ylabel="share of queries")
     n = max((len(r.outcomes) for r in results if r.outcomes is not None), default=0)
     set_title(ax, title or f"end-to-end answers of the LLM: {n} queries")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)

@@ -108,9 +108,8 @@ def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *
     _, slates, padded = scored_slates(records, scores, None, relevance_threshold)
     order = rank_by_scores(padded, slates.mask, ties=ties, ids=slates.pids)
     return trec_table(take_ranked(slates.relevance, order), take_ranked(slates.mask, order),
-                      ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
-                      n_relevant=slates.n_relevant, judged=slates.judged, threshold=relevance_threshold,
-                      cutoffs=cutoffs)
+                      ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask, n_relevant=slates.n_relevant,
+                      judged=slates.judged, threshold=relevance_threshold, cutoffs=cutoffs)
 
 
 def _publish(run_dir, name: str, rows: list[dict[str, Any]], logger, **table_kw: Any) -> None:
@@ -135,8 +134,7 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
         means = {m: mean(v).value for m, v in per_query.items()}
         rows.append({"system": name, **means, "queries": judged, "unjudged_queries": pools.n_unjudged})
         metrics.update({f"test/trec/{name}/{m}": v for m, v in means.items()})
-    metrics["test/trec/judged_queries"] = float(judged)
-    metrics["test/trec/unjudged_queries"] = float(pools.n_unjudged)
+    metrics.update({"test/trec/judged_queries": float(judged), "test/trec/unjudged_queries": float(pools.n_unjudged)})
     _publish(run_dir, "trec", rows, logger, title=title or None,
              note=f"trec_eval measures (-l {relevance_threshold}); ties: {ties}; {judged} judged queries, "
                   f"{pools.n_unjudged} without qrels left out")
@@ -158,8 +156,7 @@ def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequenc
     _publish(run_dir, "results", [{"system": r.name, **r.summary()} for r in results], logger, title=title)
     write_csv(run_dir / "per_query.csv", [
         {"system": res.name, "qid": rec.qid, "split": rec.split, "context_size": int(res.context_sizes[i]),
-         **{name: v[i] for name, v in res.per_query.items()},
-         **({"outcome": res.outcomes[i]} if res.outcomes else {})}
+         **{name: v[i] for name, v in res.per_query.items()}, **({"outcome": res.outcomes[i]} if res.outcomes else {})}
         for res in results for i, rec in enumerate(records)])
     plots = [save_figure(systems_figure(results, k, title=title), run_dir / "plots" / "systems.png")]
     if scorer is not None:
@@ -171,5 +168,4 @@ def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequenc
     if logger is not None:
         for p in plots:
             logger.log_image(f"plots/{Path(p).stem}", p)
-    metrics = {f"test/{res.name}/{name}": value for res in results for name, value in res.summary().items()}
-    return results, metrics
+    return results, {f"test/{res.name}/{name}": value for res in results for name, value in res.summary().items()}

@@ -78,8 +78,7 @@ def stage_udcg_theta(state: PipelineState) -> None:
                             rule=cfg.evaluation.match_rule, relevance_threshold=state.threshold)
     summary = run_summary(runs)
     log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
-    table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k),
-                                relevance_threshold=state.threshold)
+    table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k), relevance_threshold=state.threshold)
     weights = fit_udcg_theta(table, variant=str(mcfg.variant), C=float(mcfg.C))
     path = save_weights(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json", weights)
     png = plot_weights([weights], state.run_dir / "udcg_theta" / f"weights_k{weights.k}.png")
@@ -111,12 +110,11 @@ def stage_cross_encoder(state: PipelineState) -> None:
     precision = resolve_precision(mcfg.eval_precision or trainer.precision, trainer.accelerator)
     # The Trainer and its callbacks are instantiated from their _target_ configs (conf/trainer, conf/callbacks).
     path, metrics = fit_reranker(
-        train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name,
-        loss_kwargs=loss_kwargs, k=int(cfg.k), gamma=float(cfg.gamma), batch_size=int(mcfg.batch_size),
-        lr=float(mcfg.lr), weight_decay=float(mcfg.weight_decay), warmup=float(mcfg.warmup),
-        max_length=int(mcfg.max_length), relevance_threshold=state.threshold,
-        seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"), logger=state.logger.lightning(),
-        trainer_config=trainer, callback_configs=cfg.get("callbacks") or {})
+        train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
+        k=int(cfg.k), gamma=float(cfg.gamma), batch_size=int(mcfg.batch_size), lr=float(mcfg.lr),
+        weight_decay=float(mcfg.weight_decay), warmup=float(mcfg.warmup), max_length=int(mcfg.max_length),
+        relevance_threshold=state.threshold, seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"),
+        logger=state.logger.lightning(), trainer_config=trainer, callback_configs=cfg.get("callbacks") or {})
     # What the model has seen: a later job on these records leaves these questions out.
     atomic_write_json(state.run_dir / "cross_encoder" / "questions.json",
                       {"train": [r.qid for r in train], "val": [r.qid for r in val]})
@@ -202,8 +200,7 @@ def stage_evaluate(state: PipelineState) -> None:
         utility = [np.array([p.utility(llm, state.threshold) for p in r.passages]) for r in records]
         systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
     use_llm = cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and llm is not None
-    title = (f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, "
-             f"LLM {llm}, k = {k}")
+    title = f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, LLM {llm}, k = {k}"
     results, metrics = report_systems(
         records, systems, run_dir=state.run_dir, logger=state.logger, title=title, llm=llm, k=k,
         gamma=float(cfg.gamma), theta=state.theta, scorer=state.scorer if use_llm else None,

@@ -33,9 +33,7 @@ def percentile_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[
 def bootstrap_means(values, n_bootstrap: int = 1000, seed: int = 0) -> np.ndarray:
     """``B`` bootstrap means of the defined values (empty array when none are defined)."""
     v = _clean(values)
-    if v.size == 0 or n_bootstrap <= 0:
-        return np.zeros(0)
-    return v[resample_index(v.size, n_bootstrap, seed)].mean(axis=1)
+    return np.zeros(0) if v.size == 0 or n_bootstrap <= 0 else v[resample_index(v.size, n_bootstrap, seed)].mean(axis=1)
 
 
 def bootstrap_ci(values, n_bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95) -> tuple[float, float]:
@@ -63,8 +61,7 @@ class PairedTest:
 
 def paired_bootstrap_test(a, b, n_bootstrap: int = 1000, seed: int = 0, confidence: float = 0.95) -> PairedTest:
     """Two-sided paired bootstrap test of ``mean(a - b) = 0`` (see the module docstring)."""
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
+    a, b = (np.asarray(x, dtype=np.float64).ravel() for x in (a, b))
     if a.shape != b.shape:
         raise ValueError(f"paired values must align: {a.shape} vs {b.shape}")
     both = ~np.isnan(a) & ~np.isnan(b)
@@ -90,8 +87,7 @@ def paired_difference(a, b, n_bootstrap: int, seed: int) -> dict[str, float]:
 def paired_ratio_ci(a, b, n_bootstrap: int, seed: int, confidence: float = 0.95) -> tuple[float, float, float]:
     """``mean(a) / mean(b)`` with a percentile CI from resampling the same queries for both
     (``(nan, nan, nan)`` when ``mean(b) = 0``; resamples with a zero denominator are dropped)."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a, b = (np.asarray(x, dtype=np.float64) for x in (a, b))
     if a.size == 0 or b.mean() == 0:
         return float("nan"), float("nan"), float("nan")
     idx = resample_index(a.size, n_bootstrap, seed)
@@ -103,10 +99,9 @@ def paired_ratio_ci(a, b, n_bootstrap: int, seed: int, confidence: float = 0.95)
 
 def gap_closed_bootstrap(selected, fixed, oracle, n_bootstrap: int = 1000, seed: int = 0,
                          confidence: float = 0.95) -> tuple[float, float, float]:
-    """The share of the oracle's gain over a baseline that a selector closes, ``G = mean(s - f) /
-    mean(o - f)`` over per-query values, with its paired percentile CI (:func:`paired_ratio_ci`: the three
-    arrays resampled with the same queries; a resample with no oracle gain is dropped; NaN when the oracle
-    gains nothing)."""
+    """The share of the oracle's gain over a baseline that a selector closes, ``G = mean(s - f) / mean(o - f)`` over
+    per-query values, with its paired percentile CI (:func:`paired_ratio_ci`: the three arrays resampled with the same
+    queries; a resample with no oracle gain is dropped; NaN when the oracle gains nothing)."""
     selected, fixed, oracle = (np.asarray(a, dtype=np.float64) for a in (selected, fixed, oracle))
     if not selected.shape == fixed.shape == oracle.shape:
         raise ValueError(f"arrays must align: {selected.shape}, {fixed.shape}, {oracle.shape}")

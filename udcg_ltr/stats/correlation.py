@@ -39,19 +39,15 @@ def spearman_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) 
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     mask = np.ones(x.shape, bool) if mask is None else np.asarray(mask, bool)
     mask = mask & ~np.isnan(x) & ~np.isnan(y)
-    rx = np.where(mask, average_ranks(np.where(mask, x, 0.0), mask), 0.0)
-    ry = np.where(mask, average_ranks(np.where(mask, y, 0.0), mask), 0.0)
+    rx, ry = (np.where(mask, average_ranks(np.where(mask, v, 0.0), mask), 0.0) for v in (x, y))
     n = mask.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mx = rx.sum(-1) / n
-        my = ry.sum(-1) / n
-        dx = np.where(mask, rx - mx[..., None], 0.0)
-        dy = np.where(mask, ry - my[..., None], 0.0)
+        dx = np.where(mask, rx - (rx.sum(-1) / n)[..., None], 0.0)  # deviations from the mean rank
+        dy = np.where(mask, ry - (ry.sum(-1) / n)[..., None], 0.0)
         sxx, syy, sxy = (dx * dx).sum(-1), (dy * dy).sum(-1), (dx * dy).sum(-1)
         rho = sxy / np.sqrt(sxx * syy)
     # Sums of squared rank deviations are multiples of 1/4: a constant side gives exactly 0.
-    undefined = (n < 2) | (sxx <= 1e-12) | (syy <= 1e-12)
-    return np.where(undefined, np.nan, np.clip(rho, -1.0, 1.0))
+    return np.where((n < 2) | (sxx <= 1e-12) | (syy <= 1e-12), np.nan, np.clip(rho, -1.0, 1.0))
 
 
 def kendall_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
@@ -62,8 +58,7 @@ def kendall_rows(x: np.ndarray, y: np.ndarray, mask: np.ndarray | None = None) -
     m = x.shape[-1]
     upper = np.triu(np.ones((m, m), dtype=bool), k=1)
     both = mask[..., :, None] & mask[..., None, :] & upper
-    sx = np.sign(x[..., :, None] - x[..., None, :])
-    sy = np.sign(y[..., :, None] - y[..., None, :])
+    sx, sy = (np.sign(v[..., :, None] - v[..., None, :]) for v in (x, y))
     s = np.where(both, sx * sy, 0.0).sum(axis=(-2, -1))
     n0 = both.sum(axis=(-2, -1)).astype(np.float64)
     ties_x = (both & (sx == 0)).sum(axis=(-2, -1))

@@ -34,5 +34,4 @@ def group_index(qids: Sequence) -> tuple[np.ndarray, np.ndarray]:
 
 def to_padded(values: np.ndarray, idx: np.ndarray, fill=np.nan) -> np.ndarray:
     """Scatter per-row values into the ``[G, m]`` query layout of :func:`group_index` (``fill`` for padding)."""
-    values = np.asarray(values)
-    return np.where(idx >= 0, values[np.clip(idx, 0, None)], fill)
+    return np.where(idx >= 0, np.asarray(values)[np.clip(idx, 0, None)], fill)

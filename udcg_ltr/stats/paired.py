@@ -12,8 +12,7 @@ def wilcoxon_paired(a, b) -> dict[str, float]:
     dropped (``n_nonzero`` pairs remain). When none differ the test is undefined: ``p = 1``, ``statistic = NaN``."""
     from scipy.stats import wilcoxon
 
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a, b = (np.asarray(x, dtype=np.float64) for x in (a, b))
     nonzero = int(np.count_nonzero(a - b))
     if nonzero == 0:
         return {"statistic": float("nan"), "p": 1.0, "n_nonzero": 0}
@@ -26,8 +25,7 @@ def mcnemar_exact(a, b) -> dict[str, float]:
     two-sided binomial test of ``b01`` among the discordant pairs at p = 0.5 (p = 1 without discordance)."""
     from scipy.stats import binomtest
 
-    a = np.asarray(a, dtype=bool)
-    b = np.asarray(b, dtype=bool)
+    a, b = (np.asarray(x, dtype=bool) for x in (a, b))
     only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
     n = only_a + only_b
     p = 1.0 if n == 0 else float(binomtest(only_a, n, 0.5, alternative="two-sided").pvalue)
@@ -37,16 +35,14 @@ def mcnemar_exact(a, b) -> dict[str, float]:
 def cochran_q(matrix) -> dict[str, float]:
     """Cochran's Q test that ``k`` related binary samples (columns of ``[n, k]``) share one success rate.
 
-    ``Q = (k - 1) (k sum_j C_j^2 - N^2) / (k N - sum_i R_i^2)`` with column sums ``C_j``, row sums
-    ``R_i`` and ``N`` the total; ``p`` from chi-square with ``k - 1`` degrees of freedom. Undefined
-    (NaN, p = 1) when every row is constant.
+    ``Q = (k - 1) (k sum_j C_j^2 - N^2) / (k N - sum_i R_i^2)`` with column sums ``C_j``, row sums ``R_i`` and ``N`` the
+    total; ``p`` from chi-square with ``k - 1`` degrees of freedom. Undefined (NaN, p = 1) when every row is constant.
     """
     from scipy.stats import chi2
 
     x = np.asarray(matrix, dtype=np.float64)
     n, k = x.shape
-    col = x.sum(axis=0)
-    row = x.sum(axis=1)
+    col, row = x.sum(axis=0), x.sum(axis=1)
     total = row.sum()
     denom = k * total - (row ** 2).sum()
     if k < 2 or denom <= 0:

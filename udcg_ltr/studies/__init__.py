@@ -12,12 +12,10 @@ from __future__ import annotations
 import importlib
 
 #: ``evaluate.py mode=<name>`` -> (module, entry point, config class).
-STUDY_ENTRIES = {
-    "distractors": ("distractors", "run_distractor_sensitivity", "DistractorConfig"),
-    "position": ("position", "run_positional_bias", "PositionConfig"),
-    "oracle": ("oracle", "run_oracle_contexts", "OracleConfig"),
-    "context_size": ("context_size", "run_context_size", "ContextSizeConfig"),
-}
+STUDY_ENTRIES = {"distractors": ("distractors", "run_distractor_sensitivity", "DistractorConfig"),
+                 "position": ("position", "run_positional_bias", "PositionConfig"),
+                 "oracle": ("oracle", "run_oracle_contexts", "OracleConfig"),
+                 "context_size": ("context_size", "run_context_size", "ContextSizeConfig")}
 #: Public name -> the module that defines it.
 _EXPORTS = {name: module for module, *names in STUDY_ENTRIES.values() for name in names}
 _EXPORTS.update(StudyReport="common", run_correlation_study="correlation", CorrelationReport="correlation")

@@ -1,12 +1,11 @@
 """Shared machinery of the paper studies: LLM runs through the cache, query selection, outcome rates, the report.
 
-Every study is ``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, cache=True, **params)
--> StudyReport``: ``records`` carry the LLM's single-passage annotations (computed when missing and a
-scorer is given); ``scorer_or_runs`` is an LLM scorer that answers the study's contexts **or** ready-made
-``ContextRun`` s; every LLM call goes through an annotation cache (``cache=True``: the annotation CLI's; a
-path or a cache object; ``None`` only for scorers that need none), so a killed study resumes and a rerun
-costs nothing. Randomness is per query (``query_rng`` salted with the study's name): a query's contexts do
-not depend on which other queries are in the study.
+Every study is ``run_<name>(records, scorer_or_runs, *, llm, out_dir, logger=None, cache=True, **params) ->
+StudyReport``: ``records`` carry the LLM's single-passage annotations (computed when missing and a scorer is given);
+``scorer_or_runs`` is an LLM scorer that answers the study's contexts **or** ready-made ``ContextRun`` s; every LLM call
+goes through an annotation cache (``cache=True``: the annotation CLI's; a path or a cache object; ``None`` only for
+scorers that need none), so a killed study resumes and a rerun costs nothing. Randomness is per query (``query_rng``
+salted with the study's name): a query's contexts do not depend on which other queries are in the study.
 """
 
 from __future__ import annotations
@@ -84,9 +83,8 @@ def finish_report(report: StudyReport, out_dir: Path, logger=None) -> StudyRepor
     then log when a logger is given. The markdown gets its last section here: the list of the files written."""
     files = [p.name for p in report.paths.values()] + ["report.md", "summary.json"]
     if report.runs:  # the graded answers: a table to read, and JSONL reusable as ``scorer_or_runs`` (no LLM call)
-        rows = [{"qid": r.qid, "context_id": r.context_id, "kind": r.extra.get("kind"),
-                 "pids": " ".join(r.pids), "outcome": r.outcome, "p_no_response": r.p_no_response,
-                 "answer": r.answer} for r in report.runs]
+        rows = [{"qid": r.qid, "context_id": r.context_id, "kind": r.extra.get("kind"), "pids": " ".join(r.pids),
+                 "outcome": r.outcome, "p_no_response": r.p_no_response, "answer": r.answer} for r in report.runs]
         report.paths["runs_csv"] = write_csv(out_dir / f"{report.name}_runs.csv", rows)
         report.paths["runs_jsonl"] = write_context_runs(out_dir / f"{report.name}_runs.jsonl", report.runs)
         files += [report.paths["runs_csv"].name, report.paths["runs_jsonl"].name]
@@ -172,9 +170,8 @@ def study_inputs(llm, scorer_or_runs, out_dir: str | os.PathLike,
 def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Context], *, llm: str, scorer=None,
                     runs: Sequence[ContextRun] | None = None, rule: str = "contains", relevance_threshold: int = 1,
                     progress: bool = True) -> list[ContextRun]:
-    """Graded runs for ``contexts`` (input order): answered by ``scorer``, or looked up in ``runs`` by ``(qid,
-    passage ids in prompt order)`` and regraded with ``rule`` (a context without a run is a
-    :class:`DataError`)."""
+    """Graded runs for ``contexts`` (input order): answered by ``scorer``, or looked up in ``runs`` by ``(qid, passage
+    ids in prompt order)`` and regraded with ``rule`` (a context without a run is a :class:`DataError`)."""
     if scorer is not None:
         return run_contexts(records, contexts, deduped(scorer), llm_name=llm, rule=rule,
                             relevance_threshold=relevance_threshold, progress=progress)
@@ -183,9 +180,8 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Conte
         table.setdefault((r.qid, tuple(r.pids)), r)  # the first run of a context wins
     missing = [c for c in contexts if (c.qid, tuple(c.pids)) not in table]
     if missing:
-        raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run "
-                        f"(e.g. query {missing[0].qid!r}, passages {list(missing[0].pids)}); pass a scorer "
-                        "to answer them")
+        raise DataError(f"{len(missing)} of {len(contexts)} study contexts have no ready-made run (e.g. query "
+                        f"{missing[0].qid!r}, passages {list(missing[0].pids)}); pass a scorer to answer them")
     found = [table[(c.qid, tuple(c.pids))] for c in contexts]
     graded = grade_runs(records, found, rule=rule, relevance_threshold=relevance_threshold, regrade=True)
     return [ContextRun(qid=c.qid, context_id=c.context_id, pids=list(c.pids), answer=r.answer, llm=llm,
@@ -195,17 +191,14 @@ def answer_contexts(records: Mapping[str, QueryRecord], contexts: Sequence[Conte
 
 def order_by_splits(records: Sequence[QueryRecord], splits: Sequence[str] | None) -> list[QueryRecord]:
     """Records of ``splits`` in the order the splits are listed (input order within a split); all when ``None``."""
-    if splits is None:
-        return list(records)
-    return [r for s in splits for r in records if (r.split or "none") == s]
+    return list(records) if splits is None else [r for s in splits for r in records if (r.split or "none") == s]
 
 
 def select_queries(records: Sequence[QueryRecord], *, splits: Sequence[str] | None = None,
                    max_queries: int | None = None,
                    eligible: Callable[[QueryRecord], str | None] | None = None) -> tuple[list[QueryRecord], dict]:
-    """Eligible records, split by split (see :func:`order_by_splits`), capped at ``max_queries``, and the
-    selection info; ``eligible(record)`` returns ``None`` to keep a record or the reason (counted in the info)
-    it is left out."""
+    """Eligible records, split by split (see :func:`order_by_splits`), capped at ``max_queries``, and the selection
+    info; ``eligible(record)`` returns ``None`` to keep a record or the reason (counted in the info) it is left out."""
     pool = order_by_splits(records, splits)
     reasons = [None if eligible is None else eligible(r) for r in pool]
     kept = [r for r, reason in zip(pool, reasons) if reason is None][:max_queries]
@@ -245,8 +238,7 @@ def plot_title(what: str, *, dataset: str | None, n_queries: int, llm: str | Non
         where = "splits " + " + ".join(f"{s} {n}" for s, n in by_split.items())
     else:
         where = f"split {split}" if split and split != "all" else "all splits"
-    return (f"{what}\n{dataset or 'unnamed data set'}, {where}: {n_queries} queries"
-            + (f", LLM {llm}" if llm else ""))
+    return f"{what}\n{dataset or 'unnamed data set'}, {where}: {n_queries} queries" + (f", LLM {llm}" if llm else "")
 
 
 def distracting_effect(p: Passage, llm: str) -> float:

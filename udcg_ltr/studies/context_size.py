@@ -1,12 +1,11 @@
 """Context-size sensitivity: each metric's correlation with end-to-end accuracy for k = 1..10 (UDCG paper, Figure 2).
 
-A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.studies.correlation.k_sweep_rows`): for
-every context size ``k``, the mean per-query Spearman correlation of each metric with the graded outcomes on
-the ``report_split`` queries, with bootstrap 95% CIs. ``mode="resample"`` (with a scorer; the paper's
-protocol): fresh balanced contexts of ``k`` passages per query and ``k``, answered through the cache;
-``"truncate"``: shared contexts cut to their first ``k`` passages (with runs only, each keeps the outcome of
-the full context; with a scorer, contexts sampled at ``max(k_values)`` and answered again at every ``k``);
-``"auto"``: resample with a scorer, truncate with runs.
+A thin wrapper over the correlation study's k sweep (:func:`udcg_ltr.studies.correlation.k_sweep_rows`): for every
+context size ``k``, the mean per-query Spearman correlation of each metric with the graded outcomes on the
+``report_split`` queries, with bootstrap 95% CIs. ``mode="resample"`` (with a scorer; the paper's protocol): fresh
+balanced contexts of ``k`` passages per query and ``k``, answered through the cache; ``"truncate"``: shared contexts cut
+to their first ``k`` passages (with runs only, each keeps the outcome of the full context; with a scorer, contexts
+sampled at ``max(k_values)`` and answered again at every ``k``); ``"auto"``: resample with a scorer, truncate with runs.
 """
 
 from __future__ import annotations
@@ -145,8 +144,7 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
             "queries_by_k": queries_by_k, "defined_by_k": defined_by_k, "report_split": report_split or "all",
             "fit_splits": list(cfg.fit_splits), "split_note": split_note, "selection": info, "annotations": ann,
             "n_base_contexts": len(base_runs)}
-    scalars = {f"spearman/{r['metric']}/k={k}": r[f"k={k}"] for r in rows for k in ks}
-    scalars["n_queries"] = n_report
+    scalars = {**{f"spearman/{r['metric']}/k={k}": r[f"k={k}"] for r in rows for k in ks}, "n_queries": n_report}
     lines = [f"# Context-size sensitivity (UDCG paper, Figure 2): LLM `{name}`", "",
              f"- Mode: {mode} (outcome from: {source}); k = {ks}.",
              f"- Queries: {common.describe_selection(info, cfg.max_queries)}; correlations on the "

@@ -67,10 +67,9 @@ STUDY_ROWS: dict[str, str] = {
 }
 #: The reference row of the paired tests (and of the ``*_vs_udcg`` / ``udcg_gain_pct`` columns).
 REFERENCE = "udcg"
-DEFAULT_METRICS: tuple[str, ...] = (
-    "udcg", "udcg_gamma_star", "udcg_theta", "udcg_theta_relevance_only", "udcg_theta_binary", "ndcg", "mrr", "map",
-    "precision", "hits", "erag", "answer_prob", "ra_nwg", "random",
-)
+DEFAULT_METRICS: tuple[str, ...] = ("udcg", "udcg_gamma_star", "udcg_theta", "udcg_theta_relevance_only",
+                                    "udcg_theta_binary", "ndcg", "mrr", "map", "precision", "hits", "erag",
+                                    "answer_prob", "ra_nwg", "random")
 #: Metrics drawn in the k-sweep figure.
 SWEEP_METRICS: tuple[str, ...] = ("udcg", "udcg_gamma_star", "udcg_theta", "ndcg", "mrr", "precision", "erag", "ra_nwg")
 #: The rows of the bench line ``spearman: udcg=... udcg_theta=... ndcg=... precision=... erag=...``.
@@ -205,8 +204,7 @@ def summarise(correlations: Mapping[str, QueryCorrelations], select: np.ndarray,
             v = values(name, method)
             ok = ~np.isnan(v)
             row[method], row[f"{method}_lo"], row[f"{method}_hi"] = rate_ci(v, n_bootstrap, seed)
-            row[f"{method}_n"] = int(ok.sum())
-            row[f"{method}_na"] = int((~ok).sum())
+            row[f"{method}_n"], row[f"{method}_na"] = int(ok.sum()), int((~ok).sum())
             test = paired_bootstrap_test(values(reference, method), v, n_bootstrap, seed) if paired else None
             row[f"{method}_p_vs_{reference}"] = test.p_value if test else None
             row[f"{method}_diff_vs_{reference}"] = test.mean_diff if test else None  # reference minus this metric
@@ -296,9 +294,8 @@ def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_split
     theta: dict[str, UDCGThetaWeights] = {}
     for v in theta_variants if len(fit_table) else ():
         if THETA_ROWS[v] in metrics:
-            c_v, cv_rows = C, None
-            if C == "cv":  # chosen by query-grouped CV inside the fit split only
-                c_v, cv_rows = select_C(fit_table, variant=v, seed=seed)
+            # "cv": chosen by query-grouped CV inside the fit split only
+            c_v, cv_rows = select_C(fit_table, variant=v, seed=seed) if C == "cv" else (C, None)
             meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
             theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta)
     gamma = None if not len(fit_table) or "udcg_gamma_star" not in metrics else calibrate_gamma(
@@ -385,8 +382,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     graded with ``rule``). ``report_split`` ``None`` / ``"all"``: every query. ``C``: the SVM-rank trade-off,
     or ``"cv"`` (:func:`udcg_ltr.fit.theta.select_C` on the fit split). ``k_sweep``: context sizes of the
     sensitivity sweep (:func:`k_sweep_rows`; never implicit: resampling asks the LLM for fresh contexts).
-    ``na_policy``: ``"na"`` or ``"zero"`` (a constant metric on a query whose outcomes vary counts 0).
-    """
+    ``na_policy``: ``"na"`` or ``"zero"`` (a constant metric on a query whose outcomes vary counts 0)."""
     llm_name = annotation_name(llm)
     scorer = llm if scorer is None and not isinstance(llm, str) else scorer  # the LLM answers the k sweep
     metrics = tuple(metrics) if metrics is not None else DEFAULT_METRICS
@@ -481,10 +477,9 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     paths["report_md"] = out / "study.md"
     atomic_write_text(paths["report_md"], md)
     paths["summary_json"] = out / "summary.json"
-    atomic_write_json(paths["summary_json"], json_safe({"meta": meta, "summary": summary,
-                                                         "gamma": core.gamma.to_dict() if core.gamma else None,
-                                                         "weights": {v: w.to_dict() for v, w in core.theta.items()},
-                                                         "k_sweep": sweep}))
+    atomic_write_json(paths["summary_json"], json_safe({
+        "meta": meta, "summary": summary, "gamma": core.gamma.to_dict() if core.gamma else None,
+        "weights": {v: w.to_dict() for v, w in core.theta.items()}, "k_sweep": sweep}))
     tables = {**{f"table_{key}": rows for key, rows in summary.items()}, "per_query": per_query,
               **({"k_sweep": sweep} if sweep else {}),
               **({"udcg_theta_weights": weights_rows(list(core.theta.values()))} if core.theta else {})}
@@ -523,9 +518,8 @@ def _markdown(summary, meta, core: _Core, sweep, paths, *, title=None) -> str:
               correlation_markdown(summary[f"report_{other}"])]
     if core.gamma is not None:
         g = core.gamma
-        lines += ["## gamma calibration", "",
-                  f"Calibrated gamma = {g.gamma:.4g} (mean per-query Spearman {g.best_score:.3f} on {g.n_queries} "
-                  f"fit queries; paper gamma 1/3 scores "
+        lines += ["## gamma calibration", "", f"Calibrated gamma = {g.gamma:.4g} (mean per-query Spearman "
+                  f"{g.best_score:.3f} on {g.n_queries} fit queries; paper gamma 1/3 scores "
                   f"{g.mean_spearman[np.argmin(np.abs(g.grid - DEFAULT_GAMMA))]:.3f}).", ""]
     if core.theta:
         wrows = [{"variant": w.name, "alpha": " ".join(f"{a:.3f}" for a in w.alpha),
@@ -540,6 +534,5 @@ def _markdown(summary, meta, core: _Core, sweep, paths, *, title=None) -> str:
         srows = [{"metric": row_label(name), **{f"k={kk}": fmt_float(spearman.get((name, kk))) for kk in ks}}
                  for name in dict.fromkeys(r["metric"] for r in sweep)]
         lines += [markdown_table(srows), ""]
-    lines += ["## Definitions", "", METRIC_NOTES, "## Files", ""]
-    lines += [f"- `{p.name}`" for p in paths.values()]
+    lines += ["## Definitions", "", METRIC_NOTES, "## Files", "", *(f"- `{p.name}`" for p in paths.values())]
     return "\n".join(lines) + "\n"

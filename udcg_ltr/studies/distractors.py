@@ -1,15 +1,14 @@
 """Distractor sensitivity: one relevant passage plus weak vs hard distractors (UDCG paper, Table 1).
 
-For every query with a relevant passage, two contexts of ``k`` passages are answered by the LLM: the relevant
-passage plus ``k - 1`` irrelevant passages whose distracting effect ``DE = 1 - P(NO-RESPONSE | q, p)`` (the
-magnitude of Eq. 2's negative utility, from the single-passage annotations) is below ``weak_threshold``
-(**weak**, default 0.2) or above ``hard_threshold`` (**hard**, default 0.8). Only the distractors differ
-between the arms (:func:`plan_query`, which also adapts a threshold the pool cannot meet); ``adapt_k`` lowers
-``k`` to what the pools hold (:func:`fit_k_to_pools`).
+For every query with a relevant passage, two contexts of ``k`` passages are answered by the LLM: the relevant passage
+plus ``k - 1`` irrelevant passages whose distracting effect ``DE = 1 - P(NO-RESPONSE | q, p)`` (the magnitude of Eq. 2's
+negative utility, from the single-passage annotations) is below ``weak_threshold`` (**weak**, default 0.2) or above
+``hard_threshold`` (**hard**, default 0.8). Only the distractors differ between the arms (:func:`plan_query`, which also
+adapts a threshold the pool cannot meet); ``adapt_k`` lowers ``k`` to what the pools hold (:func:`fit_k_to_pools`).
 
-Statistics: accuracy (``correct`` rate) per arm with bootstrap 95% CIs over queries; the paired difference
-weak - hard with its bootstrap CI and centred-bootstrap p; the Wilcoxon signed-rank test on per-query paired
-correctness (zero differences dropped); McNemar's exact test on the same pairs; abstained / wrong rates.
+Statistics: accuracy (``correct`` rate) per arm with bootstrap 95% CIs over queries; the paired difference weak - hard
+with its bootstrap CI and centred-bootstrap p; the Wilcoxon signed-rank test on per-query paired correctness (zero
+differences dropped); McNemar's exact test on the same pairs; abstained / wrong rates.
 """
 
 from __future__ import annotations
@@ -98,8 +97,7 @@ def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> Distract
     into the other slots by one shared seeded permutation. A retrieval pool seldom holds ``k - 1`` passages
     beyond a fixed threshold: then (``adaptive``) the arm takes the pool's ``k - 1`` lowest- (weak) or
     highest-DE (hard) irrelevant passages, and its effective threshold is their largest / smallest DE. Left
-    out: pools with fewer than ``2 (k - 1)`` irrelevant passages, arms that overlap or do not separate.
-    """
+    out: pools with fewer than ``2 (k - 1)`` irrelevant passages, arms that overlap or do not separate."""
     rel, irr = common.pick_passages(record, llm, cfg.relevant, cfg.relevance_threshold)
     if rel is None:
         return "no relevant passage"
@@ -108,12 +106,9 @@ def plan_query(record: QueryRecord, llm: str, cfg: DistractorConfig) -> Distract
         return f"fewer than 2(k-1)={2 * m} irrelevant passages"
     de = np.array([common.distracting_effect(p, llm) for p in irr])
     # stable sorts: equal DEs keep retrieval order
-    asc = np.argsort(de, kind="stable")
-    desc = np.argsort(-de, kind="stable")
-    weak_cand = np.flatnonzero(de < cfg.weak_threshold)
-    hard_cand = np.flatnonzero(de > cfg.hard_threshold)
-    weak_adapted = len(weak_cand) < m
-    hard_adapted = len(hard_cand) < m
+    asc, desc = np.argsort(de, kind="stable"), np.argsort(-de, kind="stable")
+    weak_cand, hard_cand = np.flatnonzero(de < cfg.weak_threshold), np.flatnonzero(de > cfg.hard_threshold)
+    weak_adapted, hard_adapted = len(weak_cand) < m, len(hard_cand) < m
     if (weak_adapted or hard_adapted) and not cfg.adaptive:
         return "too few distractors beyond a fixed threshold (adaptive off)"
     rng = query_rng(cfg.seed, record.qid, "distractors")
@@ -157,11 +152,9 @@ def fit_k_to_pools(records: Sequence[QueryRecord], cfg: DistractorConfig) -> tup
     """``(k', note)``: the largest ``k' <= cfg.k`` (at least 2) at which at least half of the candidate queries
     (a relevant passage, in ``cfg.splits``) hold the ``2 (k' - 1)`` irrelevant passages two disjoint arms need;
     ``note`` says why when ``k' < cfg.k``, e.g. in the demo world's pools of 8 passages (else None)."""
-    counts = []  # irrelevant passages of each candidate pool
-    for r in common.order_by_splits(records, cfg.splits):
-        n_relevant = sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages)
-        if n_relevant:
-            counts.append(len(r.passages) - n_relevant)
+    pools = [(len(r.passages), sum(p.is_relevant(cfg.relevance_threshold) for p in r.passages))
+             for r in common.order_by_splits(records, cfg.splits)]
+    counts = [n - n_relevant for n, n_relevant in pools if n_relevant]  # irrelevant passages of each candidate pool
     if not counts:
         return cfg.k, None
 
@@ -185,8 +178,7 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
 
     Arguments as in :mod:`udcg_ltr.studies.common` (``records`` need the single-passage ``p_no_response``);
     ``out_dir`` receives the tables, the per-query CSV, the PNG, ``report.md`` and ``summary.json``;
-    ``params``: :class:`DistractorConfig` fields (or ``config=DistractorConfig(...)``).
-    """
+    ``params``: :class:`DistractorConfig` fields (or ``config=DistractorConfig(...)``)."""
     cfg = common.config_from(params, DistractorConfig)
     k, k_note = fit_k_to_pools(records, cfg) if cfg.adapt_k else (cfg.k, None)
     if k_note is not None:
@@ -226,9 +218,8 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     diff = diffs["correct"]
     wil = wilcoxon_paired(ind["weak"]["correct"], ind["hard"]["correct"])
     mcn = mcnemar_exact(ind["weak"]["correct"], ind["hard"]["correct"])
-    differences = (d[x] for d in diffs.values() for x in ("diff", "lo", "hi"))
     rows.append({"arm": "weak - hard", "queries": len(plans), "threshold": "",
-                 **dict(zip(common.OUTCOME_COLUMNS, differences)),
+                 **dict(zip(common.OUTCOME_COLUMNS, (d[x] for d in diffs.values() for x in ("diff", "lo", "hi")))),
                  "mean_de": float((mean_de["weak"] - mean_de["hard"]).mean()), "p_wilcoxon": wil["p"],
                  "wilcoxon_statistic": wil["statistic"], "n_discordant": wil["n_nonzero"],
                  "p_bootstrap": diff["p_bootstrap"], "p_mcnemar": mcn["p"],
@@ -249,16 +240,14 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     # markdown from the rendered strings, CSV from the raw values (``rendered`` holds both)
     rendered = [{**r, "acc": common.pct_ci(r, "correct"), "abst": common.pct_ci(r, "abstained"),
                  "wrongs": common.pct_ci(r, "wrong"), "adapted": _adapted_cell(r)} for r in rows]
-    csv_cols = ["arm", "threshold", "queries", *common.OUTCOME_COLUMNS, "mean_de",
-                "n_adapted", "eff_threshold_median", "eff_threshold_min", "eff_threshold_max", "p_wilcoxon",
-                "wilcoxon_statistic", "n_discordant", "p_bootstrap", "p_mcnemar", "only_weak_correct",
-                "only_hard_correct"]
+    csv_cols = ["arm", "threshold", "queries", *common.OUTCOME_COLUMNS, "mean_de", "n_adapted", "eff_threshold_median",
+                "eff_threshold_min", "eff_threshold_max", "p_wilcoxon", "wilcoxon_statistic", "n_discordant",
+                "p_bootstrap", "p_mcnemar", "only_weak_correct", "only_hard_correct"]
     note = (f"Paired on {len(plans)} queries (same relevant passage and position in both arms). weak - hard: "
             f"Wilcoxon signed-rank p = {fmt_p(wil['p'])} on per-query correctness ({wil['n_nonzero']} discordant "
             f"pairs), paired bootstrap p = {fmt_p(diff['p_bootstrap'])}, McNemar exact p = {fmt_p(mcn['p'])}.")
     table_md = common.add_table(paths, "table", out / "distractors", rendered, md_cols, note=note,
-                                csv_columns=csv_cols,
-                                title=f"Distractor sensitivity, k = {cfg.k} (LLM {name})")
+                                csv_columns=csv_cols, title=f"Distractor sensitivity, k = {cfg.k} (LLM {name})")
     breakdown = _breakdown(ind, adapted, mean_de, B, seed)
     table_md += "\n" + common.add_table(paths, "breakdown", out / "distractors_breakdown", [
         {**r, "w": fmt_pct(r["acc_weak"]), "h": fmt_pct(r["acc_hard"]), "d": common.pct_ci(r, "diff"),
@@ -337,8 +326,7 @@ def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str)
              *([f"- Context size: {meta['k_note']} (adapt_k)."] if meta.get("k_note") else []),
              f"- Each query: its {'best-ranked' if cfg.relevant == 'top_ranked' else 'highest-utility'} relevant "
              f"passage at {'a seeded random position' if cfg.relevant_position == 'random' else 'position ' + str(cfg.relevant_position)}"
-             f" (the same in both arms) plus {cfg.k - 1} distractors; "
-             "DE = 1 - P(NO-RESPONSE) of the distractor alone.",
+             f" (the same in both arms) plus {cfg.k - 1} distractors; DE = 1 - P(NO-RESPONSE) of the distractor alone.",
              f"- Thresholds: weak DE < {cfg.weak_threshold:g}, hard DE > {cfg.hard_threshold:g}; adaptive = "
              f"{cfg.adaptive}. Adapted (too few passages beyond the fixed threshold; the arm took the k-1 most "
              f"extreme passages of the pool): weak arm {meta['n_weak_adapted']} queries, hard arm "
@@ -351,8 +339,7 @@ def _markdown(cfg: DistractorConfig, name: str, rows, info, meta, table_md: str)
              f"(95% CI [{fmt_pct(diff['correct_lo'])}, {fmt_pct(diff['correct_hi'])}]); Wilcoxon signed-rank "
              f"p = {fmt_p(diff['p_wilcoxon'])} ({diff['n_discordant']} of {meta['n_queries']} pairs differ: "
              f"{diff['only_weak_correct']} correct only with weak, {diff['only_hard_correct']} only with hard).",
-             "", "Statistics: CIs are bootstrap percentile intervals over queries "
-             f"({cfg.n_bootstrap} resamples, seed {cfg.seed}); the difference row is paired (weak minus hard per "
-             "query). Correct = the answer contains a gold answer (whole tokens, normalised) and the context holds "
-             "a relevant passage."]
+             "", f"Statistics: CIs are bootstrap percentile intervals over queries ({cfg.n_bootstrap} resamples, seed "
+             f"{cfg.seed}); the difference row is paired (weak minus hard per query). Correct = the answer contains a "
+             "gold answer (whole tokens, normalised) and the context holds a relevant passage."]
     return "\n".join(lines) + "\n"

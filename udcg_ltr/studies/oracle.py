@@ -101,8 +101,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     contexts = plan_oracle_contexts(selected, name, cfg)
     graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
                                     relevance_threshold=cfg.relevance_threshold, progress=progress)
-    n, S = len(selected), len(cfg.schemas)
-    B, seed = cfg.n_bootstrap, cfg.seed
+    n, S, B, seed = len(selected), len(cfg.schemas), cfg.n_bootstrap, cfg.seed
     has_rel = np.array([any(p.is_relevant(cfg.relevance_threshold) for p in r.passages) for r in selected])
     subsets = {"all": np.ones(n, bool), "with relevant": has_rel}
     # later schema minus earlier one: utility - relevance, utility - erag, erag - relevance
@@ -170,8 +169,7 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     title = common.plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n, llm=name,
                               by_split=info["by_split"])
     paths["png"] = plot_bars(labels, vals, out / "oracle.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
-                             highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1,
-                             title=title)
+                             highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1, title=title)
 
     meta = {"study": "oracle", "llm": name, "config": asdict(cfg), "n_queries": n,
             "n_queries_with_relevant": int(has_rel.sum()), "n_contexts": len(graded),

@@ -127,9 +127,7 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                         logger=None, cache=True, progress: bool = True, **params) -> common.StudyReport:
     """Accuracy by position of the relevant passage vs what rank metrics predict (UDCG paper, Figure 1).
 
-    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`; ``params`` are
-    :class:`PositionConfig` fields (``weights=`` a UDCG_theta weight file or objects).
-    """
+    Args: as :func:`udcg_ltr.studies.distractors.run_distractor_sensitivity`, with :class:`PositionConfig` fields."""
     cfg = common.config_from(params, PositionConfig)
     name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
     k = cfg.k
@@ -163,7 +161,6 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     primacy = paired_difference(correct[:, 0], middle, B, seed) if k > 2 else None
     recency = paired_difference(correct[:, k - 1], middle, B, seed) if k > 2 else None
     first_last = paired_difference(correct[:, 0], correct[:, k - 1], B, seed)
-    first_last_mcnemar = mcnemar_exact(correct[:, 0], correct[:, k - 1])
     best, worst = int(np.argmax([r["correct"] for r in rows])), int(np.argmin([r["correct"] for r in rows]))
     per_query = [{"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid,
                   "distractors": " ".join(p.distractors),
@@ -182,8 +179,7 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     note = (f"{n} queries, each answered with the relevant passage at every position (same k-1 irrelevant passages). "
             f"Cochran's Q = {fmt_float(q['Q'])} (df {q['df']}), p = {fmt_p(q['p'])}.")
     table_md = common.add_table(paths, "table", out / "position", rendered, md_cols, note=note,
-                                csv_columns=csv_cols,
-                                title=f"Accuracy by position of the relevant passage, k = {k}")
+                                csv_columns=csv_cols, title=f"Accuracy by position of the relevant passage, k = {k}")
     paths["per_query_csv"] = write_csv(out / "position_per_query.csv", per_query)
     title = common.plot_title(f"Positional bias, k = {k}", dataset=cfg.dataset, n_queries=n, llm=name,
                               by_split=info["by_split"])
@@ -191,15 +187,14 @@ def run_positional_bias(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                                out / "position.png")
 
     tests = {"cochran_q": q, "first_minus_middle": primacy, "last_minus_middle": recency, "first_minus_last": first_last,
-             "first_vs_last_mcnemar": first_last_mcnemar}
+             "first_vs_last_mcnemar": mcnemar_exact(correct[:, 0], correct[:, k - 1])}
     weights = cfg.weights  # in the summary: the file, or which fits were given
     if weights is not None:
         weights = str(weights) if isinstance(weights, (str, os.PathLike)) else [
             f"UDCGThetaWeights(k={w.k}, variant={w.variant})" for w in _weight_list(weights)]
-    meta = {"study": "position", "llm": name, "config": {**asdict(cfg), "weights": weights},
-            "n_queries": n, "n_contexts": len(graded), "selection": info, "annotations": ann,
-            "source": "scorer" if runner else "runs", "theta": theta.to_dict() if theta is not None else None,
-            "tests": tests}
+    meta = {"study": "position", "llm": name, "config": {**asdict(cfg), "weights": weights}, "n_queries": n,
+            "n_contexts": len(graded), "selection": info, "annotations": ann, "source": "scorer" if runner else "runs",
+            "theta": theta.to_dict() if theta is not None else None, "tests": tests}
     scalars = {f"acc_pos{r['position']}": r["correct"] for r in rows}
     scalars.update(n_queries=n, cochran_q_p=q["p"], first_minus_last=first_last["diff"],
                    first_minus_middle=primacy["diff"] if primacy else float("nan"),
