@@ -104,6 +104,7 @@ def is_multirun() -> bool:
     return hydra is not None and hydra.mode == RunMode.MULTIRUN
 
 
+# ---- config hash -------------------------------------------------------------------------------
 def _drop(container: dict, dotted: str) -> None:
     *parents, last = dotted.split(".")
     node: Any = container
@@ -161,6 +162,7 @@ def config_hash(cfg) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+# ---- job state ---------------------------------------------------------------------------------
 def _mark(run_dir: Path, status: str, config_hash_: str | None, **extra: Any) -> None:
     """Write ``job_result.json`` atomically (``status`` "finished" last, once every artefact is complete)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -204,6 +206,7 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
     return [target.relative_to(run_dir).as_posix() for target in targets]
 
 
+# ---- validation --------------------------------------------------------------------------------
 def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=None, high=None, low_open=False) -> None:
     try:
         number = kind(value)
@@ -418,6 +421,7 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
         raise ConfigError(problems)
 
 
+# ---- logger, records ---------------------------------------------------------------------------
 def open_logger(cfg, run_dir: Path, *, job_type: str) -> RunLogger:
     lcfg = OmegaConf.to_container(cfg.logger, resolve=True) if cfg.get("logger") else {"backend": "none"}
     backend = lcfg.pop("backend", "none")
@@ -534,6 +538,7 @@ class JobContext:
                            relevance_threshold=self.threshold, idf=self.idf)
 
 
+# ---- the job -----------------------------------------------------------------------------------
 def run_job(cfg, *, job_type: str, body: Callable[[Path, RunLogger], dict[str, float]],
             check: Callable[[], None] | None = None) -> dict[str, float]:
     """The life of a train.py / evaluate.py job (module docstring) around ``body(run_dir, logger)``. Under
