@@ -1,3 +1,7 @@
-"""Statistics over queries: leaves of the package (numpy, scipy inside the functions; nothing of ours): rows grouped
-by query (:mod:`~udcg_ltr.stats.groups`), per-query rank correlations (:mod:`~udcg_ltr.stats.correlation`), bootstrap
-CIs and tests (:mod:`~udcg_ltr.stats.bootstrap`) and paired tests (:mod:`~udcg_ltr.stats.paired`)."""
+"""Statistics over queries: leaves of the package (numpy, scipy inside the functions; nothing of ours).
+
+* :mod:`~udcg_ltr.stats.groups`: rows grouped by query as a padded ``[G, m]`` layout;
+* :mod:`~udcg_ltr.stats.correlation`: per-query Spearman / Kendall tau-b of a metric against outcomes;
+* :mod:`~udcg_ltr.stats.bootstrap`: bootstrap CIs of means over queries, the paired bootstrap test, paired ratios;
+* :mod:`~udcg_ltr.stats.paired`: Wilcoxon signed-rank, McNemar's exact test and Cochran's Q on paired outcomes.
+"""
