@@ -5,7 +5,7 @@ for the losses (:mod:`~udcg_ltr.metrics.torch_ops`) and the trec_eval / ranx ref
 table (:mod:`~udcg_ltr.metrics.reference`) are imported on demand.
 """
 
-from udcg_ltr.metrics._common import as_padded, cutoff_mask, mean, rank_by_scores, take_ranked
+from udcg_ltr.metrics._common import as_padded, cutoff_mask, mean, rank_by_scores, take_ranked, top_k_mask
 from udcg_ltr.metrics.classic import (
     average_precision,
     dcg,
@@ -54,5 +54,5 @@ __all__ = [
     "harm_share", "heuristic_utilities", "hits", "ideal_dcg", "max_label", "mean", "metric_key",
     "metric_table", "mrr", "n_recall_4plus", "n_recall_5", "ndcg", "negative_part", "passage_utility",
     "pct_proc", "positive_part", "precision", "precision_4plus", "proc", "ra_nwg", "rank_by_scores",
-    "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "trec_table", "udcg",
+    "rarity_weights", "recall", "reciprocal_rank", "summarize", "take_ranked", "top_k_mask", "trec_table", "udcg",
     "udcg_equivalent_weights", "udcg_logit", "udcg_theta"]

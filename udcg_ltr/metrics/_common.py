@@ -45,20 +45,48 @@ def check_not_nan(values: np.ndarray, mask: np.ndarray | None, what: str = "valu
                          "NaN is not a label, gain, utility or score: mask the entry out or fix its source")
 
 
-def _as_2d(values, dtype=None) -> np.ndarray:
+def _as_2d(values, dtype=None, what: str = "values") -> np.ndarray:
+    """``values`` as a ``[n_queries, k]`` array (a 1-D row is one query); any other shape is a ``ValueError``
+    naming the argument (``what``), not a broadcast or an index error further down."""
     values = np.asarray(values, dtype=dtype)
     if values.ndim == 1:
         values = values[None, :]
     if values.ndim != 2:
-        raise ValueError(f"expected a [n_queries, k] array, got shape {values.shape}")
+        raise ValueError(f"{what}: expected a [n_queries, k] array, got shape {values.shape}")
     return values
 
 
+def check_mask_values(mask) -> None:
+    """Refuse a numeric mask holding anything but 0 and 1: a weight of 2.0 or -1.0 (or NaN) is not "real" or
+    "padding", and ``bool(2.0)`` would silently read it as real (the torch twins refuse the same weights)."""
+    raw = np.asarray(mask)
+    if raw.dtype == bool or raw.size == 0:
+        return
+    if raw.dtype.kind not in "biuf":
+        raise ValueError(f"mask: expected booleans (or 0/1), got dtype {raw.dtype}")
+    bad = ~np.isin(raw, (0, 1))
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"mask: weights must be 0 or 1, got {raw[where].item()!r} at index {where}")
+
+
 def _as_mask(mask, shape) -> np.ndarray:
-    mask = _as_2d(mask, bool)
+    check_mask_values(mask)
+    mask = _as_2d(mask, bool, "mask")
     if mask.shape != tuple(shape):
-        raise ValueError(f"mask shape {mask.shape} differs from values shape {tuple(shape)}")
+        raise ValueError(f"mask: shape {mask.shape} differs from values shape {tuple(shape)}")
     return mask
+
+
+def check_cutoff(k, what: str = "k") -> None:
+    """Refuse a cutoff that is not None or an integer >= 0: ``k=-1`` would slice off the last entry
+    (``x[:-1]``) instead of meaning anything, and ``k=2.5`` has no rank."""
+    if k is None:
+        return
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ValueError(f"cutoff {what} must be an integer >= 0 or None, got {k!r}")
+    if k < 0:
+        raise ValueError(f"cutoff {what} must be >= 0, got {k}")
 
 
 def prepare(values, mask=None, k: int | None = None, *, dtype=None,
@@ -66,9 +94,8 @@ def prepare(values, mask=None, k: int | None = None, *, dtype=None,
     """``(values, mask)`` restricted to the first ``k`` real entries of each row (with ``mask=None``: a column
     slice, a view, and the mask stays None). Values under a ``False`` mask are left as they are: callers
     must not let them into sums. A NaN at a real entry, inside or beyond the cutoff, raises ``ValueError``."""
-    if k is not None and k < 0:
-        raise ValueError(f"cutoff k must be >= 0, got {k}")
-    values = _as_2d(values, dtype)
+    check_cutoff(k)
+    values = _as_2d(values, dtype, what)
     mask = None if mask is None else _as_mask(mask, values.shape)
     check_not_nan(values, mask, what)
     if mask is None:
@@ -111,8 +138,7 @@ def ratio(num: np.ndarray, den: np.ndarray, fill: float = 0.0) -> np.ndarray:
 
 def cutoff_mask(mask: np.ndarray, k: int | None) -> np.ndarray:
     """Mask of the first ``k`` real entries of each row."""
-    if k is not None and k < 0:
-        raise ValueError(f"cutoff k must be >= 0, got {k}")
+    check_cutoff(k)
     if k is None or k >= mask.shape[1]:
         return mask
     return mask & (np.cumsum(mask, axis=1) <= k)
@@ -142,7 +168,8 @@ def rank_by_scores(scores, mask=None, *, k: int | None = None, ties: str = "stab
     ``+-inf`` are ordinary scores (a real ``-inf`` still ranks before every padding entry)."""
     if ties not in TIES:
         raise ValueError(f"ties must be one of {TIES}, got {ties!r}")
-    s = _as_2d(scores)
+    check_cutoff(k)
+    s = _as_2d(scores, what="scores")
     if not np.issubdtype(s.dtype, np.floating):
         s = s.astype(np.float64)
     id_keys = None
@@ -183,6 +210,18 @@ def rank_by_scores(scores, mask=None, *, k: int | None = None, ties: str = "stab
             keys.append(~mask[rows])
         order[rows] = np.lexsort(tuple(keys), axis=1)[:, :n_out]
     return order
+
+
+def top_k_mask(scores, mask=None, k: int | None = None) -> np.ndarray:
+    """``[Q, n]`` boolean: the real entries among the top ``k`` of each row by descending score (stable ties);
+    numpy twin of :func:`udcg_ltr.metrics.torch_ops.top_k_mask_torch`, with the same refusals (NaN score at a
+    real entry, negative ``k``, a mask that is not 0/1 or not the scores' shape)."""
+    s = _as_2d(scores, np.float64, "scores")
+    m = np.ones(s.shape, bool) if mask is None else _as_mask(mask, s.shape)
+    order = rank_by_scores(s, m, k=k)
+    out = np.zeros(s.shape, bool)
+    np.put_along_axis(out, order, True, axis=1)
+    return out & m
 
 
 def take_ranked(values, order: np.ndarray) -> np.ndarray:

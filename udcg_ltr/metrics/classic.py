@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from udcg_ltr.metrics._common import check_not_nan, discounted, discounts, over_cutoff, prepare, ratio
+from udcg_ltr.metrics._common import _as_2d, check_not_nan, discounted, discounts, over_cutoff, prepare, ratio
 
 
 def dcg(gains, mask=None, *, k: int | None = None, discount: str | None = "log2") -> np.ndarray:
@@ -62,6 +62,9 @@ def ndcg(gains, mask=None, *, k: int | None = None, ideal_gains=None, ideal_mask
     actual = dcg(gains, mask, k=k, discount=discount)
     if ideal_gains is None:
         ideal_gains, ideal_mask = gains, mask
+    elif (n_ideal := _as_2d(ideal_gains, what="ideal_gains").shape[0]) != actual.shape[0]:
+        # one query's pool must not be broadcast over every query
+        raise ValueError(f"ideal_gains: {n_ideal} queries, the ranked gains {actual.shape[0]}")
     lower, upper = dcg_bounds(ideal_gains, ideal_mask, k=k, discount=discount)
     tol = 1e-9 * np.maximum(np.maximum(upper, -lower), 1.0)
     bad = (actual > upper + tol) | (actual < lower - tol)
@@ -82,10 +85,20 @@ def _binary(labels, mask, k, threshold) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def _n_relevant(labels, mask, threshold, n_relevant) -> np.ndarray:
+    """R per query: ``n_relevant`` (the judged pool's count) checked against the row, else the row's count. R
+    below the relevant entries the row holds (AP of 3.0 from ``[[1, 1, 1]]`` with R = 1), of the wrong
+    length (one query's R broadcast over all), negative, fractional or NaN is a ``ValueError``."""
+    in_row = _binary(labels, mask, None, threshold)[0].sum(axis=1)
     if n_relevant is None:
-        return _binary(labels, mask, None, threshold)[0].sum(axis=1).astype(np.float64)
+        return in_row.astype(np.float64)
     total = np.asarray(n_relevant, dtype=np.float64).reshape(-1)
     check_not_nan(total, None, "n_relevant")
+    if total.shape != in_row.shape:
+        raise ValueError(f"n_relevant: {total.size} values for {in_row.size} queries")
+    if (bad := (total < in_row) | (total != np.round(total))).any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"n_relevant: query {i} has R = {total[i]:g}, but its row alone holds {int(in_row[i])} "
+                         "relevant entries (R counts every relevant judged passage, an integer)")
     return total
 
 

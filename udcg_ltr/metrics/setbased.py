@@ -46,15 +46,45 @@ def _grades(values, mask) -> tuple[np.ndarray, np.ndarray]:
     return np.where(m, g, -1).astype(np.int64), m
 
 
+def _check_weight_settings(alpha, cap4, cap3, base, fallback) -> np.ndarray:
+    """``base`` as an array, after refusing settings that would take RA-nWG outside [0, 1]: a negative base
+    utility, cap or fallback weight gives negative weights (RA-nWG of -0.82), ``b5 <= 0`` divides by zero,
+    a non-finite ``alpha`` makes every weight NaN."""
+    b = np.asarray(base, dtype=np.float64)
+    if b.shape != (MAX_GRADE + 1,):
+        raise ValueError(f"base must give one utility per grade 0..{MAX_GRADE}")
+    settings = {"alpha": alpha, "cap4": cap4, "cap3": cap3, "fallback[0]": fallback[0], "fallback[1]": fallback[1]}
+    for name, value in settings.items():
+        if not np.isfinite(value) or (name != "alpha" and value < 0):
+            raise ValueError(f"{name} must be a finite number{'' if name == 'alpha' else ' >= 0'}, got {value!r}")
+    if not np.isfinite(b).all() or (b < 0).any() or b[MAX_GRADE] <= 0:
+        raise ValueError(f"base utilities must be finite and >= 0 with b5 > 0, got {tuple(b)}")
+    return b
+
+
+def _check_pool(grades, mask, pool_grades, pool_mask) -> None:
+    """The judged pool must hold the row: per query, as many queries and at least as many passages of each
+    weighted grade (3, 4, 5) as the row. Otherwise G_obs can exceed G_ideal (RA-nWG of 1.67) and N-Recall
+    exceed 1; lower grades weigh 0, so unjudged (grade 0) entries of a row need not be in the pool."""
+    row, _ = _grades(grades, mask)
+    pool, _ = _grades(pool_grades, pool_mask)
+    if row.shape[0] != pool.shape[0]:
+        raise ValueError(f"pool_grades: {pool.shape[0]} queries, the ranked grades {row.shape[0]}")
+    for g in range(3, MAX_GRADE + 1):
+        short = (row == g).sum(axis=1) > (pool == g).sum(axis=1)
+        if short.any():
+            i = int(np.flatnonzero(short)[0])
+            raise ValueError(f"pool_grades: query {i} ranks {int((row[i] == g).sum())} passages of grade {g} but "
+                             f"its judged pool holds {int((pool[i] == g).sum())}: the pool must contain the row")
+
+
 def rarity_weights(pool_grades, pool_mask=None, *, alpha: float = 1.0, cap4: float = 1.0, cap3: float = 0.25,
                    base=BASE_UTILITIES, fallback=NO_GRADE5_FALLBACK) -> np.ndarray:
     """Per-query grade weights ``w_g`` (``[n_queries, 6]``, column g = grade g), paper Sec. 2.4; ``alpha = 0``
     removes the rarity correction (``w4 = b4/b5``, ``w3 = b3/b5`` under the caps)."""
+    b = _check_weight_settings(alpha, cap4, cap3, base, fallback)
     grades, _ = _grades(pool_grades, pool_mask)
     n = np.stack([(grades == g).sum(axis=1) for g in range(MAX_GRADE + 1)], axis=1).astype(np.float64)  # n_g
-    b = np.asarray(base, dtype=np.float64)
-    if b.shape != (MAX_GRADE + 1,):
-        raise ValueError(f"base must give one utility per grade 0..{MAX_GRADE}")
     with np.errstate(invalid="ignore", divide="ignore"):
         # r_g / r_5 = (b_g / b_5) * (n_5 / n_g)^alpha for g = 3, 4; N cancels. r_g = 0 when n_g = 0.
         rarity = np.where(n[:, 3:5] > 0, (b[3:5] / b[5]) * (n[:, 5:] / n[:, 3:5]) ** alpha, 0.0)
@@ -89,6 +119,8 @@ def ra_nwg(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_ma
     """RA-nWG@K = G_obs(K) / G_ideal(K) per query (paper Sec. 2.4), NA (NaN) when G_ideal(K) = 0."""
     g_top, kk, _ = _cut(grades, mask, k)
     pg, pm = (grades, mask) if pool_grades is None else (pool_grades, pool_mask)
+    if pool_grades is not None:
+        _check_pool(grades, mask, pg, pm)
     w = rarity_weights(pg, pm, alpha=alpha, cap4=cap4, cap3=cap3, base=base, fallback=fallback)
     obs = _weighted(g_top, w).sum(axis=1)
     return ratio(obs, _top_k_sum(_weighted(_grades(pg, pm)[0], w), kk), np.nan)
@@ -97,6 +129,8 @@ def ra_nwg(grades, mask=None, *, k: int | None = None, pool_grades=None, pool_ma
 def _n_recall(grades, mask, k, pool_grades, pool_mask, min_grade: int) -> np.ndarray:
     g_top, kk, _ = _cut(grades, mask, k)
     pg, pm = (grades, mask) if pool_grades is None else (pool_grades, pool_mask)
+    if pool_grades is not None:
+        _check_pool(grades, mask, pg, pm)
     got = (g_top >= min_grade).sum(axis=1)
     r = (_grades(pg, pm)[0] >= min_grade).sum(axis=1)
     return np.where(r > 0, ratio(got, np.minimum(kk, r).astype(np.float64)), np.nan)

@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
 from udcg_ltr.metrics._common import check_not_nan, column_positions, masked, n_real, prepare, ratio
@@ -23,8 +26,16 @@ def sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64)))  # overflow-free logistic
 
 
+def check_gamma(gamma) -> None:
+    """``gamma`` (Eq. 4's weight of the negative utilities) must be a finite number: with NaN every UDCG becomes
+    NA and :func:`udcg_ltr.metrics.mean` would silently drop them all."""
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or not math.isfinite(gamma):
+        raise ValueError(f"gamma must be a finite number, got {gamma!r}")
+
+
 def udcg_logit(utilities, mask=None, *, k: int | None = None, gamma: float = DEFAULT_GAMMA) -> np.ndarray:
     """The argument of the sigmoid in Eq. 4, per query: ``(sum u+ + gamma * sum u-) / k`` (0 when empty)."""
+    check_gamma(gamma)
     u, m = prepare(utilities, mask, k, dtype=np.float64)
     u = masked(u, m)
     n = n_real(u, m)
@@ -45,8 +56,10 @@ def udcg_theta(utilities, alpha, beta, mask=None, *, k: int | None = None) -> np
     u = masked(u, m)
     n_max = int(n_real(u, m).max(initial=0))
     alpha, beta = np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64)
-    check_not_nan(alpha, None, "alpha")
-    check_not_nan(beta, None, "beta")
+    for name, w in (("alpha", alpha), ("beta", beta)):
+        if w.ndim not in (1, 2):
+            raise ValueError(f"{name}: expected [k] or [n_queries, k] positional weights, got {w.shape}")
+        check_not_nan(w, None, name)
     if alpha.shape[-1] < n_max or beta.shape[-1] < n_max:
         raise ValueError(f"need >= {n_max} positional weights, got alpha {alpha.shape}, beta {beta.shape}")
     if alpha.ndim > 1 and (alpha.shape[0] != u.shape[0] or beta.shape[0] != u.shape[0]):
