@@ -42,13 +42,19 @@ def validate_as_in_file(record: QueryRecord, *, qid: str = "qid", passages: str 
 
 def parse_grade(text: str) -> int:
     """An integer grade from a TSV / TREC column: ``"2"``, or ``"2.0"`` as some BEIR sets write; ``"inf"``,
-    ``"1.5"``, ``"high"`` are :class:`DataError` s without location (the caller adds file, line, column)."""
+    ``"1.5"``, ``"high"``, a 400-digit number are :class:`DataError` s without location (the caller adds file,
+    line, column). Negative grades are read (TREC's -1 / -2 junk judgements); callers bound them where the
+    data model must (record labels are 0..5)."""
+    value = None
     with contextlib.suppress(ValueError):
-        return int(text)
-    with contextlib.suppress(ValueError):
-        if (value := float(text)).is_integer():  # False for nan and +-inf too
-            return int(value)
-    raise DataError(f"expected an integer grade, got {text!r}")
+        value = int(text)
+    if value is None:
+        with contextlib.suppress(ValueError):
+            if (number := float(text)).is_integer():  # False for nan and +-inf too
+                value = int(number)
+    if value is not None and abs(value) <= 2 ** 31:
+        return value
+    raise DataError(f"expected an integer grade (at most 10 digits), got {text!r:.40}")
 
 
 def _read_records_text(path: str | os.PathLike) -> str:
@@ -115,6 +121,8 @@ def parse_json_array(path: str | os.PathLike, parse: Callable[[Any], T], *,
         pos = skip(end)
         if text[pos:pos + 1] == ",":
             pos = skip(pos + 1)
+            if text[pos:pos + 1] == "]":  # json.loads refuses "[1,]": so does the element-wise decoding
+                raise fail("trailing comma before ']' (not JSON)", pos, f"[{index}]")
         elif text[pos:pos + 1] != "]":
             raise fail("expected ',' or ']' after an array element", pos, f"[{index}]")
     if skip(pos + 1) < len(text):

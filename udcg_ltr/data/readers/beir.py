@@ -56,6 +56,7 @@ def read_beir(folder: str | os.PathLike, split: str = "test", run: trec.Run | st
     the query's top ``top_k`` documents of ``run`` (a ``{qid: {docid: score}}`` mapping, a ranx ``Run`` or
     a TREC run file; a judged query missing from it has an empty pool, an error) or, without a run, its
     judged documents (no rank or score). A document or query without text is an error."""
+    trec.check_top_k(top_k)
     folder = Path(folder)
     qrels_path = _find(folder / "qrels", f"{split}.tsv")
     qrels = trec.qrels_from_rows(qrels_path, _qrels_rows(qrels_path), (0, MAX_GRADE), _QRELS_COLUMNS[1:])
@@ -64,7 +65,7 @@ def read_beir(folder: str | os.PathLike, split: str = "test", run: trec.Run | st
     if isinstance(run, (str, os.PathLike)):
         run = trec.read_trec_run(run)
     elif run is not None:
-        run = trec.as_nested_dict(run, "run")  # a mapping or a ranx Run
+        run = trec.checked_run(run)  # a mapping or a ranx Run, its scores checked
     pools: dict[str, list[tuple[str, float | None]]] = {
         qid: [(docid, None) for docid in judged] if run is None
         else [(d, float(s)) for d, s in trec.ranked_items(run.get(qid, {}))[:top_k]]

@@ -13,7 +13,15 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from udcg_ltr.data.readers.trec import Run, judged_record, ranked_items, read_trec_run, records_from_run
+from udcg_ltr.data.readers.trec import (
+    Run,
+    check_top_k,
+    judged_record,
+    ranked_items,
+    read_trec_run,
+    records_from_run,
+    run_score,
+)
 from udcg_ltr.data.schema import MAX_GRADE, DataError, QueryRecord, validate_record
 from udcg_ltr.io import optional_import
 
@@ -50,6 +58,7 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     """One record per judged query of ``dataset_id`` (module doc), each with ``split`` (ir_datasets ids
     name their split: ``beir/scifact/test``); ``query_field``: the query text field, else the first of
     :data:`QUERY_TEXT_FIELDS`."""
+    check_top_k(top_k)
     irds = optional_import("ir_datasets")
     try:
         dataset = irds.load(str(dataset_id))
@@ -62,8 +71,9 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
     qrels: dict[str, dict[str, int]] = {}
     for position, qrel in enumerate(dataset.qrels_iter(), start=1):
         qid, docid, grade = str(qrel.query_id), str(qrel.doc_id), qrel.relevance
-        if isinstance(grade, bool) or not isinstance(grade, int) or not 0 <= grade <= MAX_GRADE:
-            raise DataError(f"grade {grade!r} is not an integer in 0..{MAX_GRADE}", path=f"{name} qrels",
+        # negative grades (TREC junk, -1 / -2) are read as trec_eval reads them: not relevant (judged_record)
+        if isinstance(grade, bool) or not isinstance(grade, int) or not -(2 ** 31) <= grade <= MAX_GRADE:
+            raise DataError(f"grade {grade!r:.40} is not an integer <= {MAX_GRADE}", path=f"{name} qrels",
                             line=position, field="relevance")
         judged = qrels.setdefault(qid, {})
         if docid in judged and judged[docid] != grade:
@@ -89,7 +99,10 @@ def read_ir_dataset(dataset_id: str, *, split: str | None = None, top_k: int | N
                 if str(hit.doc_id) in scores:
                     raise DataError(f"document {hit.doc_id!r} listed twice for query {qid!r}",
                                     path=f"{name} scoreddocs", line=position, field="doc_id")
-                scores[str(hit.doc_id)] = float(hit.score)
+                try:
+                    scores[str(hit.doc_id)] = run_score(hit.score, qid, str(hit.doc_id))
+                except DataError as err:
+                    raise DataError(err.reason, path=f"{name} scoreddocs", line=position, field="score") from None
     if run is not None:
         run = {qid: run[qid] for qid in qrels if qid in run}
         if dropped := len(qrels) - len(run):

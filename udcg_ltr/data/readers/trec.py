@@ -116,6 +116,37 @@ def _check_id(value: str, what: str) -> str:
     return value
 
 
+def check_top_k(top_k: Any) -> None:
+    """``top_k`` must be None (every ranked document) or an integer >= 0: ``-1`` would slice off the last
+    document (``items[:-1]``) without a word; a :class:`DataError` naming the setting."""
+    if top_k is None:
+        return
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+        raise DataError(f"must be an integer >= 0 or None, got {top_k!r:.40}", field="top_k")
+
+
+def run_score(value: Any, qid: str, docid: str) -> float:
+    """One run score as a finite float; ``None``, a string, a boolean, NaN or infinity is a :class:`DataError`
+    naming the query and the document (``field 'run['q1']['d3']'``), not a TypeError from the sort."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(value):
+        raise DataError(f"score of document {docid!r} in query {qid!r}: expected a finite number, got "
+                        f"{type(value).__name__} {value!r:.40}", field=f"run[{qid!r}][{docid!r}]")
+    return float(value)
+
+
+def checked_run(run: Any) -> Run:
+    """``{qid: {docid: score}}`` from a mapping or a ranx ``Run`` (:func:`as_nested_dict`), every score checked
+    by :func:`run_score`: what a file reader checks, for runs given in memory."""
+    out: Run = {}
+    for qid, scores in as_nested_dict(run, "run").items():
+        if not isinstance(scores, Mapping):
+            raise DataError(f"query {qid!r}: expected a {{docid: score}} mapping, got {type(scores).__name__}",
+                            field=f"run[{qid!r}]")
+        out[str(qid)] = {str(d): run_score(v, str(qid), str(d)) for d, v in scores.items()}
+    return out
+
+
 def ranked_items(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     """``(docid, score)`` by descending score; equal scores keep their input order (stable)."""
     return sorted(scores.items(), key=lambda kv: -kv[1])
@@ -214,15 +245,26 @@ def as_nested_dict(obj: Any, what: str = "run") -> Mapping[str, Mapping[str, Any
     return nested
 
 
+def judged_grade(grade: int) -> int:
+    """A qrels grade as a record label: a negative one (-1 / -2, junk in some TREC collections) is "not
+    relevant", 0, as trec_eval reads every grade below 1; the labels of the data model are 0..5."""
+    return max(int(grade), 0)
+
+
 def judged_record(qid: str, question: str, hits: Iterable[tuple[str, str, str, int | None, float | None]],
                   judged: Mapping[str, int], **fields: Any) -> QueryRecord:
     """A record of ``hits`` ``(docid, title, text, rank, score)`` labelled by the query's qrels ``judged``
-    (0 for an unjudged document, ``extra["unjudged"]``); ``extra["judged_grades"]`` counts judged
-    documents per grade over all qrels, not only the pool (recall-style metrics need it). Not validated."""
+    (0 for an unjudged document, ``extra["unjudged"]``; a negative grade is 0, :func:`judged_grade`, the file's
+    grade kept in ``extra["qrels_grade"]``); ``extra["judged_grades"]`` counts judged documents per label over
+    all qrels, not only the pool (recall-style metrics need it). Not validated."""
+    def extra(docid: str) -> dict:
+        grade = judged.get(docid, 0)
+        return {"unjudged": docid not in judged, **({"qrels_grade": int(grade)} if grade < 0 else {})}
+
     passages = [Passage(pid=docid, title=title, text=text, rank=rank, score=score,
-                        relevance=int(judged.get(docid, 0)), extra={"unjudged": docid not in judged})
+                        relevance=judged_grade(judged.get(docid, 0)), extra=extra(docid))
                 for docid, title, text, rank, score in hits]
-    counts = dict(sorted(Counter(str(grade) for grade in judged.values()).items(), key=lambda kv: int(kv[0])))
+    counts = dict(sorted(Counter(str(judged_grade(g)) for g in judged.values()).items(), key=lambda kv: int(kv[0])))
     return QueryRecord(qid=qid, question=question, passages=passages, extra={"judged_grades": counts}, **fields)
 
 
@@ -232,7 +274,8 @@ def records_from_run(run: Mapping[str, Mapping[str, float]] | Any, qrels: Mappin
     """Records from a run (a mapping or a ranx ``Run``; ``qrels`` likewise): per query, in run order, its
     top ``top_k`` documents by descending score (:func:`judged_record`). ``texts[docid]`` is a text, a
     ``{"title", "text"}`` mapping or a ``(title, text)`` pair."""
-    run = as_nested_dict(run, "run")
+    check_top_k(top_k)
+    run = checked_run(run)
     qrels = as_nested_dict(qrels, "qrels") if qrels is not None else {}
     records = []
     for qid, scores in run.items():
