@@ -6,7 +6,8 @@ protocol (:mod:`udcg_ltr.fit.sampling`: half hold a relevant passage, half none)
 has contexts (``dataset.contexts_path``, SQuAD's ``annotated_full``), are *those* contexts (same pids, same
 order), so that two LLMs answer identical inputs. Work goes in chunks of questions through the annotation
 cache, and the cell (:mod:`udcg_ltr.data.cells`) is rewritten after each chunk: a killed run loses at most a
-batch, and rerunning the command resumes. ``max_seconds`` stops starting chunks after a deadline (a lease).
+batch, and rerunning the command resumes. ``max_seconds`` stops starting chunks after a deadline (a lease); the
+first chunk always runs.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     progress, start, planned = CellProgress(), time.perf_counter(), {"questions": len(records)}
     size = int(cfg.chunk_questions)
     for first in range(0, len(records), size):
-        if cfg.max_seconds is not None and time.perf_counter() - start > float(cfg.max_seconds):
+        # The first chunk always runs, so that every run makes progress; later ones only within max_seconds.
+        if first and cfg.max_seconds is not None and time.perf_counter() - start > float(cfg.max_seconds):
             print(f"annotate_cell: max_seconds={cfg.max_seconds} reached; rerun to resume", flush=True)
             break
         chunk = records[first:first + size]
