@@ -24,6 +24,8 @@ Infinity / 1e999 for numbers, negative or unknown grades, out-of-range probabili
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import gzip
 import json
 import os
@@ -834,5 +836,270 @@ def valid_fixture_reads(folder: Path) -> dict[str, int]:
     return counts
 
 
-__all__ = ["Case", "Expect", "Outcome", "build_catalogue", "cli_cases", "judge_error", "layouts", "normalise_field",
-           "run_case", "valid_fixture_reads"]
+# ---- generated mutations: hypothesis strategies and an oracle ------------------------------------
+#
+# Each generated input is a valid fixture of one layout, mutated one way: a byte flipped to a non-ASCII
+# byte (the fixtures are ASCII, so the file is no longer UTF-8), a truncation inside a line or value, a key
+# given twice (a line given twice in a text layout), a type swap or an extreme number from the layout's field
+# table, a lone surrogate in a string, a BOM, CRLF line ends, extra white space, a negative or huge cutoff.
+# The oracle (:func:`judge_generated`): the read raises a DataError naming the file (or the ``top_k`` setting)
+# and a line or field, or it returns the same records as the undamaged file (BOM, CRLF, white space, a huge
+# cutoff change nothing). Anything else is ``traceback`` (another exception) or ``silent`` (other data).
+
+from hypothesis import strategies as st  # noqa: E402
+
+_EXTREMES = [10 ** 400, -(10 ** 400), 2 ** 63, -(2 ** 63) - 1, _OVERFLOW, f"-{_OVERFLOW}"]
+_STRING_KINDS = ("str", "id", "strict_id")
+_NUMBER_KINDS = ("number", "rank", "int", "prob", "grade", "number_or_str")
+#: layouts whose reader takes the mutated file's objects as a whole, with a field table to mutate
+_KINDS_WITH_OBJECTS = ("jsonl", "array", "object")
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generated input: the layout, the mutation's name, the damaged bytes and the reader's ``top_k``."""
+
+    layout: Layout
+    mutation: str
+    data: bytes
+    top_k: Any = "default"
+
+
+def canonical(result: Any) -> Any:
+    """A comparable form of a reader's result (records as dicts; mappings and lists recursively)."""
+    if hasattr(result, "to_dict"):
+        return canonical(result.to_dict())
+    if isinstance(result, dict):
+        return {str(k): canonical(v) for k, v in result.items()}
+    if isinstance(result, (list, tuple)):
+        return [canonical(v) for v in result]
+    if hasattr(result, "__dataclass_fields__"):
+        return canonical(dataclasses.asdict(result))
+    return result
+
+
+def _objects(layout: Layout) -> list:
+    """A deep copy of the layout's valid objects (a layout shares its list between calls: never mutate it)."""
+    return json.loads(json.dumps(layout.objects())) if layout.objects is not None else []
+
+
+def _serialise(layout: Layout, objs: list, text=dumps) -> bytes:
+    if layout.kind == "jsonl":
+        return "".join(text(o) + "\n" for o in objs).encode()
+    if layout.kind == "array":
+        return ("[\n" + ",\n".join(text(o) for o in objs) + "\n]\n").encode()
+    return text(objs[0]).encode()
+
+
+def _pick_object(draw, layout: Layout) -> tuple[list, int]:
+    objs = _objects(layout)
+    return objs, draw(st.integers(0, len(objs) - 1))
+
+
+def _applicable(f: F, obj: Any) -> bool:
+    """Whether ``f.path`` exists in ``obj`` (field tables name e.g. ``passages[0]``, ``hits[1]``)."""
+    try:
+        target = obj
+        for part in f.path:
+            target = target[part]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
+
+
+@st.composite
+def _field_swap(draw, layout: Layout) -> Generated:
+    """A type swap, an extreme number or a lone surrogate in one field of the layout's table."""
+    objs, i = _pick_object(draw, layout)
+    fields = [f for f in layout.spec if _applicable(f, objs[i])]
+    f = draw(st.sampled_from(fields))
+    how = draw(st.sampled_from(["type swap", "extreme number", "surrogate"]))
+    if how == "extreme number" and f.kind in _NUMBER_KINDS:
+        value: Any = draw(st.sampled_from(_EXTREMES))
+    elif how == "surrogate" and f.kind in _STRING_KINDS:
+        value = "\ud800" + str(draw(st.sampled_from(["", "x", "q0"])))
+    else:
+        how = "type swap"
+        value = draw(st.sampled_from(KIND_MUTATIONS[f.kind]))[1]
+    objs[i] = _set(objs[i], f.path, value)
+    def text(o):
+        return (json.dumps(o).replace(f'"{_OVERFLOW}"', "1e999").replace(f'"-{_OVERFLOW}"', "-1e999"))
+    return Generated(layout, f"{how} {f.name}", _serialise(layout, objs, text))
+
+
+def _dict_paths(obj: Any, path: tuple = ()) -> list[tuple]:
+    """Paths of every non-empty JSON object inside ``obj`` (``()``: ``obj`` itself)."""
+    out = [path] if isinstance(obj, dict) and obj else []
+    children = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for key, value in children:
+        out += _dict_paths(value, path + (key,))
+    return out
+
+
+@st.composite
+def _duplicate_key(draw, layout: Layout) -> Generated:
+    """One object of the file given a key twice (the first copy's value: the same, or another)."""
+    objs, i = _pick_object(draw, layout)
+    path = draw(st.sampled_from(_dict_paths(objs[i])))
+    target = objs[i]
+    for part in path:
+        target = target[part]
+    key = draw(st.sampled_from(sorted(target)))
+    first = draw(st.sampled_from([target[key], 0, "x", None]))
+    text = "{" + json.dumps(key) + ": " + dumps(first) + ", " + dumps(target)[1:]
+    marker = "__DUPLICATE_KEY__"
+    objs[i] = _set(objs[i], path, marker) if path else marker
+    out = _serialise(layout, objs).decode().replace(json.dumps(marker), text)
+    return Generated(layout, f"duplicate key {key}", out.encode())
+
+
+@st.composite
+def _byte_flip(draw, layout: Layout) -> Generated:
+    valid = layout.valid()
+    pos = draw(st.integers(0, len(valid) - 1))
+    byte = draw(st.integers(0x80, 0xFF))
+    return Generated(layout, "byte flip", valid[:pos] + bytes([byte]) + valid[pos + 1:])
+
+
+def _cut_points(layout: Layout, valid: bytes) -> list[int]:
+    """Where a truncation is detectable: inside a line of a JSON-lines file (not at a line's end: a file of
+    fewer whole lines is a valid file), before the closing bracket of a JSON document, inside the last line
+    of a text layout (before its last column ends)."""
+    if layout.kind == "jsonl":
+        return [p for p in range(1, len(valid)) if valid[p - 1:p] != b"\n" and valid[p:p + 1] != b"\n"]
+    if layout.kind in ("array", "object"):
+        return list(range(1, valid.rstrip().rfind(valid.rstrip()[-1:]) + 1))
+    last = valid.rstrip(b"\n").rfind(b"\n") + 1
+    end = valid.rstrip(b"\n").rfind(b" " if layout.reader != "read_beir.qrels" else b"\t")
+    return list(range(last + 1, end + 1)) if layout.reader != "read_trec_run" else list(range(last + 1, end))
+
+
+@st.composite
+def _truncation(draw, layout: Layout) -> Generated:
+    valid = layout.valid()
+    cut = draw(st.sampled_from(_cut_points(layout, valid)))
+    return Generated(layout, "truncation", valid[:cut])
+
+
+@st.composite
+def _harmless(draw, layout: Layout) -> Generated:
+    """Changes that change nothing: a BOM, CRLF line ends, blank lines, white space between JSON tokens or
+    extra spaces between TREC columns."""
+    valid = layout.valid()
+    how = draw(st.sampled_from(["BOM", "CRLF", "blank lines", "white space"]))
+    if how == "BOM":
+        return Generated(layout, how, b"\xef\xbb\xbf" + valid)
+    if how == "CRLF":
+        return Generated(layout, how, valid.replace(b"\n", b"\r\n"))
+    if how == "blank lines" and layout.kind in ("jsonl", "text"):
+        return Generated(layout, how, valid.replace(b"\n", b"\n\n  \n", 1) + b"\n \n")
+    if layout.kind in _KINDS_WITH_OBJECTS:
+        def spaced(o):
+            return (json.dumps(o, ensure_ascii=False, separators=(" ,  ", " :\t")))
+        return Generated(layout, "white space", _serialise(layout, _objects(layout), spaced))
+    sep = b"\t" if layout.reader == "read_beir.qrels" else b" "
+    return Generated(layout, "white space", valid.replace(sep, sep + b" ") if sep == b" " else valid + b"\n")
+
+
+@st.composite
+def _duplicate_line(draw, layout: Layout) -> Generated:
+    """Text layouts: a judgement or ranked document given twice."""
+    lines = layout.valid().decode().splitlines(keepends=True)
+    start = 1 if layout.reader == "read_beir.qrels" else 0
+    i = draw(st.integers(start, len(lines) - 1))
+    return Generated(layout, "duplicate line", "".join(lines[:i + 1] + [lines[i]] + lines[i + 1:]).encode())
+
+
+def mutations(layout: Layout) -> st.SearchStrategy[Generated]:
+    """Every generated mutation of ``layout`` (module section doc)."""
+    common = [_byte_flip(layout), _truncation(layout), _harmless(layout)]
+    if layout.kind in _KINDS_WITH_OBJECTS:
+        return st.one_of(*common, _field_swap(layout), _duplicate_key(layout))
+    return st.one_of(*common, _duplicate_line(layout))
+
+
+def _cutoff_layout() -> Layout:
+    """BEIR with a run: the reader that takes ``top_k`` (as records_from_run and read_ir_dataset do)."""
+    def read(folder: Path, path: Path, top_k: Any = 100) -> Any:
+        return read_beir(folder, run=path, top_k=top_k)
+    return Layout("read_beir(top_k)", "text", "run.txt", lambda: TREC_RUN.replace(b"q1 Q0 d1", b"q1 Q0 d3"),
+                  read, setup=_beir_setup(""))
+
+
+def cutoffs() -> st.SearchStrategy[Generated]:
+    """Negative and huge cutoffs through a reader that takes one."""
+    layout = _cutoff_layout()
+    values = st.one_of(st.integers(-(2 ** 70), -1), st.integers(10, 2 ** 70), st.sampled_from([-1, True, 2.5, "5"]))
+    return values.map(lambda k: Generated(layout, f"top_k={k!r}", layout.valid(), k))
+
+
+def generated_inputs() -> st.SearchStrategy[Generated]:
+    """A generated bad (or harmless) input of any layout, or a cutoff."""
+    return st.one_of(*(mutations(lay) for lay in layouts()), cutoffs())
+
+
+def _read(gen: Generated, folder: Path) -> tuple[Any, Path]:
+    gen.layout.setup(folder)
+    path = folder / gen.layout.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gen.data)
+    if gen.top_k != "default":
+        return gen.layout.read(folder, path, gen.top_k), path
+    return gen.layout.read(folder, path), path
+
+
+_ORIGINALS: dict[str, Any] = {}
+
+
+def original(layout: Layout, folder: Path) -> Any:
+    """The canonical records of the layout's undamaged fixture (read once)."""
+    if layout.reader not in _ORIGINALS:
+        _ORIGINALS[layout.reader] = canonical(_read(Generated(layout, "valid", layout.valid()), folder)[0])
+    return _ORIGINALS[layout.reader]
+
+
+def judge_generated(gen: Generated, folder: Path) -> Outcome:
+    """The oracle: ``clear`` (a DataError naming the file, or the ``top_k`` setting, and a line or field; or
+    the same records as the undamaged file), ``unclear`` (a DataError missing them), ``traceback``, ``silent``."""
+    (folder / "orig").mkdir(parents=True, exist_ok=True)
+    want = original(gen.layout, folder / "orig")
+    try:
+        result, path = _read(gen, folder / "damaged")
+    except DataError as err:
+        named = err.path == str(folder / "damaged" / gen.layout.name) or err.field == "top_k" \
+            or (err.path is not None and Path(err.path).parent == folder / "damaged")
+        located = err.line is not None or err.field is not None
+        return Outcome("clear" if named and located else "unclear", "" if named and located else str(err), str(err))
+    except Exception as err:  # noqa: BLE001 -- a raw exception is what the oracle hunts for
+        return Outcome("traceback", f"{type(err).__name__}: {err}"[:300], traceback.format_exc(limit=-3))
+    if canonical(result) == want:
+        return Outcome("clear", "same records", "")
+    return Outcome("silent", "read as other data", "")
+
+
+def run_generated(n: int, seed: int, folder: Path, report: Callable[[Generated, Outcome], None] | None = None
+                  ) -> collections.Counter:
+    """Draw ``n`` generated inputs (hypothesis, seeded, generation only: nothing to shrink) and judge each under
+    its own folder; returns the outcome counts, ``generated`` among them."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as seeded
+
+    counts: collections.Counter = collections.Counter()
+
+    @seeded(seed)
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(generated_inputs())
+    def trial(gen: Generated) -> None:
+        counts["generated"] += 1
+        outcome = judge_generated(gen, folder / f"g{counts['generated']:05d}")
+        counts[outcome.kind] += 1
+        if report is not None:
+            report(gen, outcome)
+
+    trial()
+    return counts
+
+
+__all__ = ["Case", "Expect", "Generated", "Outcome", "build_catalogue", "cli_cases", "generated_inputs",
+           "judge_error", "judge_generated", "layouts", "normalise_field", "run_case", "valid_fixture_reads"]

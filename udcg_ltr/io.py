@@ -109,7 +109,8 @@ _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
 
 class TextReader:
-    """A strict UTF-8 reader of a plain or gzipped file (lines, CRLF read as LF, counted in :attr:`line`):
+    """A strict UTF-8 reader of a plain or gzipped file (lines, CRLF read as LF, counted in :attr:`line`; a leading
+    byte order mark skipped, else an id would start with U+FEFF):
     bad UTF-8 names its line and column, a damaged gzip stream the line it broke in."""
 
     def __init__(self, path: str | os.PathLike):
@@ -130,6 +131,8 @@ class TextReader:
         return DataError(f"corrupt or truncated gzip data ({type(err).__name__}: {err})", path=self.path, line=line)
 
     def _decode(self, data: bytes, first_line: int) -> str:
+        if first_line == 1 and data.startswith(b"\xef\xbb\xbf"):
+            data = data[3:]  # a UTF-8 byte order mark (Windows editors write one) marks the encoding, not data
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:
