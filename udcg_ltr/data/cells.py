@@ -16,6 +16,7 @@ be found there, or a :class:`DataError` names the file, the line and the field.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,14 @@ from typing import Any
 
 from udcg_ltr.data.contexts import ContextRun, read_context_runs, write_context_runs
 from udcg_ltr.data.jsonl import dumps_json, parse_lines, write_lines
-from udcg_ltr.data.schema import DataError, QueryRecord, get_field, get_probability, get_str_list, records_by_qid
+from udcg_ltr.data.schema import (
+    DataError,
+    QueryRecord,
+    get_field,
+    get_probability,
+    get_str_list,
+    records_by_qid,
+)
 from udcg_ltr.io import atomic_write_json, read_json_dict
 
 PASSAGES_FILE = "passages.jsonl.gz"
@@ -124,3 +132,20 @@ def read_cell(folder: str | os.PathLike, records: Sequence[QueryRecord] | Mappin
         raise DataError(f"context of question {stray.qid!r}, which has no passage values",
                         path=str(folder / CONTEXTS_FILE), field="qid")
     return joined, runs, provenance
+
+
+def read_cell_records(folder: str | os.PathLike, base: Sequence[QueryRecord], *, val_articles: float = 0.0,
+                      seed: int = 0) -> list[QueryRecord]:
+    """A cell's records (:func:`read_cell`) for training: ``val_articles`` of the train split's articles (a seeded
+    share, by ``extra["article"]``) become the ``val`` split, so that a cell without one can choose checkpoints
+    without touching its test questions (Hydra: a dataset ``reader`` whose ``base`` is another reader)."""
+    if not 0.0 <= val_articles < 1.0:
+        raise ValueError(f"val_articles must lie in [0, 1), got {val_articles}")
+    records = read_cell(folder, base)[0]
+    articles = sorted({r.extra.get("article") for r in records if r.split == "train"}, key=str)
+    rng = random.Random(seed)
+    chosen = set(rng.sample(articles, round(val_articles * len(articles))))
+    for r in records:
+        if r.split == "train" and r.extra.get("article") in chosen:
+            r.split = "val"
+    return records
