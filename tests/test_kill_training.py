@@ -184,3 +184,29 @@ def test_a_finished_run_is_reused_and_other_arguments_train_again(tmp_path):
     with pytest.raises(RuntimeError, match="trained again"):  # so the first arguments train again too
         fit_reranker(train, val, **kwargs, callbacks=[Refuse()])
     assert _weights(Path(path)).keys() == weights.keys()
+
+
+def test_a_changed_loss_version_stamp_trains_again(tmp_path, monkeypatch):
+    """A loss whose code changed (its VERSION raised) retrains a finished run of the same settings; other losses'
+    stamps leave it finished."""
+    import pytorch_lightning as pl
+    from test_cross_encoder import LLM, toy_records
+
+    from udcg_ltr.losses import DirectUDCGLoss, ListNetLoss
+    from udcg_ltr.models import fit_reranker
+
+    class Refuse(pl.Callback):
+        def on_fit_start(self, trainer, module):
+            raise RuntimeError("trained again")
+
+    model_dir = save_tiny_bert(tmp_path / "tiny", layers=2, seed=0)
+    train, val = toy_records(6, seed=3), toy_records(3, seed=4, split="val")
+    kwargs = dict(llm=LLM, model_name_or_path=model_dir, loss="udcg", loss_kwargs={"k": 2, "tau": 0.5}, k=2,
+                  epochs=1, batch_size=3, lr=2e-3, max_length=32, seed=0, output_dir=tmp_path / "run",
+                  enable_progress_bar=False, early_stopping_patience=None, num_threads=1)
+    fit_reranker(train, val, **kwargs)
+    monkeypatch.setattr(ListNetLoss, "VERSION", ListNetLoss.VERSION + 1)  # not this run's loss: still finished
+    fit_reranker(train, val, **kwargs, callbacks=[Refuse()])
+    monkeypatch.setattr(DirectUDCGLoss, "VERSION", DirectUDCGLoss.VERSION + 1)
+    with pytest.raises(RuntimeError, match="trained again"):
+        fit_reranker(train, val, **kwargs, callbacks=[Refuse()])

@@ -98,6 +98,23 @@ def with_spec(name: str, kwargs: Mapping[str, Any] | None, **spec: Any) -> dict[
     return {**_shared_for(name, spec), **out}
 
 
+def loss_versions(name: str, kwargs: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """``{class name: VERSION}`` of every loss class ``get_loss(name, **kwargs)`` builds (a combined loss and its
+    terms): the stamps the training fingerprint reads."""
+    if "+" in name:
+        terms = [{"name": n} for n in name.split("+") if n]
+    elif _canonical(name) == "combined":
+        terms = list((kwargs or {}).get("terms") or [])
+    else:
+        cls = LOSSES[_canonical(name)]
+        return {cls.__name__: cls.VERSION}
+    out = {CombinedLoss.__name__: CombinedLoss.VERSION}
+    for term in terms:
+        out.update(loss_versions(str(term["name"]), term))
+    return out
+
+
 __all__ = [
     "ALIASES", "BCELoss", "CombinedLoss", "DirectUDCGLoss", "LOSSES", "LambdaUDCGLoss", "ListMLELoss",
-    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "with_spec"]
+    "ListNetLoss", "MSELoss", "PairwiseHingeLoss", "RankNetLoss", "RankingLoss", "get_loss", "loss_versions",
+    "with_spec"]

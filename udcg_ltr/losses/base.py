@@ -21,6 +21,9 @@ class RankingLoss(nn.Module):
 
     #: Which target the data module should feed: ``"utility"`` (signed, Eq. 2) or ``"relevance"`` (0/1).
     target: str = "utility"
+    #: Version stamp: raise it in the same change as anything that changes what the loss computes. It enters the
+    #: training fingerprint (``udcg_ltr.models.training.fit_fingerprint``), so a finished training retrains.
+    VERSION: int = 1
 
     def forward(self, scores: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         scores, targets, mask = prepare(scores, targets, mask)

@@ -7,13 +7,14 @@ built from the keyword arguments. The best checkpoint is exported to ``output_di
 
 from __future__ import annotations
 
-import inspect
 import logging
+import math
 import os
 import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from pytorch_lightning.callbacks import EarlyStopping, LearningRateMonitor, Mode
 
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.io import atomic_open, atomic_write_json, json_safe, read_json_dict
+from udcg_ltr.losses import loss_versions
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.cross_encoder import CrossEncoderModule, default_model_path
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, SlateDataModule
@@ -89,9 +91,80 @@ HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets", 
 #: ``checkpoint_minutes`` when not set: ``last.ckpt`` is also written mid-epoch this often (0: at epoch ends only).
 DEFAULT_CHECKPOINT_MINUTES = 10.0
 
-#: ``fit_reranker``'s keyword arguments that set the Trainer (``epochs`` is its ``max_epochs``).
-TRAINER_KEYWORDS = ("epochs", "accelerator", "devices", "precision", "gradient_clip_val", "deterministic",
-                    "enable_progress_bar")
+#: ``fit_reranker``'s keyword arguments that set the Trainer (``epochs`` is its ``max_epochs``), with their defaults.
+TRAINER_DEFAULTS: dict[str, Any] = {"epochs": 3, "accelerator": "cpu", "devices": 1, "precision": "32-true",
+                                    "gradient_clip_val": 1.0, "deterministic": False, "enable_progress_bar": True}
+TRAINER_KEYWORDS = tuple(TRAINER_DEFAULTS)
+#: ``fit_reranker``'s keyword arguments that set the default callbacks, with their defaults.
+CALLBACK_DEFAULTS: dict[str, Any] = {"early_stopping_patience": 2, "save_weights_only": True}
+
+
+def _finite(name: str, value: Any, low: float | None = None, high: float | None = None, *,
+            optional: bool = False) -> None:
+    """A number, finite (NaN fails every comparison, so it is refused first) and within ``[low, high]``."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or (low is not None and value < low) or (high is not None and value > high):
+        bounds = f" in [{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        raise ValueError(f"{name} must be a finite number{bounds}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """What a cross-encoder learns and how, apart from the Trainer and its callbacks: the typed form of the train
+    job's ``model.cross_encoder`` / ``loss`` / top-level ``k``, ``gamma``, ``seed`` settings.
+
+    ``loss`` / ``loss_kwargs``: registry of :mod:`udcg_ltr.losses`; ``llm``: whose utilities (Eq. 2) are the targets;
+    ``batch_size``: queries per step. Checked when made (every number finite and in range), before any stage runs.
+    """
+
+    llm: str | None = None
+    model_name_or_path: str | None = None
+    loss: str = "udcg"
+    loss_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    target: str | None = None
+    k: int = 5
+    gamma: float = DEFAULT_GAMMA
+    batch_size: int = 8
+    eval_batch_size: int | None = None
+    lr: float = 3e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    schedule: str = "linear"
+    max_length: int = 256
+    max_slate: int | None = None
+    slate_sampling: str = "head"
+    relevance_threshold: int = 1
+    template: str = DEFAULT_TEMPLATE
+    seed: int = 0
+    monitor_metric: str = "udcg"
+    shuffle: bool = True
+
+    def __post_init__(self) -> None:
+        for name, low in (("k", 1), ("batch_size", 1), ("max_length", 1), ("relevance_threshold", 0)):
+            _finite(name, getattr(self, name), low)
+        for name in ("eval_batch_size", "max_slate"):
+            _finite(name, getattr(self, name), 1, optional=True)
+        _finite("gamma", self.gamma, 0.0)
+        _finite("lr", self.lr, 0.0)
+        _finite("weight_decay", self.weight_decay, 0.0)
+        _finite("warmup", self.warmup, 0.0, 1.0)
+        _finite("seed", self.seed)
+        if self.schedule not in ("linear", "constant"):
+            raise ValueError(f"schedule must be 'linear' or 'constant', got {self.schedule!r}")
+        if self.slate_sampling not in ("head", "random"):
+            raise ValueError(f"slate_sampling must be 'head' or 'random', got {self.slate_sampling!r}")
+
+    @classmethod
+    def split(cls, keywords: Mapping[str, Any]) -> tuple[FitConfig, dict[str, Any]]:
+        """``(config of the keywords that are its fields, the other keywords)``: ``fit_reranker``'s keyword form."""
+        names = {f.name for f in fields(cls)}
+        config = cls(**{k: v for k, v in keywords.items() if k in names and (v is not None or k in _NULLABLE)})
+        return config, {k: v for k, v in keywords.items() if k not in names}
+
+
+_NULLABLE = ("llm", "model_name_or_path", "target", "eval_batch_size", "max_slate")
 
 
 def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,7 +173,7 @@ def _plain(node: Mapping[str, Any]) -> dict[str, Any]:
 
 def _refuse_both(config_name: str, given: Mapping[str, Any]) -> None:
     """The keyword arguments a ``trainer_config`` / ``callback_configs`` replaces must keep their defaults."""
-    defaults = {name: p.default for name, p in inspect.signature(fit_reranker).parameters.items()}
+    defaults = {**TRAINER_DEFAULTS, **CALLBACK_DEFAULTS}
     clash = sorted(name for name, value in given.items() if value != defaults.get(name))
     if clash:
         raise TypeError(f"fit_reranker: {clash} are set by {config_name}=...; set them there, not as keyword arguments")
@@ -160,70 +233,149 @@ def build_callbacks(nodes: Mapping[str, Mapping[str, Any]], *, checkpoint_dir: P
     return out
 
 
-def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None = None, *,
-                 llm: str | None = None, model_name_or_path: str | None = None, loss: str = "udcg",
-                 loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
-                 gamma: float = DEFAULT_GAMMA, epochs: int = 3, batch_size: int = 8, eval_batch_size: int | None = None,
-                 lr: float = 3e-5, weight_decay: float = 0.01, warmup: float = 0.1, schedule: str = "linear",
-                 max_length: int = 256, max_slate: int | None = None, slate_sampling: str = "head",
-                 relevance_threshold: int = 1, template: str = DEFAULT_TEMPLATE, seed: int = 0,
-                 output_dir: str | os.PathLike = "outputs/cross_encoder", precision: str | int = "32-true",
-                 accelerator: str = "cpu", devices: int | str | Sequence[int] = 1, logger: Any = False,
-                 gradient_clip_val: float | None = 1.0, early_stopping_patience: int | None = 2,
-                 monitor_metric: str = "udcg", deterministic: bool = False, enable_progress_bar: bool = True,
-                 save_weights_only: bool = True, callbacks: Sequence[pl.Callback] | None = None, shuffle: bool = True,
-                 resume: bool = True, trainer_config: Mapping[str, Any] | None = None,
-                 callback_configs: Mapping[str, Any] | None = None,
-                 **trainer_kwargs: Any) -> tuple[str, dict[str, float]]:
-    """Train a cross-encoder reranker; return ``(path of the saved best model, metrics)``.
+def plan_trainer(config: FitConfig, trainer_config: Mapping[str, Any] | None,
+                 callback_configs: Mapping[str, Any] | None, keywords: Mapping[str, Any], *,
+                 validates: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
+    """``(Trainer config, host-side settings, callback configs)`` of a run: from ``trainer_config`` /
+    ``callback_configs``, or from the keywords (:data:`TRAINER_DEFAULTS`, :data:`CALLBACK_DEFAULTS`, any other
+    ``pl.Trainer`` argument and :data:`HOST_SIDE_KEYS`). Nothing is instantiated."""
+    rest = dict(keywords)
+    trainer_keywords = {name: rest.pop(name, default) for name, default in TRAINER_DEFAULTS.items()}
+    callback_keywords = {name: rest.pop(name, default) for name, default in CALLBACK_DEFAULTS.items()}
+    settings, host = trainer_settings(trainer_config, trainer_keywords, rest)
+    nodes = callback_settings(callback_configs, monitor=CrossEncoderModule.monitor_key(config.monitor_metric, config.k),
+                              **callback_keywords)
+    settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
+    if not validates:  # no validation loop at all (the data module has no val loader): final weights
+        settings["limit_val_batches"] = 0
+    return settings, host, nodes
 
-    ``loss`` / ``loss_kwargs``: registry of :mod:`udcg_ltr.losses`; ``llm``: whose utilities are the targets;
-    ``batch_size``: queries per step; ``deterministic`` is off by default (it slows GPU kernels and changes nothing on a
-    CPU). Extra keyword arguments go to ``pl.Trainer``, except :data:`HOST_SIDE_KEYS` (``num_workers`` / ``pin_memory``:
-    0 / off on a CPU, 4 / on with a GPU; ``length_buckets``: 4 on a CPU, 1 on a GPU,
-    :class:`~.datamodule.SlateCollator`; ``checkpoint_minutes``: :data:`DEFAULT_CHECKPOINT_MINUTES`).
 
-    ``checkpoints/last.ckpt`` is written atomically after every epoch and every ``checkpoint_minutes`` within one
-    (with the data loader's position and the random state): a call with the same arguments and ``output_dir``
-    resumes from it (``resume=True``) and ends with the model of an uninterrupted run. A finished
-    run leaves ``fit_arguments.json`` beside ``model`` (written last): the same call again returns that model and
-    its metrics without training (a job that failed after this stage reruns without retraining).
+def fit_fingerprint(config: FitConfig, settings: Mapping[str, Any], callback_nodes: Mapping[str, Any],
+                    train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None) -> dict[str, Any]:
+    """What a finished (``fit_arguments.json``) or resumable (``last.ckpt``) run must match to be reused.
 
-    ``trainer_config`` (a ``pl.Trainer`` ``_target_`` config, host-side keys included) replaces
-    :data:`TRAINER_KEYWORDS` and the extra keywords; ``callback_configs`` replaces ``early_stopping_patience``
-    / ``save_weights_only``: setting both a config and a keyword it replaces is an error.
-    """
-    arguments = dict(locals())  # first statement: the call's arguments and nothing else
+    ``versions``: the loss classes' ``VERSION`` stamps (:func:`udcg_ltr.losses.loss_versions`), changed when a
+    loss's results would change, so that such a change retrains; only stamps above 1 enter, so the fingerprint of
+    a run finished before the stamps existed is unchanged."""
+    fingerprint = {"model": resolved_model_path(config), "loss": config.loss, "loss_kwargs": dict(config.loss_kwargs),
+                   "target": config.target, "k": config.k, "gamma": config.gamma, "epochs": settings.get("max_epochs"),
+                   "batch_size": config.batch_size, "lr": config.lr, "weight_decay": config.weight_decay,
+                   "warmup": config.warmup, "schedule": config.schedule, "max_length": config.max_length,
+                   "max_slate": config.max_slate, "sampling": config.slate_sampling, "seed": config.seed,
+                   "precision": settings["precision"], "llm": config.llm, "train": [r.qid for r in train_records],
+                   "val": [r.qid for r in val_records or []], "trainer": dict(settings), "callbacks": callback_nodes}
+    versions = {name: v for name, v in loss_versions(config.loss, config.loss_kwargs).items() if v != 1}
+    if versions:
+        fingerprint["versions"] = versions
+    return fingerprint
+
+
+def resolved_model_path(config: FitConfig) -> str:
+    return str(config.model_name_or_path or default_model_path())
+
+
+def build_module(config: FitConfig) -> CrossEncoderModule:
+    return CrossEncoderModule(resolved_model_path(config), loss=config.loss, loss_kwargs=dict(config.loss_kwargs),
+                              target=config.target, k=config.k, gamma=config.gamma, lr=config.lr,
+                              weight_decay=config.weight_decay, warmup=config.warmup, schedule=config.schedule,
+                              relevance_threshold=config.relevance_threshold, monitor_metric=config.monitor_metric,
+                              seed=config.seed)
+
+
+def build_data(config: FitConfig, train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None,
+               tokenizer: Any, host: Mapping[str, Any], *, gpu: bool) -> SlateDataModule:
+    """The slate data module; host-side settings left ``None`` are chosen for the accelerator."""
+    chosen = lambda key, cpu, on_gpu: (on_gpu if gpu else cpu) if host[key] is None else host[key]  # noqa: E731
+    return SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=config.llm, template=config.template,
+                           seed=config.seed, batch_size=config.batch_size, eval_batch_size=config.eval_batch_size,
+                           max_length=config.max_length, max_slate=config.max_slate, sampling=config.slate_sampling,
+                           relevance_threshold=config.relevance_threshold, num_workers=chosen("num_workers", 0, 4),
+                           pin_memory=chosen("pin_memory", False, True), shuffle=config.shuffle,
+                           buckets=chosen("length_buckets", 4, 1))
+
+
+def build_trainer(settings: Mapping[str, Any], host: Mapping[str, Any], callback_nodes: Mapping[str, Any], *,
+                  out: Path, callbacks: Sequence[pl.Callback] | None, logger: Any, validates: bool,
+                  monitor: str, k: int) -> tuple[pl.Trainer, ModelCheckpoint | None]:
+    """``(the Trainer, the callback keeping the best checkpoint or None)``; checkpoints go to ``out/checkpoints``."""
+    ckpt_dir = out / "checkpoints"
+    cbs: list[pl.Callback] = list(callbacks or [])
+    cbs += build_callbacks(callback_nodes, checkpoint_dir=ckpt_dir, validates=validates, has_logger=bool(logger))
+    best = next((cb for cb in cbs if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
+    # The full training state after every epoch, for resuming (its own callback: the best one holds weights only),
+    # and every checkpoint_minutes within an epoch (Lightning allows one trigger per callback, so a second one).
+    last = dict(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
+    cbs.append(ModelCheckpoint(**last))
+    minutes = DEFAULT_CHECKPOINT_MINUTES if host["checkpoint_minutes"] is None else float(host["checkpoint_minutes"])
+    if minutes > 0:
+        cbs.append(MidEpochCheckpoint(**last, train_time_interval=timedelta(minutes=minutes)))
+    if not settings.get("enable_progress_bar", True):
+        cbs.append(EpochSummary(monitor, k))
+    # _partial_: the config's arguments bound, the run's objects passed as they are (instantiate would copy them).
+    make_trainer = instantiate(dict(settings), _partial_=True)
+    trainer = make_trainer(logger=logger, callbacks=cbs, default_root_dir=str(out), plugins=[AtomicCheckpointIO()])
+    return trainer, best
+
+
+def _quiet_lightning() -> None:
     # The "does not have many workers" hint is wrong for this in-process tokenising loader.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*`isinstance\\(treespec, LeafSpec\\)`.*")
     # The folder holds our fit_arguments.json stamp (and last.ckpt when resuming): expected, not a stale run.
     warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
-    settings, host = trainer_settings(trainer_config, {name: arguments[name] for name in TRAINER_KEYWORDS},
-                                      trainer_kwargs)
+
+
+def best_epoch_metrics(best: ModelCheckpoint | None, module: CrossEncoderModule, trainer: pl.Trainer) -> dict[str, float]:
+    """Load the best checkpoint's weights into ``module`` (when one was kept); its epoch and score."""
+    metrics: dict[str, float] = {}
+    if best is not None and best.best_model_path:
+        checkpoint = torch.load(best.best_model_path, map_location="cpu", weights_only=True)
+        module.load_state_dict(checkpoint["state_dict"])
+        metrics["best_epoch"] = float(checkpoint["epoch"])
+        metrics[f"best_{best.monitor}"] = float(best.best_model_score)
+    metrics["epochs_run"] = float(trainer.current_epoch)
+    return metrics
+
+
+def validate_exported(module: CrossEncoderModule, data: SlateDataModule, settings: Mapping[str, Any]) -> dict[str, float]:
+    """Validation metrics of the module's (exported) weights on one device, with the training's precision."""
+    evaluator = pl.Trainer(accelerator=settings.get("accelerator", "auto"), devices=1, precision=settings["precision"],
+                           logger=False, enable_progress_bar=bool(settings.get("enable_progress_bar", True)),
+                           enable_model_summary=False)
+    res = evaluator.validate(module, datamodule=data, verbose=False)
+    return {name: float(v) for name, v in res[0].items()}
+
+
+def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None = None,
+                 config: FitConfig | None = None, *, output_dir: str | os.PathLike = "outputs/cross_encoder",
+                 trainer_config: Mapping[str, Any] | None = None, callback_configs: Mapping[str, Any] | None = None,
+                 callbacks: Sequence[pl.Callback] | None = None, logger: Any = False, resume: bool = True,
+                 **keywords: Any) -> tuple[str, dict[str, float]]:
+    """Train a cross-encoder reranker as ``config`` says; return ``(path of the saved best model, metrics)``.
+
+    The Trainer comes from ``trainer_config`` (``pl.Trainer`` ``_target_`` config with :data:`HOST_SIDE_KEYS`), the
+    callbacks from ``callback_configs`` (:func:`plan_trainer`). Without ``config``, keywords that are its fields make
+    it; the others (:data:`TRAINER_DEFAULTS`, :data:`CALLBACK_DEFAULTS`, ``pl.Trainer`` arguments) are refused
+    beside a config that sets them.
+
+    ``checkpoints/last.ckpt`` is written atomically after every epoch and every ``checkpoint_minutes`` within one:
+    the same call resumes from it (``resume=True``) and ends with the model of an uninterrupted run. A finished run
+    leaves ``fit_arguments.json`` (:func:`fit_fingerprint`, written last) beside ``model``: the same call again
+    returns that model and its metrics without training.
+    """
+    if config is None:
+        config, keywords = FitConfig.split(keywords)
+    _quiet_lightning()
+    settings, host, callback_nodes = plan_trainer(config, trainer_config, callback_configs, keywords,
+                                                  validates=bool(val_records))
     if host["num_threads"]:
         torch.set_num_threads(int(host["num_threads"]))
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(config.seed, workers=True, verbose=False)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model_path = str(model_name_or_path or default_model_path())
-    precision, accelerator = settings["precision"], settings.get("accelerator", "auto")
-    progress = bool(settings.get("enable_progress_bar", True))
-    gpu = on_gpu(accelerator)
-    monitor = CrossEncoderModule.monitor_key(monitor_metric, k)
-    callback_nodes = callback_settings(callback_configs, monitor=monitor,
-                                       early_stopping_patience=early_stopping_patience,
-                                       save_weights_only=save_weights_only)
-    settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
-    if not val_records:  # no validation loop at all (the data module has no val loader): final weights
-        settings["limit_val_batches"] = 0
-    fingerprint = {"model": model_path, "loss": loss, "loss_kwargs": loss_kwargs or {}, "target": target, "k": k,
-                   "gamma": gamma, "epochs": settings.get("max_epochs"), "batch_size": batch_size, "lr": lr,
-                   "weight_decay": weight_decay, "warmup": warmup, "schedule": schedule,
-                   "max_length": max_length, "max_slate": max_slate, "sampling": slate_sampling, "seed": seed,
-                   "precision": precision, "llm": llm, "train": [r.qid for r in train_records],
-                   "val": [r.qid for r in val_records or []], "trainer": settings, "callbacks": callback_nodes}
+    fingerprint = fit_fingerprint(config, settings, callback_nodes, train_records, val_records)
     saved, finished = out / "model", out / "fit_arguments.json"
     # Checked before the model is loaded and the data tokenised: a reused run costs neither.
     if resume and read_json_dict(finished) == json_safe(fingerprint):
@@ -233,61 +385,28 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    module = CrossEncoderModule(model_path, loss=loss, loss_kwargs=loss_kwargs, target=target, k=k, gamma=gamma,
-                                lr=lr, weight_decay=weight_decay, warmup=warmup, schedule=schedule,
-                                relevance_threshold=relevance_threshold, monitor_metric=monitor_metric, seed=seed)
-    data = SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=llm, template=template, seed=seed,
-                           batch_size=batch_size, eval_batch_size=eval_batch_size, max_length=max_length,
-                           max_slate=max_slate, sampling=slate_sampling, relevance_threshold=relevance_threshold,
-                           num_workers=(4 if gpu else 0) if host["num_workers"] is None else host["num_workers"],
-                           pin_memory=gpu if host["pin_memory"] is None else host["pin_memory"], shuffle=shuffle,
-                           buckets=(1 if gpu else 4) if host["length_buckets"] is None else host["length_buckets"])
-
-    ckpt_dir = out / "checkpoints"
-    cbs: list[pl.Callback] = list(callbacks or [])
-    cbs += build_callbacks(callback_nodes, checkpoint_dir=ckpt_dir, validates=bool(val_records),
-                           has_logger=bool(logger))
-    best = next((cb for cb in cbs if isinstance(cb, ModelCheckpoint) and cb.monitor), None)
-    # The full training state after every epoch, for resuming (its own callback: the best one holds weights only),
-    # and every checkpoint_minutes within an epoch (Lightning allows one trigger per callback, so a second one).
-    last = dict(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
-    cbs.append(ModelCheckpoint(**last))
-    minutes = DEFAULT_CHECKPOINT_MINUTES if host["checkpoint_minutes"] is None else float(host["checkpoint_minutes"])
-    if minutes > 0:
-        cbs.append(MidEpochCheckpoint(**last, train_time_interval=timedelta(minutes=minutes)))
-    if not progress:
-        cbs.append(EpochSummary(monitor, k))
-    # _partial_: the config's arguments bound, the run's objects passed as they are (instantiate would copy them).
-    make_trainer = instantiate(settings, _partial_=True)
-    trainer = make_trainer(logger=logger, callbacks=cbs, default_root_dir=str(out), plugins=[AtomicCheckpointIO()])
-    trainer.fit(module, datamodule=data, ckpt_path=_resume_from(ckpt_dir, fingerprint) if resume else None,
-                weights_only=True)
-
-    metrics: dict[str, float] = {}
-    if best is not None and best.best_model_path:
-        checkpoint = torch.load(best.best_model_path, map_location="cpu", weights_only=True)
-        module.load_state_dict(checkpoint["state_dict"])
-        metrics["best_epoch"] = float(checkpoint["epoch"])
-        metrics[f"best_{best.monitor}"] = float(best.best_model_score)
-    metrics["epochs_run"] = float(trainer.current_epoch)
-    # Export first (rank 0 only under DDP), then evaluate the exported weights.
-    if trainer.is_global_zero:
-        module.save_pretrained(saved, tokenizer, extra={"max_length": max_length, "template": template, "llm": llm,
-                                                        "relevance_threshold": relevance_threshold, "seed": seed,
-                                                        "gamma": gamma, "base_model": base_model_name(model_path)})
+    tokenizer = AutoTokenizer.from_pretrained(resolved_model_path(config))
+    module = build_module(config)
+    data = build_data(config, train_records, val_records, tokenizer, host, gpu=on_gpu(settings.get("accelerator")))
+    trainer, best = build_trainer(settings, host, callback_nodes, out=out, callbacks=callbacks, logger=logger,
+                                  validates=bool(val_records), monitor=module.monitor, k=config.k)
+    trainer.fit(module, datamodule=data, weights_only=True,
+                ckpt_path=_resume_from(out / "checkpoints", fingerprint) if resume else None)
+    metrics = best_epoch_metrics(best, module, trainer)
+    if trainer.is_global_zero:  # export first (rank 0 only under DDP), then evaluate the exported weights
+        module.save_pretrained(saved, tokenizer, extra={
+            "max_length": config.max_length, "template": config.template, "llm": config.llm, "seed": config.seed,
+            "relevance_threshold": config.relevance_threshold, "gamma": config.gamma,
+            "base_model": base_model_name(resolved_model_path(config))})
     if val_records:
-        evaluator = pl.Trainer(accelerator=accelerator, devices=1, precision=precision, logger=False,
-                               enable_progress_bar=progress, enable_model_summary=False)
-        res = evaluator.validate(module, datamodule=data, verbose=False)
-        metrics.update({name: float(v) for name, v in res[0].items()})
+        metrics.update(validate_exported(module, data, settings))
     if trainer.is_global_zero:
         atomic_write_json(out / "metrics.json", metrics)
         # The model card (README.md) needs the metrics, so it follows them; the other facts are in the side file.
         write_model_card(saved, metrics=metrics, dataset=f"{len(train_records)} training / "
                          f"{len(val_records or [])} validation queries")
         atomic_write_json(finished, fingerprint)
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
     return str(saved), metrics
 
 
