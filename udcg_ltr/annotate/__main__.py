@@ -4,7 +4,9 @@ Reads the records (``dataset=<config with a _target_ reader>`` or ``input=path.j
 relevance, fills ``Passage.annotations[<llm name>]`` through the persistent cache and writes the annotated
 JSONL (``output=``) plus ``<output>.meta.json``. The last stdout line is a JSON summary (``{"passages": 40,
 "computed": 12, "cached": 28, ...}``). Killing a run loses no finished batch: rerunning the same command
-recomputes only what is missing. Bad input (a :class:`~udcg_ltr.data.schema.DataError`) ends a single run with
+recomputes only what is missing. Settings (``limit``, ``shard.*``, ``max_passages``, ``output``) are checked
+before any record is read or LLM loads (:func:`check_settings`). Bad input or a bad setting (a
+:class:`~udcg_ltr.data.schema.DataError`) ends a single run with
 its message on stderr and exit status 1, without a traceback; in a multirun (shards) it is raised so the other
 shards still run and Hydra reports it.
 """
@@ -55,6 +57,47 @@ def load_records(cfg: DictConfig) -> tuple[list, str]:
                      "returning QueryRecords")
 
 
+def _count_setting(cfg: DictConfig, key: str, *, minimum: int, optional: bool = True) -> int | None:
+    """``cfg[key]`` as an integer >= ``minimum`` (None when unset and ``optional``); anything else (``abc``,
+    ``2.5``, ``true``, ``-1``) is a :class:`DataError` naming the setting, not a traceback from ``int()``."""
+    value = OmegaConf.select(cfg, key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DataError(f"expected an integer >= {minimum}{' or null' if optional else ''}, got {value!r:.40}",
+                        field=key)
+    return value
+
+
+def _check_output(output: Any) -> Path:
+    """The output file must be writable as a file: not an existing directory, its parent not a file. Checked
+    before any record is read or any LLM loads, so that hours of annotation are not lost at the final write."""
+    if not output or not isinstance(output, str):
+        raise DataError(f"expected a file path, got {output!r:.60}", field="output")
+    path = Path(output)
+    if path.is_dir():
+        raise DataError(f"{path} is an existing directory: give a file path (e.g. {path / 'annotated.jsonl'})",
+                        field="output")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise DataError(f"{parent} is a file, not a directory", field="output")
+    return path
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Every setting the run reads, checked before any record is read or any LLM loads: ``limit`` and
+    ``max_passages`` (>= 1: ``limit=0`` would write an empty file that :func:`read_records` refuses),
+    ``shard.count`` (>= 1) and ``shard.index`` (in ``[0, count)``), ``num_threads``, ``output``."""
+    _count_setting(cfg, "limit", minimum=1)
+    _count_setting(cfg, "max_passages", minimum=1)
+    _count_setting(cfg, "num_threads", minimum=1)
+    count = _count_setting(cfg, "shard.count", minimum=1, optional=False)
+    index = _count_setting(cfg, "shard.index", minimum=0, optional=False)
+    if index >= count:
+        raise DataError(f"must be in [0, shard.count) = [0, {count}), got {index}", field="shard.index")
+    _check_output(cfg.get("output"))
+
+
 def select_shard(records: list, *, index: int, count: int) -> list:
     """Shard ``index`` of ``count``, strided: every shard gets the same mix of short and long pools."""
     if count < 1 or not 0 <= index < count:
@@ -66,11 +109,11 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Annotate as ``cfg`` says; returns the summary (also written next to the output)."""
     from udcg_ltr.annotate.llms import load_llm  # torch: loaded when there is work to do
 
+    check_settings(cfg)
     records, source = load_records(cfg)
     if cfg.get("limit") is not None:
         records = records[: int(cfg.limit)]
-    shard = cfg.get("shard") or {}
-    index, count = int(shard.get("index", 0)), int(shard.get("count", 1))
+    index, count = int(cfg.shard.index), int(cfg.shard.count)
     records = select_shard(records, index=index, count=count)
     if count > 1:
         source = f"{source} (shard {index + 1}/{count})"
@@ -125,9 +168,9 @@ def main(cfg: DictConfig) -> dict[str, Any]:
 
     try:
         summary = run(cfg)
-    except DataError as err:
+    except DataError as err:  # bad input or a bad setting: one line, exit status 1
         if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.RUN:
-            raise SystemExit(f"error: {err}") from None
+            raise SystemExit(f"error: {' '.join(str(err).split())}") from None
         raise
     print(json.dumps({k: summary[k] for k in ("passages", "computed", "cached", "seconds", "output")}))
     sys.stdout.flush()
