@@ -15,6 +15,7 @@ and one ``agreement:`` line per data set (the two LLMs' utilities of the same pa
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,11 +43,23 @@ def spec_factory(annotations_dir: Path):
     return spec_of
 
 
+def publish(grid_dir: Path, dest: Path) -> None:
+    """The summary and every cell's report and figure, flat in ``dest`` (``<dataset>__<llm>.md`` / ``.png``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("summary.md", "summary.png"):
+        shutil.copyfile(grid_dir / name, dest / name)
+    for cell in sorted(grid_dir.glob(f"*/{grid_job.CELL_FILE}")):
+        for suffix in (".md", ".png"):
+            shutil.copyfile(cell.parent / f"cell{suffix}", dest / f"{cell.parent.name}{suffix}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid-dir", type=Path, default=ROOT / "outputs" / "grid")
     parser.add_argument("--n-bootstrap", type=int, default=1000)
     parser.add_argument("--annotations-dir", type=Path, default=ROOT / "annotations")
+    parser.add_argument("--publish", type=Path, default=None,
+                        help="also copy summary.md / .png and each cell's report here (the README links docs/grid)")
     args, extra = parser.parse_known_args(argv)
     if not (data_dir() / "annotated_full").is_dir():
         print(f"the shared data is not under {data_dir()} (set UDCG_LTR_DATA)", file=sys.stderr)
@@ -54,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     run_multirun(args.grid_dir, args.n_bootstrap, [f"grid.annotations_dir={args.annotations_dir}", *extra])
     summary = grid_job.summarize(args.grid_dir, spec_factory(args.annotations_dir))
     print(f"summary: {args.grid_dir / 'summary.md'} {args.grid_dir / 'summary.png'}")
+    if args.publish is not None:
+        publish(args.grid_dir, args.publish)
     for row in summary["agreement"]:
         print(f"agreement: dataset={row['dataset']} passages={row['passages']} spearman={row['spearman']:.3f} "
               f"[{row['spearman_lo']:.3f}, {row['spearman_hi']:.3f}] sign_changed={row['sign_changed']:.3f} "

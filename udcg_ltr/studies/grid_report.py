@@ -66,7 +66,9 @@ def cell_markdown(cell: Mapping[str, Any]) -> str:
     """The cell's report: sizes, correlation, oracle selection, distractor effect."""
     parts = [f"# Grid cell: {cell['dataset']} read by {cell['llm']}", "",
              f"{cell['questions']} questions, {cell['contexts']} graded contexts ({cell['outcomes']}); UDCG_theta and "
-             f"gamma* fitted {cell['fit']}.", "", "## Correlation with the end-to-end outcome (per-query means)", "",
+             f"gamma* fitted {cell['fit']}. The correlation rows are on the scored questions; the oracle and "
+             "distractor rows, which fit nothing, on every question of the cell.", "",
+             "## Correlation with the end-to-end outcome (per-query means)", "",
              correlation_markdown(cell["correlation"]), "", "## Oracle selection among the answered contexts", "",
              outcome_markdown(cell["oracle"], "criterion", "picked by"), "",
              "## Distractor effect (contexts holding a relevant passage)", ""]
