@@ -19,6 +19,7 @@ from typing import Any
 
 from udcg_ltr.annotate.baselines import ERAG_FIELDS, MonteCarloConfig, erag_labels, monte_carlo_p_no_response
 from udcg_ltr.annotate.cache import AnnotationCache, cache_key, lookup
+from udcg_ltr.annotate.cost import BatchClock, CostTracker, device_label, prompt_kind, rate_book
 from udcg_ltr.annotate.prompts import PromptConfig, PromptItem, ScoreResult
 from udcg_ltr.batching import progress_bar
 from udcg_ltr.data.schema import DataError, QueryRecord
@@ -51,6 +52,15 @@ class AnnotationStats:
         return asdict(self)
 
 
+def precision_label(scorer) -> str:
+    """The scorer's numerics as the cache keys them (dtype, fast mode, exact tail)."""
+    dtype = str(getattr(scorer, "dtype", "float32")).replace("torch.", "")
+    if not (quantize := getattr(scorer, "quantize", None)):
+        return dtype
+    tail = getattr(scorer, "exact_tail", None)
+    return f"{dtype}+{quantize}" + (f"+tail{tail}" if tail is not None and "bf16" in str(quantize) else "")
+
+
 class CachedScorer:
     """An LLM scorer whose results go through an :class:`AnnotationCache` (``cache=None``: no cache)."""
 
@@ -68,11 +78,7 @@ class CachedScorer:
         return self.scorer.prompt_version
 
     def _precision(self) -> str:
-        dtype = str(getattr(self.scorer, "dtype", "float32")).replace("torch.", "")
-        if not (quantize := getattr(self.scorer, "quantize", None)):
-            return dtype
-        tail = getattr(self.scorer, "exact_tail", None)
-        return f"{dtype}+{quantize}" + (f"+tail{tail}" if tail is not None and "bf16" in str(quantize) else "")
+        return precision_label(self.scorer)
 
     def key(self, task: str, item: PromptItem, params: dict[str, Any] | None = None) -> str:
         return cache_key(self.name, self.prompt_version, task, item.question, item.passages,
@@ -82,25 +88,57 @@ class CachedScorer:
         return {"llm": self.name, "prompt_version": self.prompt_version, "task": task,
                 "question": item.question[:200], "n_passages": len(item.passages)}
 
-    def score(self, items: Sequence[PromptItem], *, generate: bool = False,
-              progress: bool | None = None) -> list[ScoreResult]:
+    def cost_tracker(self, *, generate: bool) -> CostTracker:
+        """A :class:`.CostTracker` for this LLM, precision and device, on the rates beside the cache."""
+        return CostTracker(self.name, self._precision(), device_label(self.scorer), rate_book(self.cache),
+                           generate=generate)
+
+    def pending(self, items: Sequence[PromptItem], *, generate: bool = False) -> tuple[list[int], list[int]]:
+        """``(todo, cached)``: indices of the items :meth:`score` would compute (a prompt repeated in ``items``
+        once) and of those the cache answers."""
+        keys = [self.key("score", it) for it in items]
+        todo: dict[str, int] = {}
+        cached = []
+        for i, entry in enumerate(lookup(self.cache, keys, "p_no_response")):
+            if self._usable(entry, generate):
+                cached.append(i)
+            else:
+                todo.setdefault(keys[i], i)
+        return list(todo.values()), cached
+
+    def _usable(self, entry: dict | None, generate: bool) -> bool:
+        max_new = int(getattr(self.scorer, "max_new_tokens", 0))
+        answered = entry is not None and "answer" in entry and entry.get("max_new_tokens") == max_new
+        return entry is not None and (answered or not generate)
+
+    def score(self, items: Sequence[PromptItem], *, generate: bool = False, progress: bool | None = None,
+              tracker: CostTracker | None = None) -> list[ScoreResult]:
         """Like ``LLMScorer.score``; cached entries are reused (an entry without an answer, or with
-        one generated under another ``max_new_tokens``, is recomputed when ``generate``)."""
+        one generated under another ``max_new_tokens``, is recomputed when ``generate``). Before the first
+        LLM call the prompts to compute are announced with an estimate (:mod:`.cost`), unless a caller
+        scoring in chunks passes its own ``tracker`` (it announced the whole stage); each batch's rate is
+        recorded."""
         items = list(items)
         max_new = int(getattr(self.scorer, "max_new_tokens", 0))
         keys = [self.key("score", it) for it in items]
         results: list[ScoreResult | None] = [None] * len(items)
         first: dict[str, int] = {}  # a prompt repeated within the call is computed once
         for i, entry in enumerate(lookup(self.cache, keys, "p_no_response")):
-            answered = entry is not None and "answer" in entry and entry.get("max_new_tokens") == max_new
-            if entry is not None and (answered or not generate):
+            if self._usable(entry, generate):
                 results[i] = ScoreResult(float(entry["p_no_response"]), entry.get("answer"),
                                          int(entry.get("n_prompt_tokens", 0)))
             else:
                 first.setdefault(keys[i], i)
         todo = list(first.values())
+        kinds = [prompt_kind(len(it.passages)) for it in items]
+        own = tracker is None
+        if own:
+            tracker = self.cost_tracker(generate=generate)
+            tracker.plan([kinds[i] for i in todo], [kinds[i] for i, r in enumerate(results) if r is not None])
+        clock = BatchClock()
 
         def persist(batch: list[int], batch_results: list[ScoreResult]) -> None:
+            tracker.measured([kinds[todo[j]] for j in batch], clock.tick())
             rows = []
             for j, r in zip(batch, batch_results):
                 i = todo[j]
@@ -112,8 +150,12 @@ class CachedScorer:
             if self.cache is not None:
                 self.cache.put_many(rows)
 
-        if todo:
-            self.scorer.score([items[i] for i in todo], generate=generate, progress=progress, on_batch=persist)
+        try:
+            if todo:
+                self.scorer.score([items[i] for i in todo], generate=generate, progress=progress, on_batch=persist)
+        finally:
+            if own:
+                tracker.close()
         results = [results[first[keys[i]]] if r is None else r for i, r in enumerate(results)]
         self.stats.add("score", len(todo), len(items) - len(todo))
         return results  # type: ignore[return-value]
@@ -129,15 +171,23 @@ class CachedScorer:
         pairs = [(i, a) for i, (e, g) in enumerate(zip(found, golds)) if e is None for a in g]
         todo = sorted({i for i, _ in pairs})
         chunk = max(1, 8 * int(getattr(self.scorer, "batch_size", 8)))
-        for start in range(0, len(todo), chunk):
-            # One call per chunk (bucketing and prefix reuse across its pairs), persisted before the next.
-            part = set(todo[start:start + chunk])
-            sub = [(i, a) for i, a in pairs if i in part]
-            values = self.scorer.answer_logprobs([items[i] for i, _ in sub], [a for _, a in sub], progress=progress)
-            for (i, _), v in zip(sub, values):
-                out[i] = max(float("-inf") if out[i] is None else out[i], v)
-            if self.cache is not None:
-                self.cache.put_many([(keys[i], {task: out[i]}, self._meta(task, items[i])) for i in sorted(part)])
+        tracker = self.cost_tracker(generate=False)
+        tracker.plan(["answer_prob"] * len(todo), ["answer_prob"] * sum(e is not None for e in found))
+        clock = BatchClock()
+        try:
+            for start in range(0, len(todo), chunk):
+                # One call per chunk (bucketing and prefix reuse across its pairs), persisted before the next.
+                part = set(todo[start:start + chunk])
+                sub = [(i, a) for i, a in pairs if i in part]
+                values = self.scorer.answer_logprobs([items[i] for i, _ in sub], [a for _, a in sub],
+                                                     progress=progress)
+                for (i, _), v in zip(sub, values):
+                    out[i] = max(float("-inf") if out[i] is None else out[i], v)
+                tracker.measured(["answer_prob"] * len(part), clock.tick())
+                if self.cache is not None:
+                    self.cache.put_many([(keys[i], {task: out[i]}, self._meta(task, items[i])) for i in sorted(part)])
+        finally:
+            tracker.close()
         self.stats.add(task, len(todo), sum(e is not None for e in found))
         return out
 
@@ -152,15 +202,22 @@ class CachedScorer:
         found = lookup(self.cache, keys, "p_no_response_mc")
         out = [float("nan") if e is None else float(e["p_no_response_mc"]) for e in found]
         todo = [i for i, e in enumerate(found) if e is None]
+        tracker = self.cost_tracker(generate=True)
+        tracker.plan(["mc"] * len(todo), ["mc"] * (len(items) - len(todo)))
+        clock = BatchClock()
         with progress_bar(len(todo), f"{self.name} Monte Carlo", progress in (None, True)) as bar:
-            for i in todo:
-                # A per-prompt seed (from the key) keeps draws independent of order and batching.
-                seed = (int(keys[i][:8], 16) ^ int(config.seed)) & 0x7FFFFFFF
-                out[i], answers = monte_carlo_p_no_response(self.scorer, items[i], config, seed=seed)
-                if self.cache is not None:
-                    self.cache.put(keys[i], {"p_no_response_mc": out[i], "mc_n": config.n, "mc_answers": answers},
-                                   self._meta("mc", items[i]))
-                bar.update(1)
+            try:
+                for i in todo:
+                    # A per-prompt seed (from the key) keeps draws independent of order and batching.
+                    seed = (int(keys[i][:8], 16) ^ int(config.seed)) & 0x7FFFFFFF
+                    out[i], answers = monte_carlo_p_no_response(self.scorer, items[i], config, seed=seed)
+                    tracker.measured(["mc"], clock.tick())
+                    if self.cache is not None:
+                        self.cache.put(keys[i], {"p_no_response_mc": out[i], "mc_n": config.n,
+                                                 "mc_answers": answers}, self._meta("mc", items[i]))
+                    bar.update(1)
+            finally:
+                tracker.close()
         self.stats.add("mc", len(todo), len(items) - len(todo))
         return out
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from udcg_ltr.annotate.annotator import with_cache
+from udcg_ltr.annotate.annotator import CachedScorer, precision_label, with_cache
+from udcg_ltr.annotate.cost import BatchClock, CostTracker, device_label, prompt_kind, rate_book
 from udcg_ltr.annotate.grading import Outcome, grade_answer, outcome_counts
 from udcg_ltr.annotate.prompts import PromptItem
 from udcg_ltr.batching import progress_bar
@@ -97,14 +98,32 @@ def run_contexts(records, contexts: Sequence, scorer, cache=None, *, llm_name: s
     items = prompt_items(by_qid, contexts)
     name = llm_name or getattr(scorer, "name", None) or "llm"
     results = []
+    # The whole run is announced once, before the first chunk (:mod:`.cost`); a CachedScorer measures each
+    # batch, another scorer each chunk.
+    kinds = [prompt_kind(len(it.passages)) for it in items]
+    if isinstance(scorer, CachedScorer):
+        tracker = scorer.cost_tracker(generate=True)
+        todo, cached = scorer.pending(items, generate=True)
+        tracker.plan([kinds[i] for i in todo], [kinds[i] for i in cached])
+    else:
+        tracker = CostTracker(name, precision_label(scorer), device_label(scorer), rate_book(None), generate=True)
+        tracker.plan(kinds)
+    clock = BatchClock()
     with progress_bar(len(items), f"end-to-end {name}", progress, unit="context") as bar:
-        for start in range(0, len(items), batch_items):
-            chunk = items[start:start + batch_items]
-            out = list(scorer.score(chunk, generate=True))
-            if len(out) != len(chunk):
-                raise ValueError(f"scorer returned {len(out)} results for {len(chunk)} prompts")
-            results.extend(out)
-            bar.update(len(chunk))
+        try:
+            for start in range(0, len(items), batch_items):
+                chunk = items[start:start + batch_items]
+                if isinstance(scorer, CachedScorer):
+                    out = list(scorer.score(chunk, generate=True, tracker=tracker))
+                else:
+                    out = list(scorer.score(chunk, generate=True))
+                    tracker.measured(kinds[start:start + batch_items], clock.tick())
+                if len(out) != len(chunk):
+                    raise ValueError(f"scorer returned {len(out)} results for {len(chunk)} prompts")
+                results.extend(out)
+                bar.update(len(chunk))
+        finally:
+            tracker.close()
     runs = []
     for c, res in zip(contexts, results):
         answer = res.answer if res.answer is not None else ""
