@@ -298,3 +298,40 @@ def test_demo_world_reader_instantiates_records(hydra_runtime):
 
     records = instantiate(hydra_runtime("train", ["dataset=demo"]).dataset.reader)
     assert records and all(isinstance(r, QueryRecord) for r in records)
+
+
+# ---- settings checks (issue 31, "Settings"): every number finite and in range, named splits exist -------------
+@pytest.mark.parametrize("override, key", [("gamma=nan", "gamma"), ("gamma=inf", "gamma"),
+                                           ("dataset.relevance_threshold=-1", "dataset.relevance_threshold")])
+@pytest.mark.parametrize("task", ["train", "evaluate"])
+def test_a_bad_number_is_refused_naming_key_and_value(task, override, key, hydra_runtime, tmp_path):
+    cfg = hydra_runtime(task, ["dataset=demo", override])
+    with pytest.raises(ConfigError, match=re.escape(key) + ".*" + re.escape(override.split("=")[1])):
+        validate(task, cfg, tmp_path)
+
+
+@pytest.mark.parametrize("field, value", [("gamma", float("nan")), ("k", 0), ("lr", float("inf")),
+                                          ("relevance_threshold", -1), ("warmup", 1.5), ("max_slate", -1),
+                                          ("schedule", "cosine")])
+def test_fit_config_refuses_what_would_train_wrong(field, value):
+    from udcg_ltr.models.training import FitConfig
+
+    with pytest.raises(ValueError, match=field):
+        FitConfig(**{field: value})
+
+
+@pytest.mark.parametrize("splits, message", [(["nonexistent"], "no split \\['nonexistent'\\]"), ([], "empty")])
+def test_named_splits_must_exist_in_the_data(tmp_path, splits, message, hydra_runtime):
+    """``splits=[nonexistent]`` (or a file without the named split) is refused, not read as every record."""
+    from udcg_ltr.data.demo_world import generate_demo_world
+    from udcg_ltr.jobs.common import JobContext
+
+    cfg = job_part(hydra_runtime("evaluate", ["dataset=demo"]))
+    ctx = JobContext(cfg, tmp_path, logger=None)
+    ctx.__dict__["records"] = [r for r in generate_demo_world(seed=0, n_questions=12) if r.split != "test"]
+    ctx.check_splits("splits", ["train"])
+    ctx.check_splits("splits", None)
+    with pytest.raises(ConfigError, match=f"splits={re.escape(str(splits))}: {message}"):
+        ctx.check_splits("splits", splits)
+    with pytest.raises(ConfigError, match="no split \\['test'\\]"):  # the default, on a file without it
+        ctx.check_splits("splits", list(cfg.splits))

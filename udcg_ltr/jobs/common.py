@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -210,10 +211,10 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
 def _check_number(problems: list[str], name: str, value: Any, *, kind=int, low=None, high=None, low_open=False) -> None:
     try:
         number = kind(value)
-        if kind is int and (isinstance(value, bool) or number != value):
-            raise ValueError
-    except (TypeError, ValueError):
-        problems.append(f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+        if isinstance(value, bool) or not math.isfinite(number) or (kind is int and number != value):
+            raise ValueError  # NaN passes every bound below (its comparisons are false), inf is no setting
+    except (TypeError, ValueError, OverflowError):
+        problems.append(f"{name} must be {'an integer' if kind is int else 'a finite number'}, got {value!r}")
         return
     if low is not None and (number <= low if low_open else number < low):
         problems.append(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
@@ -256,7 +257,7 @@ def _check_dataset(problems: list[str], dataset: Mapping[str, Any] | None) -> No
     for key, value in _path_values(dataset, "dataset"):
         if not Path(value).exists():
             problems.append(f"{key}: {value} does not exist (data folder: paths.data_dir=... or UDCG_LTR_DATA)")
-    _check_number(problems, "dataset.relevance_threshold", dataset.get("relevance_threshold", 1))
+    _check_number(problems, "dataset.relevance_threshold", dataset.get("relevance_threshold", 1), low=0)
 
 
 _HUB_ID = re.compile(r"^[\w.\-]+/[\w.\-]+$")
@@ -526,6 +527,18 @@ class JobContext:
 
     def split(self, splits: str | Sequence[str] | None) -> list[QueryRecord]:
         return select_split(self.records, splits)
+
+    def check_splits(self, key: str, splits: str | Sequence[str] | None) -> None:
+        """Every split named at ``key`` is in the data (null: every record): a typo, or a file without that split,
+        must not put every record (training questions included) into a test table. Runs before any stage."""
+        if splits is None:
+            return
+        named = [splits] if isinstance(splits, str) else list(splits)
+        present = sorted({str(r.split) for r in self.records})
+        missing = [s for s in named if s not in present]
+        if missing or not named:
+            raise ConfigError([f"{key}={named}: " + (f"no split {missing} in the data" if missing else "empty")
+                               + f" (dataset {self.cfg.dataset.name} has splits {present}; null: every record)"])
 
     @cached_property
     def idf(self):

@@ -260,12 +260,19 @@ MODES: dict[str, Callable[[EvalContext], dict[str, float]]] = {
     **{mode: partial(mode_study, name=study) for mode, study in STUDY_MODES.items()}}
 
 
+#: Modes that read the top-level ``splits``.
+SPLIT_MODES = ("metrics", "reranker", "selectors")
+
+
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     mode = str(cfg.mode)
 
     def body(run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()
-        metrics = {k: float(v) for k, v in MODES[mode](EvalContext(cfg, run_dir, logger)).items()
+        ctx = EvalContext(cfg, run_dir, logger)
+        if mode in SPLIT_MODES:  # needs the records: the first thing the mode does, before any of its work
+            ctx.check_splits("splits", cfg.get("splits"))
+        metrics = {k: float(v) for k, v in MODES[mode](ctx).items()
                    if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool)}
         metrics["time/total_s"] = time.perf_counter() - t0
         logger.log_metrics(metrics)

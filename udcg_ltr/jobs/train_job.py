@@ -95,7 +95,7 @@ def stage_udcg_theta(state: PipelineState) -> None:
 
 def stage_cross_encoder(state: PipelineState) -> None:
     from udcg_ltr.models.reranker import Reranker, save_retriever_fusion
-    from udcg_ltr.models.training import fit_reranker
+    from udcg_ltr.models.training import FitConfig, fit_reranker
 
     cfg, mcfg = state.cfg, state.cfg.model.cross_encoder
     # Seeded subsamples (all questions when null), the same for every loss and model seed of a comparison.
@@ -109,12 +109,13 @@ def stage_cross_encoder(state: PipelineState) -> None:
     # (resolved first: a bad name must not cost the training).
     precision = resolve_precision(mcfg.eval_precision or trainer.precision, trainer.accelerator)
     # The Trainer and its callbacks are instantiated from their _target_ configs (conf/trainer, conf/callbacks).
-    path, metrics = fit_reranker(
-        train, val, llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
-        k=int(cfg.k), gamma=float(cfg.gamma), batch_size=int(mcfg.batch_size), lr=float(mcfg.lr),
-        weight_decay=float(mcfg.weight_decay), warmup=float(mcfg.warmup), max_length=int(mcfg.max_length),
-        relevance_threshold=state.threshold, seed=int(cfg.seed), output_dir=str(state.run_dir / "cross_encoder"),
-        logger=state.logger.lightning(), trainer_config=trainer, callback_configs=cfg.get("callbacks") or {})
+    config = FitConfig(llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
+                       k=cfg.k, gamma=cfg.gamma, batch_size=mcfg.batch_size, lr=mcfg.lr, weight_decay=mcfg.weight_decay,
+                       warmup=mcfg.warmup, max_length=mcfg.max_length, relevance_threshold=state.threshold,
+                       seed=cfg.seed)
+    path, metrics = fit_reranker(train, val, config, output_dir=state.run_dir / "cross_encoder",
+                                 logger=state.logger.lightning(), trainer_config=trainer,
+                                 callback_configs=cfg.get("callbacks") or {})
     # What the model has seen: a later job on these records leaves these questions out.
     atomic_write_json(state.run_dir / "cross_encoder" / "questions.json",
                       {"train": [r.qid for r in train], "val": [r.qid for r in val]})
@@ -224,6 +225,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         t0 = time.perf_counter()
         state = PipelineState(cfg, run_dir, logger)
         log.info("%d records; stages %s", len(state.records), list(cfg.model.stages))
+        if "evaluate" in cfg.model.stages:  # before the first stage: not after an hour of training
+            state.check_splits("evaluation.splits", cfg.evaluation.get("splits"))
         for stage in cfg.model.stages:
             s0 = time.perf_counter()
             log.info("== stage %s ==", stage)
