@@ -58,6 +58,7 @@ def main() -> int:
     print(f"llm_agreement: {len(pairs)} prompts, float32 then fast mode ({args.llm}); about 5-40 s a prompt on a "
           "2-core CPU", flush=True)
     exact_rate = score_exact(args.llm, pairs, args.threads)
+    print(f"llm_agreement: float32 done at {exact_rate:.3f} prompts/s; now the fast mode", flush=True)
     fast = load_llm(f"{args.llm}_fast", num_threads=args.threads, progress=False)
     t0 = time.perf_counter()
     report = reannotate_shared(fast, pairs, EXACT_KEY, tolerance=args.tolerance)
