@@ -323,13 +323,7 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
                     mode: str | None = None, known_modes: Sequence[str] = ()) -> None:
     """Check a train.py (``stages``) or evaluate.py (``mode``) configuration before any stage runs, cheaply
     (no data, no model loaded); raises :class:`ConfigError` listing every problem."""
-    try:
-        c = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as err:
-        key = getattr(err, "full_key", None) or str(err)
-        raise ConfigError([f"{key} is required but not set (e.g. `{key}=...` on the command line)"]) from None
-    except OmegaConfBaseException as err:
-        raise ConfigError([f"the configuration does not resolve: {err}"]) from None
+    c = _resolved_config(cfg)
     problems: list[str] = []
     _check_number(problems, "k", c.get("k"), low=1)
     _check_number(problems, "gamma", c.get("gamma"), kind=float, low=0.0, high=1.0, low_open=True)
@@ -338,88 +332,119 @@ def validate_config(cfg, *, stages: Sequence[str] | None = None, known_stages: S
     _check_llm(problems, c.get("llm"))
     gamma = float(c.get("gamma") or 1 / 3)
     if stages is not None:  # train.py
-        stages = list(stages)
-        unknown = [s for s in stages if s not in known_stages]
-        if unknown:
-            problems.append(f"model.stages: unknown stages {unknown} (known: {list(known_stages)})")
-        if not stages:
-            problems.append("model.stages is empty")
-        model, evaluation = c.get("model") or {}, c.get("evaluation") or {}
-        _check_match_rule(problems, "evaluation.match_rule", evaluation.get("match_rule", "contains"))
-        if "cross_encoder" in stages:
-            _check_loss(problems, model.get("loss", c.get("loss")))
-            pretrained = (model.get("cross_encoder") or {}).get("pretrained")
-            if pretrained and not Path(str(pretrained)).exists() and not _HUB_ID.match(str(pretrained)):
-                problems.append(f"model.cross_encoder.pretrained {pretrained!r} is neither a folder nor a "
-                                f"Hugging Face id")
-            _check_number(problems, "trainer.max_epochs", (c.get("trainer") or {}).get("max_epochs", 1), low=1)
-            if (c.get("trainer") or {}).get("checkpoint_minutes") is not None:
-                _check_number(problems, "trainer.checkpoint_minutes", c["trainer"]["checkpoint_minutes"], kind=float,
-                              low=0.0)
-        if "dynamic_k" in stages:
-            dk = model.get("dynamic_k") or {}
-            _check_selector(problems, "model.dynamic_k.selector", dk.get("selector"), dk.get("hparams") or {}, gamma)
-            _check_number(problems, "model.dynamic_k.max_k", dk.get("max_k", 1), low=1)
-        if "udcg_theta" in stages:
-            ut = model.get("udcg_theta") or {}
-            _check_number(problems, "model.udcg_theta.n_contexts", ut.get("n_contexts", 1), low=1)
-            _check_choice(problems, "model.udcg_theta.variant", ut.get("variant"),
-                          (None, "full", "relevance_only", "binary"))
+        _check_train_stages(problems, c, list(stages), known_stages, gamma)
     if mode is not None:  # evaluate.py
-        if mode not in known_modes:
-            problems.append(f"mode: unknown mode {mode!r} (known: {sorted(known_modes)})")
-        _check_match_rule(problems, "match_rule", c.get("match_rule", "contains"))
-        sc = c.get("selectors") or {}
-        if mode == "selectors":
-            _check_choice(problems, "selectors.scores", sc.get("scores"), ("reranker", "retriever"))
-            for kind in sc.get("kinds") or []:
-                _check_selector(problems, f"selectors.kinds ({kind})", kind, {}, gamma)
-            if not sc.get("kinds"):
-                problems.append("selectors.kinds is empty")
-            _check_choice(problems, "selectors.grid", sc.get("grid"), ("full", "quick", "none"))
-            _check_choice(problems, "selectors.refit", sc.get("refit", False), (True, False))
-            budget = sc.get("budget") or {}
-            unknown = sorted(set(budget) - {"batch_size", "max_epochs", "patience", "n_seeds"})
-            if unknown:
-                problems.append(f"selectors.budget: unknown keys {unknown}")
-            for key, value in budget.items():
-                _check_number(problems, f"selectors.budget.{key}", value, low=0 if key == "patience" else 1)
-            for split, n in (sc.get("max_questions") or {}).items():
-                if n is not None:
-                    _check_number(problems, f"selectors.max_questions.{split}", n, low=1)
-            if sc.get("exclude_questions") and not Path(str(sc["exclude_questions"])).is_file():
-                problems.append(f"selectors.exclude_questions: {sc['exclude_questions']} does not exist "
-                                "(train.py writes <run>/cross_encoder/questions.json)")
-        needs_reranker = mode == "reranker" or (mode == "selectors" and sc.get("scores") == "reranker")
-        path = (c.get("reranker") or {}).get("path")
-        if needs_reranker and not path:
-            problems.append(f"mode={mode} needs a trained reranker: reranker.path=<run>/cross_encoder/model")
-        elif path and not Path(str(path)).exists():
-            problems.append(f"reranker.path: {path} does not exist (train.py saves <run>/cross_encoder/model)")
-        if (c.get("reranker") or {}).get("max_questions") is not None:
-            _check_number(problems, "reranker.max_questions", c["reranker"]["max_questions"], low=1)
-        if mode == "correlation":
-            cc = c.get("correlation") or {}
-            _check_number(problems, "correlation.n_contexts", cc.get("n_contexts", 1), low=1)
-            for x in cc.get("k_sweep") or []:
-                _check_number(problems, "correlation.k_sweep[]", x, low=1)
-            _check_choice(problems, "correlation.sweep_mode", cc.get("sweep_mode"), ("auto", "resample", "truncate"))
-            _check_choice(problems, "correlation.na_policy", cc.get("na_policy"), ("na", "zero"))
-            if cc.get("C") != "cv":
-                _check_number(problems, "correlation.C", cc.get("C"), kind=float, low=0.0, low_open=True)
-        if mode == "sweep_summary" and not c.get("sweep_dir"):
-            problems.append("mode=sweep_summary needs sweep_dir=<multirun folder>")
-        if mode in STUDY_MODES:  # with the defaults evaluate_job.mode_study fills in
-            study = STUDY_MODES[mode]
-            params = {"seed": c.get("seed", 0), "rule": c.get("match_rule", "contains"),
-                      "relevance_threshold": (c.get("dataset") or {}).get("relevance_threshold", 1),
-                      **((c.get("studies") or {}).get(study) or {})}
-            try:
-                config_from(params, get_study(study)[1])
-            except (TypeError, ValueError) as err:
-                problems.append(f"studies.{study}: {err}")
+        _check_evaluate_mode(problems, c, mode, known_modes, gamma)
     if problems:
         raise ConfigError(problems)
+
+
+def _resolved_config(cfg) -> dict:
+    """The configuration as plain containers, every interpolation resolved; a missing or unresolvable value is a
+    :class:`ConfigError`."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as err:
+        key = getattr(err, "full_key", None) or str(err)
+        raise ConfigError([f"{key} is required but not set (e.g. `{key}=...` on the command line)"]) from None
+    except OmegaConfBaseException as err:
+        raise ConfigError([f"the configuration does not resolve: {err}"]) from None
+
+
+def _check_train_stages(problems: list[str], c: dict, stages: list[str], known_stages: Sequence[str],
+                        gamma: float) -> None:
+    """train.py: the stage list and the settings of each stage it names."""
+    unknown = [s for s in stages if s not in known_stages]
+    if unknown:
+        problems.append(f"model.stages: unknown stages {unknown} (known: {list(known_stages)})")
+    if not stages:
+        problems.append("model.stages is empty")
+    model, evaluation = c.get("model") or {}, c.get("evaluation") or {}
+    _check_match_rule(problems, "evaluation.match_rule", evaluation.get("match_rule", "contains"))
+    if "cross_encoder" in stages:
+        _check_loss(problems, model.get("loss", c.get("loss")))
+        pretrained = (model.get("cross_encoder") or {}).get("pretrained")
+        if pretrained and not Path(str(pretrained)).exists() and not _HUB_ID.match(str(pretrained)):
+            problems.append(f"model.cross_encoder.pretrained {pretrained!r} is neither a folder nor a "
+                            f"Hugging Face id")
+        _check_number(problems, "trainer.max_epochs", (c.get("trainer") or {}).get("max_epochs", 1), low=1)
+        if (c.get("trainer") or {}).get("checkpoint_minutes") is not None:
+            _check_number(problems, "trainer.checkpoint_minutes", c["trainer"]["checkpoint_minutes"], kind=float,
+                          low=0.0)
+    if "dynamic_k" in stages:
+        dk = model.get("dynamic_k") or {}
+        _check_selector(problems, "model.dynamic_k.selector", dk.get("selector"), dk.get("hparams") or {}, gamma)
+        _check_number(problems, "model.dynamic_k.max_k", dk.get("max_k", 1), low=1)
+    if "udcg_theta" in stages:
+        ut = model.get("udcg_theta") or {}
+        _check_number(problems, "model.udcg_theta.n_contexts", ut.get("n_contexts", 1), low=1)
+        _check_choice(problems, "model.udcg_theta.variant", ut.get("variant"),
+                      (None, "full", "relevance_only", "binary"))
+
+
+def _check_evaluate_mode(problems: list[str], c: dict, mode: str, known_modes: Sequence[str], gamma: float) -> None:
+    """evaluate.py: the mode and the settings it reads."""
+    if mode not in known_modes:
+        problems.append(f"mode: unknown mode {mode!r} (known: {sorted(known_modes)})")
+    _check_match_rule(problems, "match_rule", c.get("match_rule", "contains"))
+    sc = c.get("selectors") or {}
+    if mode == "selectors":
+        _check_selectors_mode(problems, sc, gamma)
+    needs_reranker = mode == "reranker" or (mode == "selectors" and sc.get("scores") == "reranker")
+    path = (c.get("reranker") or {}).get("path")
+    if needs_reranker and not path:
+        problems.append(f"mode={mode} needs a trained reranker: reranker.path=<run>/cross_encoder/model")
+    elif path and not Path(str(path)).exists():
+        problems.append(f"reranker.path: {path} does not exist (train.py saves <run>/cross_encoder/model)")
+    if (c.get("reranker") or {}).get("max_questions") is not None:
+        _check_number(problems, "reranker.max_questions", c["reranker"]["max_questions"], low=1)
+    if mode == "correlation":
+        _check_correlation_mode(problems, c.get("correlation") or {})
+    if mode == "sweep_summary" and not c.get("sweep_dir"):
+        problems.append("mode=sweep_summary needs sweep_dir=<multirun folder>")
+    if mode in STUDY_MODES:  # with the defaults evaluate_job.mode_study fills in
+        study = STUDY_MODES[mode]
+        params = {"seed": c.get("seed", 0), "rule": c.get("match_rule", "contains"),
+                  "relevance_threshold": (c.get("dataset") or {}).get("relevance_threshold", 1),
+                  **((c.get("studies") or {}).get(study) or {})}
+        try:
+            config_from(params, get_study(study)[1])
+        except (TypeError, ValueError) as err:
+            problems.append(f"studies.{study}: {err}")
+
+
+def _check_selectors_mode(problems: list[str], sc: dict, gamma: float) -> None:
+    """evaluate.py mode=selectors: the ``selectors`` group."""
+    _check_choice(problems, "selectors.scores", sc.get("scores"), ("reranker", "retriever"))
+    for kind in sc.get("kinds") or []:
+        _check_selector(problems, f"selectors.kinds ({kind})", kind, {}, gamma)
+    if not sc.get("kinds"):
+        problems.append("selectors.kinds is empty")
+    _check_choice(problems, "selectors.grid", sc.get("grid"), ("full", "quick", "none"))
+    _check_choice(problems, "selectors.refit", sc.get("refit", False), (True, False))
+    budget = sc.get("budget") or {}
+    unknown = sorted(set(budget) - {"batch_size", "max_epochs", "patience", "n_seeds"})
+    if unknown:
+        problems.append(f"selectors.budget: unknown keys {unknown}")
+    for key, value in budget.items():
+        _check_number(problems, f"selectors.budget.{key}", value, low=0 if key == "patience" else 1)
+    for split, n in (sc.get("max_questions") or {}).items():
+        if n is not None:
+            _check_number(problems, f"selectors.max_questions.{split}", n, low=1)
+    if sc.get("exclude_questions") and not Path(str(sc["exclude_questions"])).is_file():
+        problems.append(f"selectors.exclude_questions: {sc['exclude_questions']} does not exist "
+                        "(train.py writes <run>/cross_encoder/questions.json)")
+
+
+def _check_correlation_mode(problems: list[str], cc: dict) -> None:
+    """evaluate.py mode=correlation: the ``correlation`` group."""
+    _check_number(problems, "correlation.n_contexts", cc.get("n_contexts", 1), low=1)
+    for x in cc.get("k_sweep") or []:
+        _check_number(problems, "correlation.k_sweep[]", x, low=1)
+    _check_choice(problems, "correlation.sweep_mode", cc.get("sweep_mode"), ("auto", "resample", "truncate"))
+    _check_choice(problems, "correlation.na_policy", cc.get("na_policy"), ("na", "zero"))
+    if cc.get("C") != "cv":
+        _check_number(problems, "correlation.C", cc.get("C"), kind=float, low=0.0, low_open=True)
 
 
 # ---- logger, records ---------------------------------------------------------------------------
