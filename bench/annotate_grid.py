@@ -7,8 +7,8 @@ reader's two cells on a GPU (the GGUF assembled beforehand from its parts, see R
 
     python bench/annotate_grid.py --budget-seconds 400 \\
         --common llm=qwen2.5-coder-1.5b llm.device=cuda llm.batch_size=256 +llm.max_batch_tokens=131072 \\
-        --cell dataset=hotpotqa 'questions={all: 300}' \\
-        --cell dataset=annotated_squad_full 'questions={test: 600, train: 1000}' chunk_questions=100
+        --cell dataset=hotpotqa 'plan.questions={all: 300}' \\
+        --cell dataset=annotated_squad_full 'plan.questions={test: 600, train: 1000}' plan.chunk_questions=100
 
 The last lines are ``annotate_grid: cell=<output> questions=N contexts=M seconds=S``.
 """
@@ -45,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         overrides = [*args.common, *cell]
         if args.budget_seconds is not None:
             left = args.budget_seconds - (time.perf_counter() - start)
-            overrides.append(f"max_seconds={max(left, 0.0):.0f}")
+            overrides.append(f"plan.max_seconds={max(left, 0.0):.0f}")
         cfg = compose_cell(overrides)
         t0 = time.perf_counter()
         summary = annotate_cell.run(cfg)
-        lines.append(f"annotate_grid: cell={cfg.output} questions={summary['sizes']['questions']} "
+        lines.append(f"annotate_grid: cell={cfg.plan.output} questions={summary['sizes']['questions']} "
                      f"contexts={summary['sizes']['contexts']} seconds={time.perf_counter() - t0:.0f}")
         print(lines[-1], flush=True)
     print("\n".join(lines))

@@ -19,6 +19,6 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 python3 bench/annotate_grid.py --budget-seconds "${BUDGET:-380}" \
   --common llm=qwen2.5-coder-1.5b llm.device=cuda "llm.model=$models" "llm.gguf_file=$gguf" \
            llm.batch_size=256 +llm.max_batch_tokens=131072 progress=false \
-  --cell dataset=hotpotqa "output=$out/hotpotqa" \
-  --cell dataset=annotated_squad_full 'questions={test: 600, train: 1400}' chunk_questions=50 "output=$out/squad" \
+  --cell dataset=hotpotqa "plan.output=$out/hotpotqa" \
+  --cell dataset=annotated_squad_full 'plan.questions={test: 600, train: 1400}' plan.chunk_questions=50 "plan.output=$out/squad" \
   2>&1 | grep -v -e Warning -e forward_call -e deprecated

@@ -35,8 +35,8 @@ def annotate(tmp: Path, llm: str, **extra: str) -> dict:
 
     overrides = ["dataset=hotpotqa", "llm._target_=grid_fixtures.FakeLLM", f"llm.name={llm}",
                  f"paths.data_dir={tmp / 'data'}", f"paths.annotation_cache_dir={tmp / 'cache' / llm}",
-                 f"output={tmp / 'annotations' / 'hotpotqa' / llm}", "n_contexts=4", "chunk_questions=5",
-                 "progress=false", *[f"{k}={v}" for k, v in extra.items()]]
+                 f"plan.output={tmp / 'annotations' / 'hotpotqa' / llm}", "plan.n_contexts=4",
+                 "plan.chunk_questions=5", "plan.progress=false", *[f"plan.{k}={v}" for k, v in extra.items()]]
     return annotate_cell.run(compose_cell(overrides))
 
 
@@ -138,6 +138,19 @@ def test_utility_agreement_of_a_cell_with_itself_and_with_another(cells):
     other = grid.utility_agreement(a, b, n_bootstrap=50)
     assert other["spearman"] < 1.0 and 0.0 < other["distractor_class_changed"] < 1.0
     assert np.isfinite([other["spearman_lo"], other["spearman_hi"]]).all()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("plan.n_contexts=0", "plan.n_contexts=0"), ("plan.chunk_questions=-1", "plan.chunk_questions=-1"),
+    ("plan.max_seconds=nan", "plan.max_seconds=nan"), ("plan.seed=-2", "plan.seed=-2"),
+    ("plan.questions={all: -1}", "plan.questions.all=-1")])
+def test_cell_plan_is_checked_before_the_data_or_the_llm(tmp_path, override, message):
+    from hydra.errors import InstantiationException
+
+    before = FakeLLM.calls
+    with pytest.raises((ValueError, InstantiationException), match=re.escape(message)):
+        annotate(tmp_path, "fake-d", **dict([override.removeprefix("plan.").split("=", 1)]))
+    assert FakeLLM.calls == before and not (tmp_path / "annotations").exists()
 
 
 def test_cell_spec_refuses_unknown_dataset_and_bad_context_count():

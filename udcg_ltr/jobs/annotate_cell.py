@@ -61,8 +61,38 @@ def select_questions(records: Sequence[QueryRecord], per_split: Mapping[str, int
     return chosen
 
 
-def per_split(cfg: DictConfig) -> dict[str, int] | None:
-    return None if cfg.questions is None else OmegaConf.to_container(cfg.questions)  # type: ignore[return-value]
+@dataclass(frozen=True)
+class CellPlan:
+    """The job's settings (the ``plan`` node of ``conf/annotate_cell.yaml``), checked before any LLM loads."""
+
+    output: str
+    questions: dict[str, int] | None = None  # per split, in order; None: every question; {all: n}: any split
+    n_contexts: int = 6
+    k: int = 5
+    top_n: int = 10
+    seed: int = 0
+    chunk_questions: int = 50
+    max_seconds: float | None = None
+    tf32: bool = True
+    progress: bool = True
+
+    def __post_init__(self):
+        for name in ("n_contexts", "k", "top_n", "chunk_questions"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"plan.{name}={getattr(self, name)!r}: expected an integer >= 1")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"plan.seed={self.seed!r}: expected an integer >= 0")
+        if self.max_seconds is not None and not 0 <= self.max_seconds < float("inf"):
+            raise ValueError(f"plan.max_seconds={self.max_seconds!r}: expected a finite number >= 0 or null")
+        for split, count in (self.questions or {}).items():
+            if not isinstance(count, int) or count < 0:
+                raise ValueError(f"plan.questions.{split}={count!r}: expected an integer >= 0")
+        if Path(self.output).is_file():
+            raise ValueError(f"plan.output={self.output!r} is a file: expected a folder for the cell")
+
+    def sampling(self, relevance_threshold: int) -> ContextSamplingConfig:
+        return ContextSamplingConfig(n_contexts=self.n_contexts, k=self.k, top_n=self.top_n, seed=self.seed,
+                                     relevance_threshold=relevance_threshold)
 
 
 def plan_contexts(records: Sequence[QueryRecord], dataset: Mapping[str, Any], sampling: ContextSamplingConfig
@@ -120,26 +150,27 @@ def annotate_chunk(chunk: Sequence[QueryRecord], contexts: Sequence[Context], sc
     progress.computed["contexts"] += len(runs)
 
 
-def provenance(cfg: DictConfig, scorer, progress: CellProgress, planned: Mapping[str, int]) -> dict[str, Any]:
+def provenance(plan: CellPlan, dataset: Mapping[str, Any], scorer, progress: CellProgress, planned: int
+               ) -> dict[str, Any]:
     described = scorer.describe()
     return {"llm": scorer.name, "sha256": model_sha256(scorer), "model": described["model"],
             "prompt_version": described["prompt_version"], "prompt": described["prompt"],
             "decoding": f"greedy, max {described['max_new_tokens']} new tokens",
             "precision": {k: described[k] for k in ("dtype", "device", "quantize", "exact_tail")},
-            "machine": machine(), "dataset": cfg.dataset.name, "questions": per_split(cfg) or "all",
-            "seed": int(cfg.seed), "contexts": {"n_contexts": int(cfg.n_contexts), "k": int(cfg.k),
-                                                "source": "dataset" if cfg.dataset.get("contexts_path") else
-                                                "udcg_ltr.fit.sampling (balanced, seeded)"},
+            "machine": machine(), "dataset": dataset["name"], "questions": plan.questions or "all",
+            "seed": plan.seed, "contexts": {"n_contexts": plan.n_contexts, "k": plan.k,
+                                            "source": "dataset" if dataset.get("contexts_path") else
+                                            "udcg_ltr.fit.sampling (balanced, seeded)"},
             "sizes": {"questions": len(progress.records), "passages": sum(len(r.passages) for r in progress.records),
-                      "contexts": len(progress.runs), "planned_questions": planned["questions"]},
+                      "contexts": len(progress.runs), "planned_questions": planned},
             "seconds_this_run": {k: round(v, 1) for k, v in progress.seconds.items()},
-            "prompts_this_run": dict(progress.computed), "complete": len(progress.records) == planned["questions"]}
+            "prompts_this_run": dict(progress.computed), "complete": len(progress.records) == planned}
 
 
 def open_cell_cache(cfg: DictConfig, name: str) -> AnnotationCache | None:
     if not cfg.cache.enabled:
         return None
-    folder = cfg.paths.get("annotation_cache_dir")
+    folder = cfg.paths.annotation_cache_dir
     return AnnotationCache(Path(folder) if folder else default_cache_root(name))
 
 
@@ -151,41 +182,48 @@ def announce(records: Sequence[QueryRecord], contexts: Sequence[Context], scorer
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
+    """Annotate the cell ``cfg`` describes (the plan is checked before the data is read or the LLM loads)."""
     import torch
     from hydra.utils import instantiate
 
-    torch.backends.cuda.matmul.allow_tf32 = bool(cfg.tf32)
-    records = select_questions(list(instantiate(cfg.dataset.reader, _convert_="all")),
-                               per_split(cfg), int(cfg.seed))
-    sampling = ContextSamplingConfig(n_contexts=int(cfg.n_contexts), k=int(cfg.k), top_n=int(cfg.top_n),
-                                     seed=int(cfg.seed), relevance_threshold=int(cfg.dataset.relevance_threshold))
-    contexts = plan_contexts(records, cfg.dataset, sampling)
-    scorer = instantiate(cfg.llm, progress=bool(cfg.progress))
+    plan: CellPlan = instantiate(cfg.plan, _convert_="all")
+    dataset = OmegaConf.to_container(cfg.dataset, resolve=True)
+    torch.backends.cuda.matmul.allow_tf32 = plan.tf32
+    records = select_questions(list(instantiate(cfg.dataset.reader, _convert_="all")), plan.questions, plan.seed)
+    contexts = plan_contexts(records, dataset, plan.sampling(dataset["relevance_threshold"]))
+    scorer = instantiate(cfg.llm, progress=plan.progress)
     announce(records, contexts, scorer)
     cache = open_cell_cache(cfg, scorer.name)
-    progress, start, planned = CellProgress(), time.perf_counter(), {"questions": len(records)}
-    size = int(cfg.chunk_questions)
-    for first in range(0, len(records), size):
-        # The first chunk always runs, so that every run makes progress; later ones only within max_seconds.
-        if first and cfg.max_seconds is not None and time.perf_counter() - start > float(cfg.max_seconds):
-            print(f"annotate_cell: max_seconds={cfg.max_seconds} reached; rerun to resume", flush=True)
+    try:
+        progress = annotate_in_chunks(plan, records, contexts, scorer, cache, dataset)
+    finally:
+        if cache is not None:
+            cache.close()
+    return provenance(plan, dataset, scorer, progress, len(records))
+
+
+def annotate_in_chunks(plan: CellPlan, records, contexts, scorer, cache, dataset) -> CellProgress:
+    """Chunk after chunk, the cell rewritten after each; the first chunk always runs (every run makes progress),
+    later ones only within ``plan.max_seconds``."""
+    progress, start = CellProgress(), time.perf_counter()
+    for first in range(0, len(records), plan.chunk_questions):
+        if first and plan.max_seconds is not None and time.perf_counter() - start > plan.max_seconds:
+            print(f"annotate_cell: max_seconds={plan.max_seconds} reached; rerun to resume", flush=True)
             break
-        chunk = records[first:first + size]
+        chunk = records[first:first + plan.chunk_questions]
         qids = {r.qid for r in chunk}
-        annotate_chunk(chunk, [c for c in contexts if c.qid in qids], scorer, cache, progress, bool(cfg.progress))
-        write_cell(cfg.output, scorer.name, progress.records, progress.runs,
-                   provenance(cfg, scorer, progress, planned))
+        annotate_chunk(chunk, [c for c in contexts if c.qid in qids], scorer, cache, progress, plan.progress)
+        write_cell(plan.output, scorer.name, progress.records, progress.runs,
+                   provenance(plan, dataset, scorer, progress, len(records)))
         print(f"annotate_cell: {len(progress.records)}/{len(records)} questions, {len(progress.runs)} contexts, "
               f"{time.perf_counter() - start:.0f} s", flush=True)
-    if cache is not None:
-        cache.close()
-    return provenance(cfg, scorer, progress, planned)
+    return progress
 
 
 @hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="annotate_cell", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     summary = run(cfg)
-    print(f"annotate_cell: wrote {cfg.output}: {summary['sizes']}", flush=True)
+    print(f"annotate_cell: wrote {cfg.plan.output}: {summary['sizes']}", flush=True)
 
 
 if __name__ == "__main__":
