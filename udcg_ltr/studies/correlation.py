@@ -389,11 +389,7 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     by_qid = {r.qid: r for r in records}
-    graded = grade_runs(by_qid, runs, rule=rule, relevance_threshold=relevance_threshold)
-    too_long = [r for r in graded if len(r.pids) > k]
-    if too_long:
-        raise ValueError(f"{len(too_long)} contexts have more than k={k} passages (e.g. {too_long[0].qid!r}); "
-                         "pass the right k or truncate them (fit.sampling.truncate_contexts)")
+    graded = _graded_runs(by_qid, runs, k=k, rule=rule, relevance_threshold=relevance_threshold)
     split_of, split_note = query_splits(by_qid, seed)
     fit_splits = tuple(fit_splits)
     table = build_context_table(by_qid, graded, llm_name, k=k, relevance_threshold=relevance_threshold)
@@ -401,29 +397,11 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
         raise ValueError(f"no query with contexts in the fit splits {fit_splits}: cannot fit UDCG_theta / gamma")
     core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=tuple(theta_variants),
                  C=C, gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed, erag_rule=erag_rule)
-    report_label = report_split if report_split not in (None, "all") else "all"
     sel_report = _select(core.groups, split_of, report_split)
     if not sel_report.any():
         raise ValueError(f"no query with contexts in the report split {report_split!r}")
-    overlap = set(fit_splits) & ({report_split} if report_label != "all" else set(split_of.values()))
-    other = "zero" if na_policy == "na" else "na"
-    # "report" and "all" queries, then the robustness view with the other NA policy (NA -> 0 puts every metric
-    # on the same queries)
-    summary = {f"{key}{suffix}": summarise(core.correlations, sel, n_bootstrap=n_bootstrap, seed=seed, na_policy=policy)
-               for suffix, policy in (("", na_policy), (f"_{other}", other))
-               for key, sel in (("report", sel_report), ("all", np.ones(len(core.groups), bool)))}
-
-    groups = core.groups.tolist()
-    outcome_constant = next(iter(core.correlations.values())).outcome_constant
-    per_query = []
-    for g, q in enumerate(groups):
-        rows_q = table.outcome[table.qids == q]
-        per_query.append({"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
-                          **{f"n_{o}": int((rows_q == outcome_score(o)).sum()) for o in OUTCOMES},
-                          "outcome_constant": bool(outcome_constant[g]),
-                          **{f"{name}|{m}": float(getattr(qc, m)[g]) for name, qc in core.correlations.items()
-                             for m in ("spearman", "kendall")}})
-
+    summary = _summaries(core, sel_report, na_policy=na_policy, n_bootstrap=n_bootstrap, seed=seed)
+    per_query = _per_query_rows(table, core, split_of)
     k_values = [] if k_sweep is None else [int(x) for x in k_sweep]
     sweep = k_sweep_rows(by_qid, graded, llm=llm_name, k_values=k_values, mode=sweep_mode, scorer=scorer,
                          cache=cache, sampling=sampling, split_of=split_of, fit_splits=fit_splits,
@@ -431,11 +409,83 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
                          C=C, gamma_grid=gamma_grid, n_bootstrap=n_bootstrap, seed=seed,
                          relevance_threshold=relevance_threshold, erag_rule=erag_rule, rule=rule,
                          progress=progress) if k_values else []
+    meta = _study_meta(table, graded, core, split_of, per_query, sel_report, fit_splits=fit_splits,
+                       report_split=report_split, split_note=split_note,
+                       head={"llm": llm_name, "k": k, "C": C, "n_bootstrap": n_bootstrap, "seed": seed,
+                             "na_policy": na_policy},
+                       sweep={"k_values": k_values, "mode": sweep_mode,
+                              "outcome_source": sweep[0]["outcome_source"] if sweep else None})
+    paths = _write_tables_and_figures(out, summary, per_query, core, sweep, meta, title=title)
+    md = _markdown(summary, meta, core, sweep, paths, title=title)
+    paths.update(_write_summary(out, md, summary, meta, core, sweep))
+    result = _correlation_report(summary, per_query, sweep, core, md, paths, meta)
+    if logger is not None:
+        result.log_to(logger)
+    return result
 
-    paths: dict[str, Path] = {}
+
+def _graded_runs(by_qid: Mapping[str, QueryRecord], runs: Sequence, *, k: int, rule: str,
+                 relevance_threshold: int) -> list:
+    """``runs`` graded with ``rule`` (ungraded ones); contexts of more than ``k`` passages are an error."""
+    graded = grade_runs(by_qid, runs, rule=rule, relevance_threshold=relevance_threshold)
+    too_long = [r for r in graded if len(r.pids) > k]
+    if too_long:
+        raise ValueError(f"{len(too_long)} contexts have more than k={k} passages (e.g. {too_long[0].qid!r}); "
+                         "pass the right k or truncate them (fit.sampling.truncate_contexts)")
+    return graded
+
+
+def _summaries(core: _Core, sel_report: np.ndarray, *, na_policy: str, n_bootstrap: int,
+               seed: int) -> dict[str, list[dict[str, Any]]]:
+    """``report`` and ``all`` queries, then the robustness view with the other NA policy (``report_<other>``,
+    ``all_<other>``; NA -> 0 puts every metric on the same queries)."""
+    other = "zero" if na_policy == "na" else "na"
+    return {f"{key}{suffix}": summarise(core.correlations, sel, n_bootstrap=n_bootstrap, seed=seed, na_policy=policy)
+            for suffix, policy in (("", na_policy), (f"_{other}", other))
+            for key, sel in (("report", sel_report), ("all", np.ones(len(core.groups), bool)))}
+
+
+def _per_query_rows(table: ContextTable, core: _Core, split_of: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One row per query: its split, context and outcome counts, and every metric's Spearman / Kendall."""
+    outcome_constant = next(iter(core.correlations.values())).outcome_constant
+    per_query = []
+    for g, q in enumerate(core.groups.tolist()):
+        rows_q = table.outcome[table.qids == q]
+        per_query.append({"qid": q, "split": split_of[q], "n_contexts": int(len(rows_q)),
+                          **{f"n_{o}": int((rows_q == outcome_score(o)).sum()) for o in OUTCOMES},
+                          "outcome_constant": bool(outcome_constant[g]),
+                          **{f"{name}|{m}": float(getattr(qc, m)[g]) for name, qc in core.correlations.items()
+                             for m in ("spearman", "kendall")}})
+    return per_query
+
+
+def _study_meta(table: ContextTable, graded, core: _Core, split_of: Mapping[str, str], per_query, sel_report, *,
+                fit_splits, report_split, split_note, head: dict[str, Any], sweep: dict[str, Any]) -> dict[str, Any]:
+    """The study's settings and counts (``summary.json``'s ``meta``, the report's header): ``head`` (llm, k, C,
+    n_bootstrap, seed, na_policy) first, ``sweep`` (k values, mode, outcome source) last."""
+    groups = core.groups.tolist()
+    report_label = report_split if report_split not in (None, "all") else "all"
+    overlap = set(fit_splits) & ({report_split} if report_label != "all" else set(split_of.values()))
     n_q = {s: sum(1 for q in groups if split_of[q] == s) for s in sorted(set(split_of[q] for q in groups))}
-    n_fit_q = sum(1 for q in groups if split_of[q] in fit_splits)
-    n_report_q = int(sel_report.sum())
+    return {
+        **head,
+        "fit_splits": list(fit_splits), "report_split": report_label, "queries_by_split": n_q,
+        "n_fit_queries": sum(1 for q in groups if split_of[q] in fit_splits),
+        "n_report_queries": int(sel_report.sum()), "n_queries": len(groups),
+        "n_contexts": len(table), "outcomes": run_summary(graded), "other_na_policy": "zero" if head["na_policy"] == "na" else "na",
+        "queries_outcome_constant": int(sum(r["outcome_constant"] for r in per_query)),
+        "gamma_calibrated": core.gamma.gamma if core.gamma else None, "split_note": split_note,
+        "fit_report_overlap": sorted(overlap),
+        "sweep": sweep,
+    }
+
+
+def _write_tables_and_figures(out: Path, summary, per_query, core: _Core, sweep, meta, *,
+                              title: str | None) -> dict[str, Path]:
+    """The summary tables (markdown + CSV, both NA policies), per-query CSV, weights, gamma curve, bar chart and
+    k-sweep figure; returns their paths by name."""
+    paths: dict[str, Path] = {}
+    report_label, other, k = meta["report_split"], meta["other_na_policy"], meta["k"]
     for key, label in (("report", report_label), ("all", "all"), (f"report_{other}", f"{report_label}_na_{other}"),
                        (f"all_{other}", f"all_na_{other}")):
         add_table(paths, f"table_{label}", out / f"correlation_{label}", _rendered(summary[key]), _MD_COLUMNS,
@@ -444,13 +494,13 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
     if core.theta:
         paths["weights_json"] = save_weights(out / f"udcg_theta_k{k}.json", list(core.theta.values()))
         paths["weights_png"] = plot_weights(list(core.theta.values()), out / f"udcg_theta_k{k}.png",
-                                            title=f"UDCG_theta weights, k={k} (fit: {'+'.join(fit_splits)}, "
-                                                  f"{n_fit_q} queries)")
+                                            title=f"UDCG_theta weights, k={k} (fit: {'+'.join(meta['fit_splits'])}, "
+                                                  f"{meta['n_fit_queries']} queries)")
     if core.gamma is not None:
         paths["gamma_csv"] = write_csv(out / "gamma_calibration.csv", core.gamma.rows())
         paths["gamma_png"] = plot_gamma_curve(core.gamma, out / "gamma_calibration.png")
     rep = summary["report"]
-    where = f"{report_label} split: {n_report_q} queries, LLM {llm_name}"
+    where = f"{report_label} split: {meta['n_report_queries']} queries, LLM {meta['llm']}"
     paths["bars_png"] = plot_bars([row_label(r["metric"]) for r in rep], [r["spearman"] for r in rep],
                                   out / "correlation_bars.png", lo=[r["spearman_lo"] for r in rep],
                                   hi=[r["spearman_hi"] for r in rep], ylabel="mean per-query Spearman (95% CI)",
@@ -461,34 +511,26 @@ def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm
         paths["k_sweep_png"] = plot_k_sweep(
             sweep, out / "k_sweep.png", title=f"{title or 'Metric-accuracy correlation'} vs k ({sweep[0]['mode']}; "
                                               f"outcome: {sweep[0]['outcome_source']})\n{where}")
+    return paths
 
-    meta = {
-        "llm": llm_name, "k": k, "C": C, "n_bootstrap": n_bootstrap, "seed": seed, "na_policy": na_policy,
-        "fit_splits": list(fit_splits), "report_split": report_label, "queries_by_split": n_q,
-        "n_fit_queries": n_fit_q, "n_report_queries": n_report_q, "n_queries": len(groups),
-        "n_contexts": len(table), "outcomes": run_summary(graded), "other_na_policy": other,
-        "queries_outcome_constant": int(sum(r["outcome_constant"] for r in per_query)),
-        "gamma_calibrated": core.gamma.gamma if core.gamma else None, "split_note": split_note,
-        "fit_report_overlap": sorted(overlap),
-        "sweep": {"k_values": k_values, "mode": sweep_mode,
-                  "outcome_source": sweep[0]["outcome_source"] if sweep else None},
-    }
-    md = _markdown(summary, meta, core, sweep, paths, title=title)
-    paths["report_md"] = out / "study.md"
+
+def _write_summary(out: Path, md: str, summary, meta, core: _Core, sweep) -> dict[str, Path]:
+    """``study.md`` and ``summary.json``, written last (atomically)."""
+    paths = {"report_md": out / "study.md", "summary_json": out / "summary.json"}
     atomic_write_text(paths["report_md"], md)
-    paths["summary_json"] = out / "summary.json"
     atomic_write_json(paths["summary_json"], json_safe({
         "meta": meta, "summary": summary, "gamma": core.gamma.to_dict() if core.gamma else None,
         "weights": {v: w.to_dict() for v, w in core.theta.items()}, "k_sweep": sweep}))
+    return paths
+
+
+def _correlation_report(summary, per_query, sweep, core: _Core, md: str, paths, meta) -> CorrelationReport:
     tables = {**{f"table_{key}": rows for key, rows in summary.items()}, "per_query": per_query,
               **({"k_sweep": sweep} if sweep else {}),
               **({"udcg_theta_weights": weights_rows(list(core.theta.values()))} if core.theta else {})}
-    result = CorrelationReport(name="correlation", rows=summary["report"], markdown=md, paths=paths, meta=meta,
-                               tables=tables, scalars={f"spearman/{r['metric']}": r["spearman"] for r in summary["report"]},
-                               per_query=per_query, summary=summary, k_sweep=sweep, weights=core.theta, gamma=core.gamma)
-    if logger is not None:
-        result.log_to(logger)
-    return result
+    return CorrelationReport(name="correlation", rows=summary["report"], markdown=md, paths=paths, meta=meta,
+                             tables=tables, scalars={f"spearman/{r['metric']}": r["spearman"] for r in summary["report"]},
+                             per_query=per_query, summary=summary, k_sweep=sweep, weights=core.theta, gamma=core.gamma)
 
 
 def _markdown(summary, meta, core: _Core, sweep, paths, *, title=None) -> str:
