@@ -179,16 +179,51 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
     Arguments as in :mod:`udcg_ltr.studies.common` (``records`` need the single-passage ``p_no_response``);
     ``out_dir`` receives the tables, the per-query CSV, the PNG, ``report.md`` and ``summary.json``;
     ``params``: :class:`DistractorConfig` fields (or ``config=DistractorConfig(...)``)."""
-    cfg = common.config_from(params, DistractorConfig)
+    cfg, k_note = _config_for_pools(records, common.config_from(params, DistractorConfig))
+    name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
+    ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
+    by_qid = {r.qid: r for r in records}
+    plans, info = _eligible_plans(records, cfg, name)
+    contexts = [Context(p.qid, 2 * i + j, getattr(p, arm), arm) for i, p in enumerate(plans)
+                for j, arm in enumerate(ARMS)]  # weak then hard, query by query
+    graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
+                                    relevance_threshold=cfg.relevance_threshold, progress=progress)
+    weak_runs, hard_runs = graded[0::2], graded[1::2]
+    arms = _arm_statistics(plans, weak_runs, hard_runs, cfg)
+    per_query = _per_query_rows(plans, weak_runs, hard_runs, by_qid)
+    paths: dict[str, Any] = {}
+    table_md = _write_tables(paths, out, arms, per_query, cfg, name, n_queries=len(plans))
+    paths["png"] = _plot_arms(out, arms, cfg, name, info, n_queries=len(plans))
+    n_weak, n_hard = int(arms.adapted["weak"].sum()), int(arms.adapted["hard"].sum())
+    meta = {"study": "distractors", "llm": name, "config": asdict(cfg), "k_note": k_note, "n_queries": len(plans),
+            "n_contexts": len(graded), "selection": info, "annotations": ann, "source": "scorer" if runner else "runs",
+            "n_weak_adapted": n_weak, "n_hard_adapted": n_hard,
+            "n_any_adapted": int((arms.adapted["weak"] | arms.adapted["hard"]).sum()),
+            "wilcoxon": arms.wil, "mcnemar": arms.mcn, "difference": arms.diff}
+    rows, diff = arms.rows, arms.diff
+    scalars = {"k": cfg.k, "acc_weak": rows[0]["correct"], "acc_hard": rows[1]["correct"], "acc_diff": diff["diff"],
+               "acc_diff_lo": diff["lo"], "acc_diff_hi": diff["hi"], "p_wilcoxon": arms.wil["p"],
+               "n_queries": len(plans), "n_adapted_weak": n_weak, "n_adapted_hard": n_hard}
+    md = _markdown(cfg, name, rows, info, meta, table_md)
+    report = common.StudyReport(name="distractors", rows=rows, markdown=md, paths=paths, meta=meta,
+                                tables={"table": rows, "breakdown": arms.breakdown, "per_query": per_query},
+                                scalars=scalars, runs=graded)
+    return common.finish_report(report, out, logger)
+
+
+def _config_for_pools(records: Sequence[QueryRecord], cfg: DistractorConfig) -> tuple[DistractorConfig, str | None]:
+    """``cfg`` with ``k`` lowered to what the pools hold when ``adapt_k`` asks (and the note saying so)."""
     k, k_note = fit_k_to_pools(records, cfg) if cfg.adapt_k else (cfg.k, None)
     if k_note is not None:
         log.warning("distractor study: %s", k_note)
         if isinstance(cfg.relevant_position, int) and cfg.relevant_position > k:
             raise ValueError(f"relevant_position {cfg.relevant_position} > k = {k} after {k_note}")
         cfg = replace(cfg, k=k)
-    name, runner, runs, out = common.study_inputs(llm, scorer_or_runs, out_dir, cache)
-    ann = ensure_annotations(records, name, ["p_no_response"], runner, progress=progress)
-    by_qid = {r.qid: r for r in records}
+    return cfg, k_note
+
+
+def _eligible_plans(records: Sequence[QueryRecord], cfg: DistractorConfig, name: str) -> tuple[list, dict]:
+    """The selected queries' plans and the selection info; none is an error that says which k the pools support."""
     plans, info = common.select_plans(records, cfg, lambda r: plan_query(r, name, cfg))
     if not plans:
         feasible, _ = fit_k_to_pools(records, replace(cfg, adapt_k=True))
@@ -196,11 +231,26 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                 if feasible < cfg.k else "")
         raise ValueError(f"no eligible query for the distractor study at k = {cfg.k} "
                          f"(excluded: {info['excluded']}){hint}")
-    contexts = [Context(p.qid, 2 * i + j, getattr(p, arm), arm) for i, p in enumerate(plans)
-                for j, arm in enumerate(ARMS)]  # weak then hard, query by query
-    graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
-                                    relevance_threshold=cfg.relevance_threshold, progress=progress)
-    weak_runs, hard_runs = graded[0::2], graded[1::2]
+    return plans, info
+
+
+@dataclass
+class _ArmStatistics:
+    """Both arms' outcome indicators and rates, and the paired weak - hard tests."""
+
+    rows: list[dict[str, Any]]  # weak, hard, then weak - hard
+    ind: dict[str, dict[str, np.ndarray]]
+    adapted: dict[str, np.ndarray]
+    mean_de: dict[str, np.ndarray]
+    diff: dict[str, Any]
+    wil: dict[str, Any]
+    mcn: dict[str, Any]
+    breakdown: list[dict[str, Any]]
+
+
+def _arm_statistics(plans: Sequence[DistractorPlan], weak_runs, hard_runs, cfg: DistractorConfig) -> _ArmStatistics:
+    """Accuracy, abstention and error rates per arm (bootstrap CIs), and the paired weak - hard difference with its
+    Wilcoxon, bootstrap and McNemar p-values."""
     ind = {"weak": common.outcome_indicators(weak_runs), "hard": common.outcome_indicators(hard_runs)}
     B, seed = cfg.n_bootstrap, cfg.seed
     adapted = {arm: np.array([getattr(p, f"{arm}_adapted") for p in plans]) for arm in ARMS}
@@ -224,31 +274,41 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
                  "wilcoxon_statistic": wil["statistic"], "n_discordant": wil["n_nonzero"],
                  "p_bootstrap": diff["p_bootstrap"], "p_mcnemar": mcn["p"],
                  "only_weak_correct": mcn["only_a"], "only_hard_correct": mcn["only_b"]})
+    return _ArmStatistics(rows=rows, ind=ind, adapted=adapted, mean_de=mean_de, diff=diff, wil=wil, mcn=mcn,
+                          breakdown=_breakdown(ind, adapted, mean_de, B, seed))
 
-    per_query = [{"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid, "position": p.position,
-                  "n_irrelevant": p.n_irrelevant, "weak_pids": " ".join(p.weak), "hard_pids": " ".join(p.hard),
-                  "weak_mean_de": float(np.mean(p.weak_de)), "hard_mean_de": float(np.mean(p.hard_de)),
-                  "weak_max_de": p.weak_threshold_eff, "hard_min_de": p.hard_threshold_eff,
-                  "weak_adapted": p.weak_adapted, "hard_adapted": p.hard_adapted,
-                  "weak_outcome": w.outcome, "hard_outcome": h.outcome, "weak_answer": w.answer,
-                  "hard_answer": h.answer} for p, w, h in zip(plans, weak_runs, hard_runs)]
 
-    paths: dict[str, Any] = {}
+def _per_query_rows(plans: Sequence[DistractorPlan], weak_runs, hard_runs, by_qid) -> list[dict[str, Any]]:
+    """One row per query: its plan (pids, DE, adapted thresholds) and both arms' outcomes and answers."""
+    return [{"qid": p.qid, "split": by_qid[p.qid].split, "relevant_pid": p.relevant_pid, "position": p.position,
+             "n_irrelevant": p.n_irrelevant, "weak_pids": " ".join(p.weak), "hard_pids": " ".join(p.hard),
+             "weak_mean_de": float(np.mean(p.weak_de)), "hard_mean_de": float(np.mean(p.hard_de)),
+             "weak_max_de": p.weak_threshold_eff, "hard_min_de": p.hard_threshold_eff,
+             "weak_adapted": p.weak_adapted, "hard_adapted": p.hard_adapted,
+             "weak_outcome": w.outcome, "hard_outcome": h.outcome, "weak_answer": w.answer,
+             "hard_answer": h.answer} for p, w, h in zip(plans, weak_runs, hard_runs)]
+
+
+def _write_tables(paths: dict[str, Any], out, arms: _ArmStatistics, per_query, cfg: DistractorConfig, name: str, *,
+                  n_queries: int) -> str:
+    """The main table and the breakdown (markdown + CSV) and the per-query CSV, into ``paths``; returns the tables'
+    markdown."""
     md_cols = [Column("arm", "Distractors"), Column("threshold", "Rule"), Column("queries", "Queries"),
                Column("acc", "Accuracy % [95% CI]"), Column("abst", "Abstained %"), Column("wrongs", "Wrong %"),
                Column("mean_de", "Mean DE", fmt_float), Column("adapted", "Adapted thr. (queries; median [range])")]
     # markdown from the rendered strings, CSV from the raw values (``rendered`` holds both)
     rendered = [{**r, "acc": common.pct_ci(r, "correct"), "abst": common.pct_ci(r, "abstained"),
-                 "wrongs": common.pct_ci(r, "wrong"), "adapted": _adapted_cell(r)} for r in rows]
+                 "wrongs": common.pct_ci(r, "wrong"), "adapted": _adapted_cell(r)} for r in arms.rows]
     csv_cols = ["arm", "threshold", "queries", *common.OUTCOME_COLUMNS, "mean_de", "n_adapted", "eff_threshold_median",
                 "eff_threshold_min", "eff_threshold_max", "p_wilcoxon", "wilcoxon_statistic", "n_discordant",
                 "p_bootstrap", "p_mcnemar", "only_weak_correct", "only_hard_correct"]
-    note = (f"Paired on {len(plans)} queries (same relevant passage and position in both arms). weak - hard: "
+    wil, mcn = arms.wil, arms.mcn
+    note = (f"Paired on {n_queries} queries (same relevant passage and position in both arms). weak - hard: "
             f"Wilcoxon signed-rank p = {fmt_p(wil['p'])} on per-query correctness ({wil['n_nonzero']} discordant "
-            f"pairs), paired bootstrap p = {fmt_p(diff['p_bootstrap'])}, McNemar exact p = {fmt_p(mcn['p'])}.")
+            f"pairs), paired bootstrap p = {fmt_p(arms.diff['p_bootstrap'])}, McNemar exact p = {fmt_p(mcn['p'])}.")
     table_md = common.add_table(paths, "table", out / "distractors", rendered, md_cols, note=note,
                                 csv_columns=csv_cols, title=f"Distractor sensitivity, k = {cfg.k} (LLM {name})")
-    breakdown = _breakdown(ind, adapted, mean_de, B, seed)
+    breakdown = arms.breakdown
     table_md += "\n" + common.add_table(paths, "breakdown", out / "distractors_breakdown", [
         {**r, "w": fmt_pct(r["acc_weak"]), "h": fmt_pct(r["acc_hard"]), "d": common.pct_ci(r, "diff"),
          "de": f"{fmt_float(r['mean_de_weak'])} / {fmt_float(r['mean_de_hard'])}"} for r in breakdown],
@@ -256,30 +316,21 @@ def run_distractor_sensitivity(records: Sequence[QueryRecord], scorer_or_runs=No
          Column("h", "Acc. hard %"), Column("d", "weak - hard (pts) [95% CI]"), Column("de", "Mean DE weak / hard")],
         title="Breakdown: threshold adaptation and DE contrast", csv_columns=list(breakdown[0]))
     paths["per_query_csv"] = write_csv(out / "distractors_per_query.csv", per_query)
-    labels, vals, lo, hi = common.outcome_bars(rows[:2], lambda r: r["arm"])
+    return table_md
+
+
+def _plot_arms(out, arms: _ArmStatistics, cfg: DistractorConfig, name: str, info, *, n_queries: int):
+    """The bar chart: each arm's outcome rates and the accuracy lost to hard distractors (``distractors.png``)."""
+    diff = arms.diff
+    labels, vals, lo, hi = common.outcome_bars(arms.rows[:2], lambda r: r["arm"])
     labels.append("accuracy lost to hard (weak - hard)")
     vals.append(100 * diff["diff"])
     lo.append(100 * diff["lo"])
     hi.append(100 * diff["hi"])
     title = common.plot_title(f"Weak vs hard distractors, k = {cfg.k}", dataset=cfg.dataset,
-                              n_queries=len(plans), llm=name, by_split=info["by_split"])
-    paths["png"] = plot_bars(labels, vals, out / "distractors.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
-                             highlight=[labels[0], labels[1], labels[-1]], digits=1, title=title)
-
-    n_weak, n_hard = int(adapted["weak"].sum()), int(adapted["hard"].sum())
-    meta = {"study": "distractors", "llm": name, "config": asdict(cfg), "k_note": k_note, "n_queries": len(plans),
-            "n_contexts": len(graded), "selection": info, "annotations": ann, "source": "scorer" if runner else "runs",
-            "n_weak_adapted": n_weak, "n_hard_adapted": n_hard,
-            "n_any_adapted": int((adapted["weak"] | adapted["hard"]).sum()),
-            "wilcoxon": wil, "mcnemar": mcn, "difference": diff}
-    scalars = {"k": cfg.k, "acc_weak": rows[0]["correct"], "acc_hard": rows[1]["correct"], "acc_diff": diff["diff"],
-               "acc_diff_lo": diff["lo"], "acc_diff_hi": diff["hi"], "p_wilcoxon": wil["p"], "n_queries": len(plans),
-               "n_adapted_weak": n_weak, "n_adapted_hard": n_hard}
-    md = _markdown(cfg, name, rows, info, meta, table_md)
-    report = common.StudyReport(name="distractors", rows=rows, markdown=md, paths=paths, meta=meta,
-                                tables={"table": rows, "breakdown": breakdown, "per_query": per_query},
-                                scalars=scalars, runs=graded)
-    return common.finish_report(report, out, logger)
+                              n_queries=n_queries, llm=name, by_split=info["by_split"])
+    return plot_bars(labels, vals, out / "distractors.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
+                     highlight=[labels[0], labels[1], labels[-1]], digits=1, title=title)
 
 
 def _breakdown(ind, adapted, mean_de, n_bootstrap: int, seed: int) -> list[dict[str, Any]]:
