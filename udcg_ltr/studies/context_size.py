@@ -71,11 +71,7 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
     if mode == "resample" and runner is None:
         raise ValueError("mode='resample' needs an LLM scorer (the contexts of every k must be answered)")
     answerer = deduped(runner)  # the k sweep's contexts: each distinct prompt once per call
-    run_qids = {r.qid for r in runs} if runs is not None else None
-    selected, info = common.select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries, eligible=(
-        lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs"))
-    if not selected:
-        raise ValueError("no query for the context-size study")
+    selected, info = _selected_queries(records, cfg, runs)
     fields = ["p_no_response"] + (["answer_alone"] if "erag" in cfg.metrics else [])
     ann = ensure_annotations(selected, name, fields, runner, progress=progress)
     by_qid = {r.qid: r for r in selected}
@@ -83,20 +79,11 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
     report_split = cfg.report_split if cfg.report_split not in (None, "all") else None
     if report_split is not None and report_split not in set(split_of.values()):
         raise ValueError(f"no selected query in the report split {report_split!r} (splits: {sorted(set(split_of.values()))})")
-    k_values = list(cfg.k_values)
-    sampling = ContextSamplingConfig(n_contexts=cfg.n_contexts, k=max(k_values), top_n=cfg.top_n,
+    sampling = ContextSamplingConfig(n_contexts=cfg.n_contexts, k=max(cfg.k_values), top_n=cfg.top_n,
                                      positive_fraction=cfg.positive_fraction, seed=cfg.seed,
                                      relevance_threshold=cfg.relevance_threshold)
-    base_runs: list = []
-    if mode == "truncate" and runs is not None:
-        base_runs = grade_runs(by_qid, [r for r in runs if r.qid in by_qid], rule=cfg.rule,
-                               relevance_threshold=cfg.relevance_threshold)
-        longest = max(len(r.pids) for r in base_runs)
-        info["k_dropped_longer_than_runs"] = [k for k in k_values if k > longest]
-        k_values = [k for k in k_values if k <= longest]
-    elif mode == "truncate":
-        base_runs = run_contexts(by_qid, sample_contexts(selected, sampling), answerer, None, llm_name=name,
-                                 rule=cfg.rule, relevance_threshold=cfg.relevance_threshold, progress=progress)
+    base_runs, k_values = _base_runs(cfg, mode, runs, selected, by_qid, sampling, info, answerer=answerer,
+                                     name=name, progress=progress)
     sweep = k_sweep_rows(by_qid, base_runs, llm=name, k_values=k_values, mode=mode,
                          scorer=answerer if (mode == "resample" or runs is None) else None, cache=None,
                          sampling=sampling, split_of=split_of, fit_splits=cfg.fit_splits, report_split=report_split,
@@ -105,60 +92,126 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
                          erag_rule=cfg.erag_rule, rule=cfg.rule, progress=progress)
     if not sweep:
         raise ValueError("the k sweep produced no rows (no contexts)")
-    source = sweep[0]["outcome_source"]
+    by_k = _by_size(sweep, cfg.metrics)
+    paths: dict[str, Any] = {}
+    table_md, queries_md = _write_tables(paths, out, sweep, by_k, mode=mode, report_split=report_split)
+    title = common.plot_title(f"Metric-accuracy correlation vs k ({mode}; outcome: {by_k.source})",
+                              dataset=cfg.dataset, n_queries=by_k.n_report, llm=name, split=report_split or "all")
+    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=by_k.names, title=title)
+    meta = {"study": "context_size", "llm": name, "config": asdict(cfg), "mode": mode, "outcome_source": by_k.source,
+            "k_values": by_k.ks, "n_queries": by_k.n_report, "n_selected_queries": len(selected),
+            "queries_by_k": by_k.queries_by_k, "defined_by_k": by_k.defined_by_k, "report_split": report_split or "all",
+            "fit_splits": list(cfg.fit_splits), "split_note": split_note, "selection": info, "annotations": ann,
+            "n_base_contexts": len(base_runs)}
+    scalars = {**{f"spearman/{r['metric']}/k={k}": r[f"k={k}"] for r in by_k.rows for k in by_k.ks},
+               "n_queries": by_k.n_report}
+    md = _markdown(cfg, name, mode, by_k, info, split_note=split_note, report_split=report_split,
+                   tables_md=(table_md, queries_md), sweep_csv=paths["sweep_csv"].name)
+    report = common.StudyReport(name="context_size", rows=by_k.rows, markdown=md, paths=paths,
+                                meta=meta, tables={"table": by_k.rows, "sweep": sweep}, scalars=scalars)
+    return common.finish_report(report, out, logger)
+
+
+def _selected_queries(records: Sequence[QueryRecord], cfg: ContextSizeConfig, runs) -> tuple[list, dict]:
+    """The study's queries (those with ready-made runs, when runs are given) and the selection info."""
+    run_qids = {r.qid for r in runs} if runs is not None else None
+    selected, info = common.select_queries(records, splits=cfg.splits, max_queries=cfg.max_queries, eligible=(
+        lambda r: None if (run_qids is None or r.qid in run_qids) else "no ready-made runs"))
+    if not selected:
+        raise ValueError("no query for the context-size study")
+    return selected, info
+
+
+def _base_runs(cfg: ContextSizeConfig, mode: str, runs, selected, by_qid, sampling: ContextSamplingConfig, info, *,
+               answerer, name: str, progress: bool) -> tuple[list, list[int]]:
+    """The contexts truncate mode cuts at every k (the ready-made runs, graded, or fresh ones the LLM answers; none
+    in resample mode) and the k values left (those no longer than the runs' contexts, noted in ``info``)."""
+    k_values = list(cfg.k_values)
+    base_runs: list = []
+    if mode == "truncate" and runs is not None:
+        base_runs = grade_runs(by_qid, [r for r in runs if r.qid in by_qid], rule=cfg.rule,
+                               relevance_threshold=cfg.relevance_threshold)
+        longest = max(len(r.pids) for r in base_runs)
+        info["k_dropped_longer_than_runs"] = [k for k in k_values if k > longest]
+        k_values = [k for k in k_values if k <= longest]
+    elif mode == "truncate":
+        base_runs = run_contexts(by_qid, sample_contexts(selected, sampling), answerer, None,
+                                 llm_name=name, rule=cfg.rule, relevance_threshold=cfg.relevance_threshold,
+                                 progress=progress)
+    return base_runs, k_values
+
+
+@dataclass
+class _BySize:
+    """The k sweep's rows arranged by metric and k."""
+
+    source: str  # where the outcomes come from: "llm" or "full_context"
+    ks: list[int]
+    by_metric_k: dict[tuple[str, int], dict[str, Any]]
+    names: list[str]  # the metrics with rows, in the configured order
+    rows: list[dict[str, Any]]  # per metric: {"metric", "k=<k>": mean per-query Spearman}
+    queries_by_k: dict[int, int]
+    defined_by_k: dict[int, dict[str, int]]
+
+    @property
+    def n_report(self) -> int:
+        return max(self.queries_by_k.values())
+
+
+def _by_size(sweep: Sequence[dict[str, Any]], metrics: Sequence[str]) -> _BySize:
     ks = sorted({r["k"] for r in sweep})
     by_metric_k = {(r["metric"], r["k"]): r for r in sweep}
-    names = [m for m in cfg.metrics if any(r["metric"] == m for r in sweep)]
+    names = [m for m in metrics if any(r["metric"] == m for r in sweep)]
     rows = [{"metric": m, **{f"k={k}": by_metric_k[m, k]["spearman"] if (m, k) in by_metric_k else float("nan")
                              for k in ks}} for m in names]
-    queries_by_k = {k: max((r["n"] + r["n_na"] for r in sweep if r["k"] == k), default=0) for k in ks}
-    defined_by_k = {k: {r["metric"]: r["n"] for r in sweep if r["k"] == k} for k in ks}
+    return _BySize(source=sweep[0]["outcome_source"], ks=ks, by_metric_k=by_metric_k, names=names, rows=rows,
+                   queries_by_k={k: max((r["n"] + r["n_na"] for r in sweep if r["k"] == k), default=0) for k in ks},
+                   defined_by_k={k: {r["metric"]: r["n"] for r in sweep if r["k"] == k} for k in ks})
 
-    paths: dict[str, Any] = {}
+
+def _write_tables(paths: dict[str, Any], out, sweep, by_k: _BySize, *, mode: str,
+                  report_split: str | None) -> tuple[str, str]:
+    """The correlation table and the defined-queries table (markdown + CSV) and the sweep CSV, into ``paths``;
+    returns both tables' markdown."""
+    ks = by_k.ks
     k_columns = ["metric"] + [f"k={k}" for k in ks]
-    ci = {key: fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"], 2) for key, r in by_metric_k.items()}
+    ci = {key: fmt_ci(r["spearman"], r["spearman_lo"], r["spearman_hi"], 2) for key, r in by_k.by_metric_k.items()}
     # Markdown shows each row's label (row_label), the CSV its key
     rendered = [{**row, "label": row_label(row["metric"]), **{f"ci{k}": ci.get((row["metric"], k), "NA") for k in ks}}
-                for row in rows]
+                for row in by_k.rows]
     note = (f"Mean per-query Spearman between the metric and the graded outcome, {report_split or 'all'} queries "
-            f"({', '.join(f'k={k}: {queries_by_k[k]}' for k in ks)} queries; NA queries left out). Mode: {mode}; "
-            f"outcome from: {source}.")
+            f"({', '.join(f'k={k}: {by_k.queries_by_k[k]}' for k in ks)} queries; NA queries left out). Mode: {mode}; "
+            f"outcome from: {by_k.source}.")
     table_md = common.add_table(paths, "table", out / "context_size", rendered,
                                 [Column("label", "Metric")] + [Column(f"ci{k}", f"k={k}") for k in ks],
                                 note=note, csv_columns=k_columns,
                                 title="Correlation with end-to-end accuracy by context size (mean per-query "
                                       "Spearman [95% CI])")
-    n_rows = [{"metric": m, "label": row_label(m), **{f"k={k}": defined_by_k[k].get(m) for k in ks}} for m in names]
+    n_rows = [{"metric": m, "label": row_label(m), **{f"k={k}": by_k.defined_by_k[k].get(m) for k in ks}}
+              for m in by_k.names]
     queries_md = common.add_table(paths, "queries", out / "context_size_queries", n_rows,
                                   [Column("label", "Metric")] + [Column(f"k={k}", f"k={k}") for k in ks],
                                   title="Queries with a defined correlation (neither side constant)",
                                   csv_columns=k_columns)
     paths["sweep_csv"] = write_csv(out / "context_size_sweep.csv", sweep)
-    n_report = max(queries_by_k.values())
-    title = common.plot_title(f"Metric-accuracy correlation vs k ({mode}; outcome: {source})",
-                              dataset=cfg.dataset, n_queries=n_report, llm=name, split=report_split or "all")
-    paths["png"] = plot_k_sweep(sweep, out / "context_size.png", metrics=names, title=title)
+    return table_md, queries_md
 
-    meta = {"study": "context_size", "llm": name, "config": asdict(cfg), "mode": mode, "outcome_source": source,
-            "k_values": ks, "n_queries": n_report, "n_selected_queries": len(selected),
-            "queries_by_k": queries_by_k, "defined_by_k": defined_by_k, "report_split": report_split or "all",
-            "fit_splits": list(cfg.fit_splits), "split_note": split_note, "selection": info, "annotations": ann,
-            "n_base_contexts": len(base_runs)}
-    scalars = {**{f"spearman/{r['metric']}/k={k}": r[f"k={k}"] for r in rows for k in ks}, "n_queries": n_report}
+
+def _markdown(cfg: ContextSizeConfig, name: str, mode: str, by_k: _BySize, info, *, split_note, report_split,
+              tables_md: tuple[str, str], sweep_csv: str) -> str:
+    ks, table_md, queries_md = by_k.ks, *tables_md
     lines = [f"# Context-size sensitivity (UDCG paper, Figure 2): LLM `{name}`", "",
-             f"- Mode: {mode} (outcome from: {source}); k = {ks}.",
+             f"- Mode: {mode} (outcome from: {by_k.source}); k = {ks}.",
              f"- Queries: {common.describe_selection(info, cfg.max_queries)}; correlations on the "
-             f"{report_split or 'all'} queries ({n_report} with contexts; per k: {queries_by_k}); UDCG_theta / "
-             f"gamma* fitted on {list(cfg.fit_splits)} at each k.",
+             f"{report_split or 'all'} queries ({by_k.n_report} with contexts; per k: {by_k.queries_by_k}); "
+             f"UDCG_theta / gamma* fitted on {list(cfg.fit_splits)} at each k.",
              *([f"- Note: {split_note}."] if split_note else []),
              *([f"- Truncation: the shared contexts hold at most {max(ks)} passages; k = {info['k_dropped_longer_than_runs']}"
                 " left out."] if info.get("k_dropped_longer_than_runs") else []),
              *(["- Truncate mode without an LLM: metric@k is compared with the outcome of the full context, so "
                 "small k measures how well the first k passages predict the full-context answer."]
-               if source == "full_context" else []),
+               if by_k.source == "full_context" else []),
              "", table_md, "", queries_md, "",
              f"Statistics: per-query Spearman (NA when a side is constant), mean over queries with bootstrap 95% CIs "
-             f"({cfg.n_bootstrap} resamples) in `{paths['sweep_csv'].name}`."]
-    report = common.StudyReport(name="context_size", rows=rows, markdown="\n".join(lines) + "\n", paths=paths,
-                                meta=meta, tables={"table": rows, "sweep": sweep}, scalars=scalars)
-    return common.finish_report(report, out, logger)
+             f"({cfg.n_bootstrap} resamples) in `{sweep_csv}`."]
+    return "\n".join(lines) + "\n"
