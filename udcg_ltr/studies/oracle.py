@@ -101,46 +101,85 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
     contexts = plan_oracle_contexts(selected, name, cfg)
     graded = common.answer_contexts(by_qid, contexts, llm=name, scorer=runner, runs=runs, rule=cfg.rule,
                                     relevance_threshold=cfg.relevance_threshold, progress=progress)
-    n, S, B, seed = len(selected), len(cfg.schemas), cfg.n_bootstrap, cfg.seed
+    stats = _oracle_statistics(selected, graded, by_qid, cfg)
+    rows, pair_rows, n = stats.rows, stats.pair_rows, len(selected)
+    paths: dict[str, Any] = {}
+    table_md, pairs_md = _write_tables(paths, out, stats, name)
+    main = [r for r in rows if r["subset"] == "all"]
+    paths["png"] = _plot_rates(out, main, cfg, name, info, n_queries=n)
+    meta = {"study": "oracle", "llm": name, "config": asdict(cfg), "n_queries": n,
+            "n_queries_with_relevant": int(stats.has_rel.sum()), "n_contexts": len(graded),
+            "n_distinct_contexts": len({(c.qid, c.pids) for c in contexts}), "identical_contexts": stats.identical,
+            "selection": info, "annotations": ann, "source": "scorer" if runner else "runs"}
+    scalars = {"n_queries": n, **{f"{o}/{r['schema']}@{r['k']}": r[o] for r in main for o in common.OUTCOMES}}
+    md = _markdown(cfg, name, meta, info, table_md, pairs_md, pair_rows)
+    report = common.StudyReport(name="oracle", rows=rows, markdown=md, paths=paths, meta=meta,
+                                tables={"table": rows, "pairs": pair_rows, "per_query": stats.per_query},
+                                scalars=scalars, runs=graded)
+    return common.finish_report(report, out, logger)
+
+
+@dataclass
+class _OracleStatistics:
+    """The rates per (k, subset, schema), the paired schema comparisons, and the per-query outcomes."""
+
+    rows: list[dict[str, Any]]
+    pair_rows: list[dict[str, Any]]
+    identical: dict[str, Any]  # "a=b@k": queries whose two schemas built the same context
+    per_query: list[dict[str, Any]]
+    has_rel: np.ndarray  # per selected query: its pool holds a relevant passage
+
+
+def _oracle_statistics(selected: Sequence[QueryRecord], graded, by_qid, cfg: OracleConfig) -> _OracleStatistics:
+    n, S = len(selected), len(cfg.schemas)
     has_rel = np.array([any(p.is_relevant(cfg.relevance_threshold) for p in r.passages) for r in selected])
     subsets = {"all": np.ones(n, bool), "with relevant": has_rel}
     # later schema minus earlier one: utility - relevance, utility - erag, erag - relevance
     pairs = [(a, b) for a, b in itertools.permutations(cfg.schemas, 2) if SCHEMAS.index(a) > SCHEMAS.index(b)]
-
-    rows: list[dict[str, Any]] = []
-    pair_rows: list[dict[str, Any]] = []
-    identical: dict[str, Any] = {}
-    per_query = [{"qid": r.qid, "split": r.split, "pool_has_relevant": bool(h)} for r, h in zip(selected, has_rel)]
+    stats = _OracleStatistics(rows=[], pair_rows=[], identical={}, has_rel=has_rel, per_query=[
+        {"qid": r.qid, "split": r.split, "pool_has_relevant": bool(h)} for r, h in zip(selected, has_rel)])
     for ki, k in enumerate(cfg.ks):
         # contexts are laid out k by k, then query by query, then schema (plan_oracle_contexts)
         by_schema = {s: [graded[ki * n * S + qi * S + si] for qi in range(n)] for si, s in enumerate(cfg.schemas)}
-        ind = {s: common.outcome_indicators(v) for s, v in by_schema.items()}
-        n_rel_in_ctx = {s: np.array([sum(by_qid[run.qid].passage(pid).is_relevant(cfg.relevance_threshold)
-                                         for pid in run.pids) for run in v]) for s, v in by_schema.items()}
         for qi, s in itertools.product(range(n), cfg.schemas):
             run = by_schema[s][qi]
-            per_query[qi].update({f"{s}@{k}_outcome": run.outcome, f"{s}@{k}_pids": " ".join(run.pids)})
+            stats.per_query[qi].update({f"{s}@{k}_outcome": run.outcome, f"{s}@{k}_pids": " ".join(run.pids)})
         for a, b in itertools.combinations(cfg.schemas, 2):
-            identical[f"{a}={b}@{k}"] = sum(x.pids == y.pids for x, y in zip(by_schema[a], by_schema[b]))
-        for label, sel in subsets.items():
-            if not sel.any():
-                continue
-            for s in cfg.schemas:
-                rows.append({"k": k, "subset": label, "schema": s, "queries": int(sel.sum()),
-                             **common.outcome_rates(ind[s], B, seed, sel),
-                             "mean_relevant_in_context": float(n_rel_in_ctx[s][sel].mean()),
-                             "context_has_relevant": float((n_rel_in_ctx[s][sel] > 0).mean())})
-            for a, b in pairs:
-                row = {"k": k, "subset": label, "comparison": f"{a} - {b}", "queries": int(sel.sum())}
-                for o in ("correct", "wrong"):
-                    d = paired_difference(ind[a][o][sel], ind[b][o][sel], B, seed)
-                    mc = mcnemar_exact(ind[a][o][sel], ind[b][o][sel])
-                    row.update({f"d_{o}": d["diff"], f"d_{o}_lo": d["lo"], f"d_{o}_hi": d["hi"],
-                                f"p_mcnemar_{o}": mc["p"], f"only_a_{o}": mc["only_a"], f"only_b_{o}": mc["only_b"]})
-                ratio = paired_ratio_ci(ind[a]["wrong"][sel], ind[b]["wrong"][sel], B, seed)
-                pair_rows.append({**row, **dict(zip(("wrong_ratio", "wrong_ratio_lo", "wrong_ratio_hi"), ratio))})
+            stats.identical[f"{a}={b}@{k}"] = sum(x.pids == y.pids for x, y in zip(by_schema[a], by_schema[b]))
+        _add_rates(stats, k, by_schema, by_qid, subsets, pairs, cfg)
+    return stats
 
-    paths: dict[str, Any] = {}
+
+def _add_rates(stats: _OracleStatistics, k: int, by_schema, by_qid, subsets, pairs, cfg: OracleConfig) -> None:
+    """Append context size ``k``'s rates per subset and schema, and its paired comparisons (bootstrap differences,
+    McNemar, the wrong-rate ratio), to ``stats``."""
+    B, seed = cfg.n_bootstrap, cfg.seed
+    ind = {s: common.outcome_indicators(v) for s, v in by_schema.items()}
+    n_rel_in_ctx = {s: np.array([sum(by_qid[run.qid].passage(pid).is_relevant(cfg.relevance_threshold)
+                                     for pid in run.pids) for run in v]) for s, v in by_schema.items()}
+    for label, sel in subsets.items():
+        if not sel.any():
+            continue
+        for s in cfg.schemas:
+            stats.rows.append({"k": k, "subset": label, "schema": s, "queries": int(sel.sum()),
+                               **common.outcome_rates(ind[s], B, seed, sel),
+                               "mean_relevant_in_context": float(n_rel_in_ctx[s][sel].mean()),
+                               "context_has_relevant": float((n_rel_in_ctx[s][sel] > 0).mean())})
+        for a, b in pairs:
+            row = {"k": k, "subset": label, "comparison": f"{a} - {b}", "queries": int(sel.sum())}
+            for o in ("correct", "wrong"):
+                d = paired_difference(ind[a][o][sel], ind[b][o][sel], B, seed)
+                mc = mcnemar_exact(ind[a][o][sel], ind[b][o][sel])
+                row.update({f"d_{o}": d["diff"], f"d_{o}_lo": d["lo"], f"d_{o}_hi": d["hi"],
+                            f"p_mcnemar_{o}": mc["p"], f"only_a_{o}": mc["only_a"], f"only_b_{o}": mc["only_b"]})
+            ratio = paired_ratio_ci(ind[a]["wrong"][sel], ind[b]["wrong"][sel], B, seed)
+            stats.pair_rows.append({**row, **dict(zip(("wrong_ratio", "wrong_ratio_lo", "wrong_ratio_hi"), ratio))})
+
+
+def _write_tables(paths: dict[str, Any], out, stats: _OracleStatistics, name: str) -> tuple[str, str]:
+    """The rates table, the paired-comparisons table (markdown + CSV) and the per-query CSV, into ``paths``;
+    returns both tables' markdown."""
+    rows, pair_rows = stats.rows, stats.pair_rows
     md_cols = [Column("k", "k"), Column("subset", "Queries"), Column("schema", "Schema"), Column("queries", "n"),
                Column("c", "Correct % [95% CI]"), Column("a", "Abstained % [95% CI]"), Column("w", "Wrong % [95% CI]"),
                Column("context_has_relevant", "Ctx with relevant %", fmt_pct)]
@@ -163,24 +202,17 @@ def run_oracle_contexts(records: Sequence[QueryRecord], scorer_or_runs=None, *, 
                                      "(per-query correctness, then per-query wrongness); d: paired mean "
                                      "difference with a bootstrap CI.",
                                 csv_columns=list(pair_rows[0]) if pair_rows else None)
-    paths["per_query_csv"] = write_csv(out / "oracle_per_query.csv", per_query)
-    main = [r for r in rows if r["subset"] == "all"]
-    labels, vals, lo, hi = common.outcome_bars(main, lambda r: f"{r['schema']}@{r['k']}")
-    title = common.plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n, llm=name,
-                              by_split=info["by_split"])
-    paths["png"] = plot_bars(labels, vals, out / "oracle.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
-                             highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1, title=title)
+    paths["per_query_csv"] = write_csv(out / "oracle_per_query.csv", stats.per_query)
+    return table_md, pairs_md
 
-    meta = {"study": "oracle", "llm": name, "config": asdict(cfg), "n_queries": n,
-            "n_queries_with_relevant": int(has_rel.sum()), "n_contexts": len(graded),
-            "n_distinct_contexts": len({(c.qid, c.pids) for c in contexts}), "identical_contexts": identical,
-            "selection": info, "annotations": ann, "source": "scorer" if runner else "runs"}
-    scalars = {"n_queries": n, **{f"{o}/{r['schema']}@{r['k']}": r[o] for r in main for o in common.OUTCOMES}}
-    md = _markdown(cfg, name, meta, info, table_md, pairs_md, pair_rows)
-    report = common.StudyReport(name="oracle", rows=rows, markdown=md, paths=paths, meta=meta,
-                                tables={"table": rows, "pairs": pair_rows, "per_query": per_query},
-                                scalars=scalars, runs=graded)
-    return common.finish_report(report, out, logger)
+
+def _plot_rates(out, main, cfg: OracleConfig, name: str, info, *, n_queries: int):
+    """The bar chart of every schema's outcome rates at every k, all queries (``oracle.png``)."""
+    labels, vals, lo, hi = common.outcome_bars(main, lambda r: f"{r['schema']}@{r['k']}")
+    title = common.plot_title("Oracle contexts by schema", dataset=cfg.dataset, n_queries=n_queries, llm=name,
+                              by_split=info["by_split"])
+    return plot_bars(labels, vals, out / "oracle.png", lo=lo, hi=hi, ylabel="% of queries (95% CI)",
+                     highlight=[lab for lab in labels if lab.startswith("wrong")], digits=1, title=title)
 
 
 def _wrong_ratio(row) -> str:
