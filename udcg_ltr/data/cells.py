@@ -94,6 +94,12 @@ def read_provenance(folder: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def cell_qids(folder: str | os.PathLike) -> list[str]:
+    """The question ids of a cell, in file order (its passage values checked, the shared texts not read)."""
+    path = Path(folder) / PASSAGES_FILE
+    return [v.qid for v in parse_lines(path, _parse_values, unique=lambda v: v.qid)]
+
+
 def _attach(record: QueryRecord, values: PassageValues, llm: str) -> None:
     by_pid = {p.pid: p for p in record.passages}
     for pid, prob, answer in zip(values.pids, values.p_no_response, values.answer_alone):

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from udcg_ltr.annotate.end_to_end import grade_runs
-from udcg_ltr.data.cells import read_cell
+from udcg_ltr.data.cells import cell_qids, read_cell
 from udcg_ltr.data.contexts import OUTCOMES, ContextRun
 from udcg_ltr.data.readers.annotated import read_annotated_contexts, read_annotated_squad
 from udcg_ltr.data.readers.hotpotqa import read_hotpotqa
@@ -114,8 +114,7 @@ def load_cell(dataset: str, llm: str, *, data_dir: str | Path, annotations_dir: 
     if folder.is_dir():
         records, runs, provenance = read_cell(folder, base)
     elif dataset == "squad" and questions_from is not None:
-        chosen = {r.qid for r in read_cell(annotations_dir / dataset / questions_from, read_annotated_squad(
-            data_dir / "annotated_full" / "squad_top10.jsonl.gz"))[0]}
+        chosen = set(cell_qids(annotations_dir / dataset / questions_from))
         records = [r for r in base if r.qid in chosen]
         runs = _shared_squad_runs(data_dir, records, n_contexts)
         provenance = {"llm": llm, "source": "annotated_full (shared data)", "questions_from": questions_from}
