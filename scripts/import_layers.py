@@ -46,11 +46,11 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 #: is that of the longest prefix below that matches its dotted name. Why each package sits where it does:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Leaves: helpers that import nothing of ours but each other, so every layer may use them. Atomic writes and
-    # paths (io, paths), answer normalisation and abstention detection (text), length batching (batching), the
-    # per-query statistics (stats: grouping, Spearman / Kendall, bootstrap, paired tests) and the report helpers
-    # (report: tables, figures, number formats).
-    ("core", ("udcg_ltr", "udcg_ltr.io", "udcg_ltr.paths", "udcg_ltr.text", "udcg_ltr.batching", "udcg_ltr.stats",
-              "udcg_ltr.report")),
+    # paths (io, paths), answer normalisation and abstention detection (text), length batching (batching), what
+    # the processor runs fast (hardware), the per-query statistics (stats: grouping, Spearman / Kendall,
+    # bootstrap, paired tests) and the report helpers (report: tables, figures, number formats).
+    ("core", ("udcg_ltr", "udcg_ltr.io", "udcg_ltr.paths", "udcg_ltr.text", "udcg_ltr.batching", "udcg_ltr.hardware",
+              "udcg_ltr.stats", "udcg_ltr.report")),
     # The data: schema, readers, padding to [Q, k] arrays, lexical features and the reader probes derived from
     # stored annotations. It knows no LLM, no metric, no model.
     ("dataset", ("udcg_ltr.data",)),

@@ -176,6 +176,28 @@ def test_bf16_linear_fast_mode(smollm2):
     assert abs(fast.score_reference(ITEMS[:1])[0].p_no_response - ref[0].p_no_response) < 1e-4
 
 
+def test_auto_fast_mode_follows_the_hardware(smollm2, monkeypatch):
+    """quantize=auto (the *_fast presets) is bf16-linear where bfloat16 is native, float32 elsewhere, and the
+    scorer (so the cache key) records the mode that ran."""
+    from udcg_ltr.annotate import weights
+    from udcg_ltr.annotate.annotator import precision_label
+    from udcg_ltr.annotate.demo_llm import smollm2_model_dir
+    from udcg_ltr.annotate.llms import load_llm
+
+    cfg = {"model": str(smollm2_model_dir()), "name": smollm2.name, "quantize": "auto"}
+    monkeypatch.setattr(weights, "cpu_has_bf16", lambda: False)
+    plain = load_llm(cfg, progress=False)
+    assert plain.quantize is None and plain._fast_switch is None and precision_label(plain) == "float32"
+    monkeypatch.setattr(weights, "cpu_has_bf16", lambda: True)
+    fast = load_llm(cfg, progress=False)
+    assert fast.quantize == "bf16-linear" and fast._fast_switch is not None
+    assert precision_label(fast) == "float32+bf16-linear+tail16"
+    monkeypatch.setattr(weights, "cpu_has_bf16", lambda: False)
+    assert weights.resolve_quantize("auto", "cuda:0") == "bf16-linear"  # every CUDA GPU we run has bf16 paths
+    assert weights.resolve_quantize("int8-dynamic", "cpu") == "int8-dynamic"
+    assert weights.resolve_quantize(None, "cpu") is None
+
+
 def test_padded_batches_without_prefix_reuse(smollm2):
     scorer = smollm2.with_options(batch_size=5, prefix_cache=False)
     ref = scorer.score_reference(ITEMS)

@@ -159,7 +159,7 @@ def test_full_end_to_end_pairs_the_reranker_with_the_retriever_on_the_llms_outco
         cfg = compose(config_name="evaluate", overrides=[f"paths.root_dir={ROOT}",
                                                          *[c for c in cmd[2:] if not c.startswith("hydra.")]])
     assert cfg.mode == "reranker" and cfg.end_to_end is True and list(cfg.splits) == ["test"]
-    assert cfg.dataset.name == "annotated_squad_full" and cfg.llm.quantize == "bf16-linear"  # the fast mode
+    assert cfg.dataset.name == "annotated_squad_full" and cfg.llm.quantize == "auto"  # the fast mode (bf16 where native)
     assert cfg.reranker.max_questions == 200 and cfg.reranker.path == str(tmp_path / "rr" / "cross_encoder" / "model")
 
     def fake_job(command, run_dir):

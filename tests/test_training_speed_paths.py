@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from model_fixtures import tiny_bert
 from test_cross_encoder import LLM, toy_records
 
+from udcg_ltr import hardware
 from udcg_ltr.batching import length_batches
 from udcg_ltr.losses.base import masked_mean_over_queries
 from udcg_ltr.models import precision as prec
@@ -96,12 +97,12 @@ def test_cpu_flags_are_read_from_cpuinfo(monkeypatch, tmp_path):
     for flags, expected in (("fpu avx512f avx512_bf16 sse", True), ("fpu avx512f sse", False)):
         info = tmp_path / "cpuinfo"
         info.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
-        real = prec.Path
+        real = hardware.Path
 
-        monkeypatch.setattr(prec, "Path", lambda p, real=real, info=info: real(info) if p == "/proc/cpuinfo" else real(p))
-        prec.cpu_has_bf16.cache_clear()
-        assert prec.cpu_has_bf16() is expected
-    prec.cpu_has_bf16.cache_clear()
+        monkeypatch.setattr(hardware, "Path", lambda p, real=real, info=info: real(info) if p == "/proc/cpuinfo" else real(p))
+        hardware.cpu_has_bf16.cache_clear()
+        assert hardware.cpu_has_bf16() is expected
+    hardware.cpu_has_bf16.cache_clear()
 
 
 @given(st.lists(st.integers(1, 300), min_size=0, max_size=60), st.integers(1, 16),

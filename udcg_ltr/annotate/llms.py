@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from udcg_ltr.annotate import demo_llm
 from udcg_ltr.annotate.scorer import LLMScorer
-from udcg_ltr.annotate.weights import load_model, resolve_device, torch_dtype
+from udcg_ltr.annotate.weights import load_model, resolve_device, resolve_quantize, torch_dtype
 from udcg_ltr.paths import PROJECT_ROOT
 
 #: Built-in model aliases -> (function returning a local folder, default annotation name).
@@ -63,6 +63,7 @@ def load_llm(cfg_or_name: Any = None, /, **overrides: Any) -> LLMScorer:
     kwargs.setdefault("name", default_name)
     dtype = torch_dtype(kwargs.get("dtype", "float32"))
     device = resolve_device(kwargs.get("device", "cpu"))
+    kwargs["quantize"] = resolve_quantize(kwargs.get("quantize"), device)
     trust = bool(kwargs.pop("trust_remote_code", False))
     memo = (path, kwargs.get("gguf_file"), str(dtype), device, kwargs.get("quantize"))
     if memo not in _LOADED:

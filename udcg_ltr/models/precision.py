@@ -13,25 +13,13 @@ state, only the matrix products run in the low-precision type (``torch.autocast`
 from __future__ import annotations
 
 import contextlib
-import functools
-from pathlib import Path
 
 import torch
 
+from udcg_ltr.hardware import cpu_has_bf16
+
 #: The precisions this project runs: Lightning's names.
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "16-mixed")
-
-
-@functools.cache
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has native bfloat16 matrix instructions (read from ``/proc/cpuinfo``; False if unknown)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    flags = {flag for line in text.splitlines() if line.startswith(("flags", "Features"))
-             for flag in line.split(":", 1)[-1].split()}
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def on_gpu(accelerator: str | None) -> bool:
