@@ -9,13 +9,14 @@ quarter of their articles as val, 600 test questions):
     evaluate.py experiment=cross_llm_eval llm=<E> reranker.path=<out>/train_<T>/cross_encoder/model
         hydra.run.dir=<out>/eval_<T>_on_<E>                                          # each under each LLM E
 
-A reranker whose model folder exists is not retrained (``--force`` retrains). What this script adds: for each
+A reranker whose model folder exists is not retrained (``--force`` retrains); each model scores the test questions
+once (``reranker.scores_cache``), and both LLMs' evaluations reuse those scores. What this script adds: for each
 evaluating LLM E, the paired bootstrap (10,000 resamples, seed 0) of test UDCG@5 of the reranker trained on E's
 own utilities minus the one trained on the other LLM's, and each against the retriever; ``table.md``,
 ``summary.json`` in ``--out``. No LLM is called: every utility is in the committed annotations.
 
 Run: ``.venv/bin/python bench/cross_llm.py [--train-questions 300 --val-questions 100]`` (on the 2-core CPU about
-7 min a reranker at 300 questions and 2 min an evaluation).
+7 min a reranker at 300 questions and 5-13 min to score the 6,000 test pairs with each).
 
 One line per evaluating LLM, then a last line (machine-read)::
 
@@ -65,7 +66,8 @@ def evaluate(out: Path, trained_on: str, eval_llm: str) -> dict[str, dict[str, f
     """``{system: {qid: UDCG@k}}`` of one reranker's test contexts under ``eval_llm``'s utilities."""
     run_dir = out / f"eval_{trained_on}_on_{eval_llm}"
     cmd = [sys.executable, str(ROOT / "evaluate.py"), "experiment=cross_llm_eval", f"llm={eval_llm}",
-           f"reranker.path={model_dir(out, trained_on)}", "logger=csv", f"hydra.run.dir={run_dir}"]
+           f"reranker.path={model_dir(out, trained_on)}", f"reranker.scores_cache={out / f'scores_{trained_on}.json'}",
+           "logger=csv", f"hydra.run.dir={run_dir}"]
     run_job(cmd, run_dir)
     by_system: dict[str, dict[str, float]] = {}
     for row in read_csv(run_dir / "per_query.csv"):

@@ -153,16 +153,21 @@ def test_dl19_bm25_table_equals_the_reference(dl19, reference):
     assert np.mean(ours["recall@10"]) == pytest.approx(0.17512799328543338, abs=1e-12)
 
 
-def _evaluate_dl19(tmp_path, monkeypatch, ties: str, *extra: str) -> dict[str, float]:
-    """``evaluate.py experiment=dl19_rerank`` in process, the reranker replaced by rounded BM25 scores."""
+def _evaluate_dl19(tmp_path, monkeypatch, ties: str, *extra: str, caches: list | None = None) -> dict[str, float]:
+    """``evaluate.py experiment=dl19_rerank`` in process, the reranker replaced by rounded BM25 scores; the
+    scores cache each call was given goes to ``caches``."""
     from hydra import compose, initialize_config_dir
 
     from udcg_ltr.jobs import evaluate_job
 
+    def stand_in_scores(ctx, records, cache=None):
+        (caches if caches is not None else []).append(cache)
+        return [np.round(s) for s in _bm25(records)]
+
     root = Path(evaluate_job.__file__).resolve().parents[2]
-    monkeypatch.setattr(evaluate_job, "_reranker_scores", lambda ctx, records: [np.round(s) for s in _bm25(records)])
+    monkeypatch.setattr(evaluate_job, "_reranker_scores", stand_in_scores)
     stand_in = tmp_path / "stand-in"  # an existing folder: the config check wants one; nothing is loaded from it
-    stand_in.mkdir()
+    stand_in.mkdir(parents=True)
     with initialize_config_dir(config_dir=f"{root}/conf", version_base="1.3"):
         cfg = compose(config_name="evaluate", overrides=[
             "experiment=dl19_rerank", "~llm", "logger=none", f"reranker.path={stand_in}", f"paths.root_dir={root}",
@@ -214,6 +219,16 @@ def test_reranker_mode_evaluates_a_seeded_draw_of_max_questions(dl19, tmp_path, 
     assert metrics["test/trec/judged_queries"] == 10
     drawn = [r["qid"] for r in read_csv(tmp_path / "run" / "per_query.csv") if r["system"] == "retriever@10"]
     assert drawn == [r.qid for r in subsample(records, 10, seed=3)] != [r.qid for r in records[:10]]
+
+
+def test_reranker_mode_hands_its_scores_cache_to_the_scoring(dl19, tmp_path, monkeypatch):
+    """``reranker.scores_cache``: the file the model's scores are kept in and reused from (bench/cross_llm.py
+    scores each model once for two LLMs); null by default."""
+    default, given = [], []
+    _evaluate_dl19(tmp_path / "a", monkeypatch, "stable", caches=default)
+    _evaluate_dl19(tmp_path / "b", monkeypatch, "stable", f"reranker.scores_cache={tmp_path / 'scores.json'}",
+                   caches=given)
+    assert default == [None] and given == [tmp_path / "scores.json"]
 
 
 def test_unjudged_queries_are_dropped_and_counted(dl19, tmp_path):

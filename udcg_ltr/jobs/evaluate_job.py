@@ -93,7 +93,8 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     records = _rows_with_annotations(ctx, subsample(ctx.split(cfg.splits), cfg.reranker.get("max_questions"),
                                                     seed=int(cfg.seed)))
     llm = ctx.llm_name
-    rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records)}
+    cache = Path(cfg.reranker.scores_cache) if cfg.reranker.scores_cache else None
+    rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records, cache)}
     if llm is not None:
         rankings["oracle_utility"] = [np.array([p.utility(llm, ctx.threshold) for p in r.passages]) for r in records]
     systems = {f"{name}@{k}": top_k_by(records, scores, k, ties=ties) for name, scores in rankings.items()}
