@@ -20,7 +20,7 @@ from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict
 from udcg_ltr.jobs.common import STUDY_MODES, JobContext, has_annotations, run_job, subsample, validate_config
-from udcg_ltr.jobs.systems import report_systems, report_trec, retrieval_scores
+from udcg_ltr.jobs.systems import ReportTarget, report_systems, report_trec, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fuse_scores
 from udcg_ltr.studies import get_study
@@ -46,7 +46,7 @@ class EvalContext(JobContext):
                llm: str | None, chosen_k: dict[str, np.ndarray] | None = None) -> dict[str, float]:
         """:func:`report_systems` at the job's k, gamma, relevance threshold and match rule; the LLM answers
         each context when the job is end to end (:meth:`uses_llm`) and ``llm`` annotated the records."""
-        return report_systems(records, systems, run_dir=self.run_dir, logger=self.logger, title=title,
+        return report_systems(records, systems, target=ReportTarget(self.run_dir, self.logger, title),
                               llm=llm, k=int(self.cfg.k), gamma=float(self.cfg.gamma),
                               relevance_threshold=self.threshold, match_rule=str(self.cfg.match_rule),
                               chosen_k=chosen_k, scorer=self.scorer if self.uses_llm() and llm else None)[1]
