@@ -23,9 +23,10 @@ def smollm2_scorer():
         pass
     try:
         from udcg_ltr.annotate.demo_llm import ensure_smollm2
-        from udcg_ltr.annotate.scorer import LLMScorer
+        from udcg_ltr.annotate.scorer import DecodingConfig, LLMScorer
 
-        return LLMScorer(str(ensure_smollm2(install=False)), batch_size=4, max_new_tokens=8, progress=False)
+        return LLMScorer(str(ensure_smollm2(install=False)), decoding=DecodingConfig(batch_size=4, max_new_tokens=8),
+                         progress=False)
     except Exception as err:  # model package absent or not convertible here
         pytest.skip(f"SmolLM2 fixture unavailable: {type(err).__name__}: {err}")
 
