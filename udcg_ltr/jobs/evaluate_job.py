@@ -186,7 +186,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
 
 def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     """The correlation study: per-query Spearman / Kendall between each metric and end-to-end outcomes."""
-    from udcg_ltr.studies.correlation import run_correlation_study
+    from udcg_ltr.studies.correlation import StudySpec, SweepSpec, run_correlation_study
 
     cfg, cc = ctx.cfg, ctx.cfg.correlation
     records = ctx.records[: int(cc.limit_queries)] if cc.limit_queries else ctx.records
@@ -216,10 +216,11 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
         annotate_records([r for r in records if r.qid in in_study], ctx.scorer, fields=["answer_logprob"],
                          progress=True)
     study = run_correlation_study(
-        records, runs, llm=ctx.llm_name, k=k, fit_splits=tuple(cc.fit_splits), report_split=cc.report_split,
-        C=cc.C if cc.C == "cv" else float(cc.C), n_bootstrap=int(cc.n_bootstrap), seed=int(cfg.seed),
-        out_dir=ctx.run_dir / "correlation", k_sweep=k_sweep, sweep_mode=sweep_mode, scorer=scorer,
-        rule=str(cfg.match_rule), relevance_threshold=ctx.threshold, na_policy=str(cc.na_policy),
+        records, runs, llm=ctx.llm_name, k=k, spec=StudySpec(
+            fit_splits=tuple(cc.fit_splits), report_split=cc.report_split, C=cc.C if cc.C == "cv" else float(cc.C),
+            n_bootstrap=int(cc.n_bootstrap), seed=int(cfg.seed), rule=str(cfg.match_rule),
+            relevance_threshold=ctx.threshold, na_policy=str(cc.na_policy)),
+        out_dir=ctx.run_dir / "correlation", sweep=SweepSpec(k_sweep or (), sweep_mode), scorer=scorer,
         logger=None, title=f"{cfg.dataset.name}: metric-accuracy correlation")
     if getattr(ctx.logger, "run", None) is not None:  # a W&B run
         study.log_to(ctx.logger.run)
