@@ -40,7 +40,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_summary  # noqa: E402
 from udcg_ltr.data.readers.annotated import ANNOTATED_LLM, annotated_dir, read_annotated_squad  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
-from udcg_ltr.studies.correlation import run_correlation_study  # noqa: E402
+from udcg_ltr.studies.correlation import StudySpec, SweepSpec, run_correlation_study  # noqa: E402
 
 
 def main() -> int:
@@ -100,9 +100,9 @@ def main() -> int:
               f"({args.answer_prob}: {stats.computed} computed, {stats.cached} from the cache)")
 
     C = args.C if args.C == "cv" else float(args.C)
-    res = run_correlation_study(records, runs, llm=ANNOTATED_LLM, k=5, fit_splits=("train", "val"),
-                                report_split="test", C=C, n_bootstrap=args.n_bootstrap, seed=args.seed,
-                                k_sweep=range(1, 6),
+    spec = StudySpec(fit_splits=("train", "val"), report_split="test", C=C, n_bootstrap=args.n_bootstrap,
+                     seed=args.seed)
+    res = run_correlation_study(records, runs, llm=ANNOTATED_LLM, k=5, spec=spec, sweep=SweepSpec(range(1, 6)),
                                 out_dir=args.out, title="Shared annotated SQuAD: metric vs end-to-end accuracy")
     md = res.markdown
     print(md[:md.index("## Definitions")])

@@ -243,7 +243,7 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
                 scorer=None) -> tuple[list[dict], dict]:
     """Fit every selector for one ranking, evaluate on test; returns (table rows, headline numbers)."""
     from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-    from udcg_ltr.select import FixedK, OracleK, evaluate_selectors, fit_selector, prefix_udcg
+    from udcg_ltr.select import EndToEnd, FixedK, OracleK, evaluate_selectors, fit_selector, prefix_udcg
     from udcg_ltr.select.training import fit_learned, learned_candidates, rank_split
 
     tr, va, te = ((scores[s], slates[s]) for s in SPLITS)
@@ -278,8 +278,8 @@ def run_ranking(name: str, scores: dict, slates: dict, records: dict, args, out:
             row["val_udcg"] = sel.crossfit_metrics["val/udcg"]
     if scorer is not None:
         t0 = time.perf_counter()
-        e2e = evaluate_selectors({n: selectors[n] for n in E2E_SELECTORS}, *te, records=records["test"],
-                                 scorer=scorer, split="test")
+        e2e = evaluate_selectors({n: selectors[n] for n in E2E_SELECTORS}, *te,
+                                 end_to_end=EndToEnd(records["test"], scorer), split="test")
         by_name = {r["selector"]: r for r in e2e}
         for row in rows:
             if row["selector"] in by_name:
@@ -349,10 +349,10 @@ def main(argv=None) -> dict:
     scorer = None
     if args.e2e:
         from udcg_ltr.annotate.demo_llm import ensure_demo_llm
-        from udcg_ltr.annotate.scorer import LLMScorer
+        from udcg_ltr.annotate.scorer import DecodingConfig, LLMScorer
 
-        scorer = LLMScorer(str(ensure_demo_llm()), name=ANNOTATED_LLM, batch_size=8, num_threads=args.threads,
-                           progress=args.progress)
+        scorer = LLMScorer(str(ensure_demo_llm()), name=ANNOTATED_LLM, decoding=DecodingConfig(batch_size=8),
+                           num_threads=args.threads, progress=args.progress)
     all_rows, fits = [], {}
     for name in rankings:
         t1 = time.perf_counter()

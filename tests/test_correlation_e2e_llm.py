@@ -23,9 +23,10 @@ def smollm2_scorer():
         pass
     try:
         from udcg_ltr.annotate.demo_llm import ensure_smollm2
-        from udcg_ltr.annotate.scorer import LLMScorer
+        from udcg_ltr.annotate.scorer import DecodingConfig, LLMScorer
 
-        return LLMScorer(str(ensure_smollm2(install=False)), batch_size=4, max_new_tokens=8, progress=False)
+        return LLMScorer(str(ensure_smollm2(install=False)), decoding=DecodingConfig(batch_size=4, max_new_tokens=8),
+                         progress=False)
     except Exception as err:  # model package absent or not convertible here
         pytest.skip(f"SmolLM2 fixture unavailable: {type(err).__name__}: {err}")
 
@@ -50,7 +51,7 @@ def tiny_records(llm: str) -> list[QueryRecord]:
 def test_run_contexts_with_smollm2(smollm2_scorer, tmp_path):
     from udcg_ltr.annotate.end_to_end import run_contexts
     from udcg_ltr.fit.sampling import sample_contexts
-    from udcg_ltr.studies.correlation import run_correlation_study
+    from udcg_ltr.studies.correlation import StudySpec, run_correlation_study
 
     name = smollm2_scorer.name
     records = tiny_records(name)
@@ -66,6 +67,6 @@ def test_run_contexts_with_smollm2(smollm2_scorer, tmp_path):
     # The same prompts scored again give the same greedy answers (deterministic decoding).
     again = run_contexts(records, contexts[:2], smollm2_scorer, progress=False)
     assert [r.answer for r in again] == [r.answer for r in runs[:2]]
-    res = run_correlation_study(records, runs, llm=name, k=2, out_dir=tmp_path, n_bootstrap=20, k_sweep=[],
-                                metrics=["udcg", "precision", "random"], progress=False)
+    res = run_correlation_study(records, runs, llm=name, k=2, out_dir=tmp_path, progress=False,
+                                spec=StudySpec(n_bootstrap=20, metrics=["udcg", "precision", "random"]))
     assert res.paths["report_md"].is_file()

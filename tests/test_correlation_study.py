@@ -24,6 +24,8 @@ from udcg_ltr.studies.correlation import (
     STUDY_ROWS,
     SWEEP_METRICS,
     THETA_ROWS,
+    StudySpec,
+    SweepSpec,
     compute_context_metrics,
     row_label,
     run_correlation_study,
@@ -39,8 +41,8 @@ def synthetic():
 def study(synthetic, tmp_path_factory):
     records, runs = synthetic
     out = tmp_path_factory.mktemp("study")
-    return run_correlation_study(records, runs, llm=SYNTHETIC_LLM, out_dir=out, n_bootstrap=300, seed=0,
-                                 k_sweep=[2, 5], progress=False)
+    return run_correlation_study(records, runs, llm=SYNTHETIC_LLM, out_dir=out,
+                                 spec=StudySpec(n_bootstrap=300, seed=0), sweep=SweepSpec([2, 5]), progress=False)
 
 
 def test_udcg_correlates_with_outcomes_and_beats_random(study):
@@ -69,9 +71,9 @@ def test_fit_and_report_splits_are_separate(synthetic, study, tmp_path):
     scrambled = [ContextRun(r.qid, r.context_id, r.pids, r.answer, r.llm,
                             outcome=str(rng.choice(["correct", "abstained", "wrong"])) if split[r.qid] == "test"
                             else r.outcome) for r in runs]
-    other = run_correlation_study(records, scrambled, llm=SYNTHETIC_LLM, out_dir=tmp_path, n_bootstrap=50,
-                                  k_sweep=[], metrics=["udcg", "udcg_gamma_star", "udcg_theta"], progress=False,
-                                  theta_variants=["full"])
+    other = run_correlation_study(records, scrambled, llm=SYNTHETIC_LLM, out_dir=tmp_path, progress=False,
+                                  spec=StudySpec(n_bootstrap=50, metrics=["udcg", "udcg_gamma_star", "udcg_theta"],
+                                                 theta_variants=["full"]))
     np.testing.assert_allclose(other.weights["full"].alpha, study.weights["full"].alpha)
     assert other.gamma.gamma == study.gamma.gamma
     assert other.spearman("udcg") != study.spearman("udcg")  # ... while the test-split table does change
@@ -131,8 +133,8 @@ def test_na_queries_are_counted_not_averaged(synthetic, tmp_path):
     q = next(r.qid for r in records if r.split == "test")
     runs2 = [ContextRun(r.qid, r.context_id, r.pids, r.answer, r.llm, outcome="wrong" if r.qid == q else r.outcome)
              for r in runs]
-    res = run_correlation_study(records, runs2, llm=SYNTHETIC_LLM, out_dir=tmp_path, n_bootstrap=50, k_sweep=[],
-                                metrics=["udcg", "precision"], progress=False)
+    res = run_correlation_study(records, runs2, llm=SYNTHETIC_LLM, out_dir=tmp_path, progress=False,
+                                spec=StudySpec(n_bootstrap=50, metrics=["udcg", "precision"]))
     row = next(r for r in res.per_query if r["qid"] == q)
     assert row["outcome_constant"] and np.isnan(row["udcg|spearman"])
     defined = [r["udcg|spearman"] for r in res.per_query if r["split"] == "test" and not np.isnan(r["udcg|spearman"])]
@@ -263,7 +265,7 @@ def test_shared_squad_runs_load_as_graded_runs(annotated_squad):
 def test_study_on_shared_squad(annotated_squad, tmp_path):
     runs = load_shared_runs(annotated_squad)
     res = run_correlation_study(annotated_squad, runs, llm="qwen2.5-coder-0.5b-instruct", out_dir=tmp_path,
-                                n_bootstrap=200, k_sweep=[], progress=False)
+                                spec=StudySpec(n_bootstrap=200), progress=False)
     assert res.meta["n_report_queries"] == 31 and res.meta["n_fit_queries"] == 69
     assert -1 <= res.spearman("udcg") <= 1
     assert res.row("udcg")["spearman_n"] + res.row("udcg")["spearman_na"] == 31
@@ -304,21 +306,23 @@ def test_k_sweep_resample_and_truncate_with_a_scorer(synthetic):
     runs = [r for r in runs if r.qid in keep]
     split_of = {r.qid: r.split for r in records}
     scorer = WorldScorer(records)
-    common = dict(llm=SYNTHETIC_LLM, split_of=split_of, fit_splits=("train", "val"), report_split=None,
-                  metrics=["udcg", "hits", "random"], C=1.0, gamma_grid=[1 / 3], n_bootstrap=20, seed=0,
-                  progress=False)
-    rows = k_sweep_rows(records, runs, k_values=[1, 3], mode="resample", scorer=scorer,
-                        sampling=ContextSamplingConfig(n_contexts=4, top_n=12), **common)
+    spec = StudySpec(fit_splits=("train", "val"), report_split=None, metrics=["udcg", "hits", "random"], C=1.0,
+                     gamma_grid=[1 / 3], n_bootstrap=20, seed=0)
+    common = dict(llm=SYNTHETIC_LLM, split_of=split_of, spec=spec, progress=False)
+    rows = k_sweep_rows(records, runs, sweep=SweepSpec([1, 3], "resample", ContextSamplingConfig(n_contexts=4, top_n=12)),
+                        scorer=scorer, **common)
     assert scorer.calls == 30 * 4 * 2  # fresh contexts for each k, all answered by the LLM
     assert {r["k"] for r in rows} == {1, 3} and {r["outcome_source"] for r in rows} == {"llm"}
     # With this scorer the outcome is exactly "the context holds an answer-bearing passage": HITS is perfect.
     assert all(r["spearman"] == pytest.approx(1.0) for r in rows if r["metric"] == "hits")
-    trunc = k_sweep_rows(records, runs, k_values=[2], mode="truncate", scorer=scorer, **common)
+    trunc = k_sweep_rows(records, runs, sweep=SweepSpec([2], "truncate"), scorer=scorer, **common)
     assert scorer.calls == 30 * 4 * 2 + len(runs) and trunc[0]["outcome_source"] == "llm"
-    no_llm = k_sweep_rows(records, runs, k_values=[2], mode="truncate", **common)
+    no_llm = k_sweep_rows(records, runs, sweep=SweepSpec([2], "truncate"), **common)
     assert no_llm[0]["outcome_source"] == "full_context"
-    with pytest.raises(ValueError):
-        k_sweep_rows(records, runs, k_values=[2], mode="resample", **common)
+    with pytest.raises(ValueError, match="needs a scorer"):
+        k_sweep_rows(records, runs, sweep=SweepSpec([2], "resample"), **common)
+    with pytest.raises(ValueError, match="mode must be .* got 'cut'"):
+        SweepSpec([2], "cut")
 
 
 def test_records_without_splits_get_a_noted_hash_split(synthetic, tmp_path):
@@ -328,8 +332,8 @@ def test_records_without_splits_get_a_noted_hash_split(synthetic, tmp_path):
     unsplit = [copy.copy(r) for r in records]
     for r in unsplit:
         r.split = None
-    res = run_correlation_study(unsplit, runs, llm=SYNTHETIC_LLM, out_dir=tmp_path, n_bootstrap=20, k_sweep=[],
-                                metrics=["udcg", "udcg_theta"], theta_variants=["full"], progress=False)
+    res = run_correlation_study(unsplit, runs, llm=SYNTHETIC_LLM, out_dir=tmp_path, progress=False,
+                                spec=StudySpec(n_bootstrap=20, metrics=["udcg", "udcg_theta"], theta_variants=["full"]))
     assert res.meta["split_note"] and "hash" in res.meta["split_note"]
     by = res.meta["queries_by_split"]
     assert set(by) == {"train", "val", "test"} and sum(by.values()) == 90

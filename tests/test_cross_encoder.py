@@ -122,9 +122,10 @@ def test_random_slate_sampling_keeps_a_relevant_passage_and_is_seeded():
 
 
 def test_warmup_then_linear_decay(tiny_model_dir):
-    from udcg_ltr.models.cross_encoder import CrossEncoderModule
+    from udcg_ltr.models.cross_encoder import CrossEncoderModule, OptimConfig
 
-    module = CrossEncoderModule(tiny_model_dir, loss="listnet", lr=1e-3, warmup=0.2, weight_decay=0.1)
+    module = CrossEncoderModule(tiny_model_dir, loss="listnet", optim=OptimConfig(lr=1e-3, warmup=0.2, weight_decay=0.1))
+    assert module.hparams.lr == 1e-3 and module.hparams.schedule == "linear"  # saved flat, as checkpoints hold them
     module._trainer = SimpleNamespace(estimated_stepping_batches=10)
     conf = module.configure_optimizers()
     opt, sched = conf["optimizer"], conf["lr_scheduler"]["scheduler"]
@@ -206,7 +207,7 @@ def test_fit_reranker_without_validation_trains_and_exports_the_final_weights(tm
 
 
 def test_monitor_and_target_overrides(tiny_model_dir):
-    from udcg_ltr.models.cross_encoder import CrossEncoderModule
+    from udcg_ltr.models.cross_encoder import CrossEncoderModule, OptimConfig
 
     m = CrossEncoderModule(tiny_model_dir, loss="bce", k=10, monitor_metric="ndcg")
     assert m.target == "relevance" and m.monitor == "val/ndcg@10"
@@ -214,6 +215,8 @@ def test_monitor_and_target_overrides(tiny_model_dir):
     assert m.target == "graded"
     with pytest.raises(ValueError):
         CrossEncoderModule(tiny_model_dir, loss="listnet", target="nonsense")
+    with pytest.raises(ValueError, match="schedule.*'cosine'"):
+        OptimConfig(schedule="cosine")
 
 
 def test_default_start_is_packaged_minilm_with_a_new_head():

@@ -115,12 +115,12 @@ def test_evaluate_config_defaults_fit_the_demo_world():
 
 def test_correlation_study_sweeps_k_only_when_asked(tmp_path):
     from udcg_ltr.fit.synthetic import SYNTHETIC_LLM, synthetic_study_data
-    from udcg_ltr.studies.correlation import run_correlation_study
+    from udcg_ltr.studies.correlation import StudySpec, SweepSpec, run_correlation_study
 
     records, runs = synthetic_study_data(40, n_contexts=4, k=3, pool_size=6, seed=5)
-    kw = dict(llm=SYNTHETIC_LLM, k=3, n_bootstrap=20, seed=0, progress=False)
-    for k_sweep in (None, []):
-        res = run_correlation_study(records, runs, out_dir=tmp_path / f"none{k_sweep}", k_sweep=k_sweep, **kw)
+    kw = dict(llm=SYNTHETIC_LLM, k=3, spec=StudySpec(n_bootstrap=20, seed=0), progress=False)
+    for i, sweep in enumerate((None, SweepSpec([]))):
+        res = run_correlation_study(records, runs, out_dir=tmp_path / f"none{i}", sweep=sweep, **kw)
         assert res.k_sweep == [] and "k_sweep_csv" not in res.paths
-    res = run_correlation_study(records, runs, out_dir=tmp_path / "swept", k_sweep=[1, 3], **kw)
+    res = run_correlation_study(records, runs, out_dir=tmp_path / "swept", sweep=SweepSpec([1, 3]), **kw)
     assert sorted({r["k"] for r in res.k_sweep}) == [1, 3]

@@ -101,10 +101,11 @@ def test_command_line_gamma_reaches_loss_validation_and_report(tmp_path, monkeyp
     assert spies["data"] and all(d["llm"] == LLM and d["relevance_threshold"] == THRESHOLD for d in spies["data"])
     # the validation metrics during training (and the monitored val/udcg@k)
     assert spies["val"], "no validation metric table was computed"
-    assert all(v["gamma"] == GAMMA and v["k"] == K and v["relevance_threshold"] == THRESHOLD for v in spies["val"])
+    assert all(v["options"].gamma == GAMMA and v["options"].k == K and v["relevance_threshold"] == THRESHOLD
+               for v in spies["val"])
     assert f"cross_encoder/val/udcg@{K}" in metrics
     # the test metrics of the report
-    assert spies["report"] and all(r["gamma"] == GAMMA and r["k"] == K for r in spies["report"])
+    assert spies["report"] and all(r["options"].gamma == GAMMA and r["options"].k == K for r in spies["report"])
     assert all(s["llm"] == LLM and s["relevance_threshold"] == THRESHOLD for s in spies["report_slates"])
     assert f"test/udcg@{K}" in metrics
     assert Path(tmp_path / "run" / "results.md").is_file()

@@ -225,6 +225,9 @@ def _slates():
 
 def test_metric_table_columns_are_the_library_functions():
     from udcg_ltr.metrics import (
+        ERAGLabels,
+        GradedLabels,
+        MetricOptions,
         distractor_aware_dcg,
         erag,
         graded_precision,
@@ -241,7 +244,8 @@ def test_metric_table_columns_are_the_library_functions():
     rng = np.random.default_rng(0)
     labels = np.where(slates.mask, rng.random(slates.shape), np.nan)
     alpha, beta = rng.random(slates.shape[1]), rng.random(slates.shape[1])
-    table = metric_table(slates, k=k, graded=True, erag_labels=labels, alpha=alpha, beta=beta)
+    table = metric_table(slates, options=MetricOptions(k=k, alpha=alpha, beta=beta), graded=GradedLabels(),
+                         erag_labels=ERAGLabels(labels))
     m = slates.mask
     np.testing.assert_allclose(table["udcg@3"], udcg(slates.utility, m, k=k))
     np.testing.assert_allclose(table["udcg_theta@3"], udcg_theta(slates.utility, alpha, beta, m, k=k))
@@ -270,11 +274,21 @@ def test_metric_table_columns_are_the_library_functions():
 
 def test_metric_keys_are_one_lower_case_spelling():
     """Every column of the metric table and the TREC table is a METRIC_NAMES key with its cutoff."""
-    from udcg_ltr.metrics import METRIC_NAMES, display_name, metric_key, metric_table, trec_table
+    from udcg_ltr.metrics import (
+        METRIC_NAMES,
+        ERAGLabels,
+        GradedLabels,
+        MetricOptions,
+        display_name,
+        metric_key,
+        metric_table,
+        trec_table,
+    )
 
     slates, _ = _slates()
     labels = np.where(slates.mask, 0.5, np.nan)
-    table = metric_table(slates, k=2, graded=True, erag_labels=labels, alpha=np.ones(2), beta=np.ones(2))
+    table = metric_table(slates, options=MetricOptions(k=2, alpha=np.ones(2), beta=np.ones(2)),
+                         graded=GradedLabels(), erag_labels=ERAGLabels(labels))
     trec = trec_table(slates.relevance, slates.mask, cutoffs=(2,))
     for key in [*table, *trec]:
         name, _, cut = key.partition("@")
@@ -287,12 +301,12 @@ def test_metric_keys_are_one_lower_case_spelling():
         metric_key("nDCG", 5)
 
 def test_metric_table_follows_a_reordering():
-    from udcg_ltr.metrics import metric_table
+    from udcg_ltr.metrics import MetricOptions, metric_table
 
     slates, _ = _slates()
     scores = np.where(slates.mask, np.random.default_rng(3).random(slates.shape), -np.inf)
     reranked = slates.reorder(rank_by_scores(scores, slates.mask))
-    t = metric_table(reranked, k=2)
+    t = metric_table(reranked, options=MetricOptions(k=2))
     order = rank_by_scores(scores, slates.mask)
     np.testing.assert_allclose(t["mrr@2"], reciprocal_rank(take_ranked(slates.relevant, order),
                                                            take_ranked(slates.mask, order), k=2))

@@ -139,7 +139,15 @@ def test_evaluate_reranker_matches_metrics_and_oracle_bound():
 def test_slate_metrics_are_the_metric_table_under_its_keys():
     """Validation's metrics and the report's table share one key per metric (metrics.table.METRIC_NAMES):
     every relevance column of slate_metrics is the metric table's mean on the same ranked rows."""
-    from udcg_ltr.metrics.table import METRIC_NAMES, metric_table, summarize
+    from udcg_ltr.metrics.table import (
+        METRIC_NAMES,
+        GradedLabels,
+        JudgedPool,
+        MetricOptions,
+        RankedRows,
+        metric_table,
+        summarize,
+    )
     from udcg_ltr.models.evaluation import slate_metrics
 
     rng = np.random.default_rng(4)
@@ -150,12 +158,13 @@ def test_slate_metrics_are_the_metric_table_under_its_keys():
     utility = np.where(mask, rng.uniform(-1, 1, shape), 0.0)
     scores = np.where(mask, rng.normal(size=shape), -np.inf)
     judged = np.arange(shape[0]) != 2
-    got = slate_metrics(scores, k=k, utility=utility, graded=graded, mask=mask, relevance_threshold=3,
-                        judged=judged, prefix="val/")
+    got = slate_metrics(scores, options=MetricOptions(k=k), utility=utility, graded=graded, mask=mask,
+                        relevance_threshold=3, pool=JudgedPool(judged=judged), prefix="val/")
     order = M.rank_by_scores(scores, mask)
     m, g = M.take_ranked(mask, order), M.take_ranked(graded, order)
-    table = summarize(metric_table(k=k, mask=m, relevant=(g >= 3) & m, gains=g, ideal_gains=g, ideal_mask=m,
-                                   graded=g, judged=judged))
+    table = summarize(metric_table(options=MetricOptions(k=k), rows=RankedRows(mask=m, relevant=(g >= 3) & m, gains=g),
+                                   pool=JudgedPool(ideal_gains=g, ideal_mask=m, judged=judged),
+                                   graded=GradedLabels(grades=g)))
     for name, res in table.items():
         assert got[f"val/{name}"] == pytest.approx(res.value, nan_ok=True), name
     assert set(got) == {f"val/{name}" for name in table} | {"val/udcg@3", "val/utility@3", "val/unjudged_queries"}

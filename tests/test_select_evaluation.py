@@ -15,6 +15,7 @@ from udcg_ltr.data.schema import Passage, QueryRecord
 from udcg_ltr.metrics.distractor import best_k
 from udcg_ltr.report import write_csv
 from udcg_ltr.select import (
+    EndToEnd,
     FixedK,
     OracleK,
     RelativeThreshold,
@@ -142,8 +143,8 @@ def test_end_to_end_counts_tokens_with_a_tokenizer():
 def test_evaluate_selectors_end_to_end_columns(tmp_path):
     records, scores = make_records(n=8)
     slates = pad_records(records, llm=LLM)
-    rows = evaluate_selectors({"one": FixedK(1), "none": FixedK(0)}, scores, slates, records=records,
-                              scorer=FakeScorer())
+    rows = evaluate_selectors({"one": FixedK(1), "none": FixedK(0)}, scores, slates,
+                              end_to_end=EndToEnd(records, FakeScorer()))
     assert rows[1]["abstained_rate"] == 1.0 and rows[1]["mean_passages"] == 0.0
     assert {"correct_rate", "wrong_rate", "mean_prompt_tokens"} <= set(rows[0])
     md = format_rows_markdown(rows)
@@ -154,8 +155,11 @@ def test_evaluate_selectors_end_to_end_columns(tmp_path):
         back = list(csv.DictReader(f))
     assert [b["selector"] for b in back] == ["one", "none"]
     assert float(back[0]["udcg"]) == pytest.approx(rows[0]["udcg"])
-    with pytest.raises(ValueError):
-        evaluate_selectors({"one": FixedK(1)}, scores, slates, scorer=FakeScorer())  # no records
+    with pytest.raises(ValueError, match="records=None"):
+        EndToEnd(None, FakeScorer())  # no records
+    with pytest.raises(ValueError, match="8 records but 7"):
+        evaluate_selectors({"one": FixedK(1)}, scores[:7], pad_records(records[:7], llm=LLM),
+                           end_to_end=EndToEnd(records, FakeScorer()))
 
 
 def test_dynamic_k_report_matches_the_metric_module(tmp_path):

@@ -20,9 +20,9 @@ from udcg_ltr.select.base import oracle_k, prefix_udcg, rank_slates, udcg_of_kep
 from udcg_ltr.select.baselines import FixedK
 from udcg_ltr.select.features import passage_features
 from udcg_ltr.select.gate import GateModule, GateSelector, prefix_length_distribution, prefix_weights
-from udcg_ltr.select.io import read_selector_config
+from udcg_ltr.select.io import make_selector, read_selector_config
 from udcg_ltr.select.kclassifier import KClassifierSelector
-from udcg_ltr.select.nn import soft_udcg, train_module
+from udcg_ltr.select.nn import SelectorTraining, soft_udcg, train_module
 from udcg_ltr.select.training import fit_best_selector, fit_selector, group_kfold, refit_selector, select_k
 
 FAST = dict(max_epochs=60, patience=20, batch_size=32, lr=0.03)
@@ -164,8 +164,10 @@ def test_seed_ensemble_averages_the_modules(task):
     assert not np.allclose(each[0], each[1])  # different seeds, different modules
     np.testing.assert_allclose(sel.soft_output(r)[0].numpy(), np.mean(each, axis=0), rtol=1e-6)
     assert (sel.select(r) == np.mean(each, axis=0).argmax(1)).all()
-    with pytest.raises(ValueError):
-        KClassifierSelector(n_seeds=0)
+    with pytest.raises(ValueError, match="n_seeds must be >= 1, got 0"):
+        SelectorTraining(n_seeds=0)
+    with pytest.raises(ValueError, match="n_seeds"):
+        make_selector("kclassifier", n_seeds=0)  # flat keys, as configurations and selector.json hold them
 
 
 def test_kclassifier_respects_max_k_and_short_rows(task):
@@ -201,7 +203,7 @@ def test_inference_runs_the_modules_in_eval_mode(task, kind):
 @pytest.mark.parametrize("val", ["none", "empty"])
 def test_train_module_without_val_rows_keeps_the_last_epoch(task, val):
     """No val rows: no best epoch to restore, no early stop; the last epoch's state stays."""
-    train = GateSelector(**FAST).arrays(rank_slates(*task["train"]), targets=True, fit_scaler=True)
+    train = GateSelector.from_config(FAST).arrays(rank_slates(*task["train"]), targets=True, fit_scaler=True)
     module = GateModule(train["x"].shape[-1])
     states = []
     module.on_train_epoch_end = lambda: states.append(copy.deepcopy(module.state_dict()))
@@ -290,8 +292,8 @@ def test_refit_trains_the_chosen_configuration_on_train_and_val_for_the_epochs_v
     (s, sl), (s_va, sl_va) = task["train"], task["val"]
     sel, metrics = fit_selector("kclassifier", s, sl, s_va, sl_va, **{**FAST, "max_epochs": 6, "patience": 2})
     new = refit_selector(sel, (s, sl), (s_va, sl_va))
-    assert new.patience is None and new.max_epochs == int(sel.history["best_epoch"]) + 1
-    assert new.history["epochs_run"] == new.max_epochs  # nothing held out: no early stop
+    assert new.training.patience is None and new.training.max_epochs == int(sel.history["best_epoch"]) + 1
+    assert new.history["epochs_run"] == new.training.max_epochs  # nothing held out: no early stop
     both = [rank_slates(s, sl), rank_slates(s_va, sl_va)]  # standardised on the train + val rows
     x = np.concatenate([passage_features(r, new.features, temperature=new.temperature)[r.mask] for r in both])
     np.testing.assert_allclose(new.scaler.mean, x.mean(0), rtol=1e-6, atol=1e-9)
@@ -317,7 +319,7 @@ def test_group_kfold_keeps_groups_together():
 
 def test_prefix_table_targets_in_arrays(task):
     s, sl = task["train"]
-    sel = GateSelector(**FAST)
+    sel = GateSelector.from_config(FAST)
     r = rank_slates(s, sl)
     arr = sel.arrays(r, targets=True, fit_scaler=True)
     np.testing.assert_allclose(arr["table"], prefix_udcg(r.utility, r.mask), rtol=1e-6)

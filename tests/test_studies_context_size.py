@@ -11,7 +11,7 @@ from udcg_ltr.annotate.end_to_end import run_contexts
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import json_safe
 from udcg_ltr.studies.context_size import ContextSizeConfig, run_context_size
-from udcg_ltr.studies.correlation import run_correlation_study
+from udcg_ltr.studies.correlation import StudySpec, SweepSpec, run_correlation_study
 
 METRICS = ("udcg", "udcg_theta", "ndcg", "map", "precision", "hits", "erag")
 
@@ -37,9 +37,9 @@ def test_truncate_mode_matches_the_correlation_study(tmp_path):
     assert rep.meta["mode"] == "truncate" and rep.meta["outcome_source"] == "full_context"
     assert rep.meta["k_values"] == [1, 2, 3, 4]
     assert rep.meta["selection"]["k_dropped_longer_than_runs"] == [5, 6]
-    ref = run_correlation_study(recs, runs, llm=LLM, k=4, k_sweep=[1, 2, 3, 4], sweep_mode="truncate",
-                                metrics=list(METRICS), out_dir=tmp_path / "ref", n_bootstrap=200, progress=False,
-                                theta_variants=["full"])
+    ref = run_correlation_study(recs, runs, llm=LLM, k=4, sweep=SweepSpec([1, 2, 3, 4], "truncate"),
+                                spec=StudySpec(metrics=list(METRICS), n_bootstrap=200, theta_variants=["full"]),
+                                out_dir=tmp_path / "ref", progress=False)
     # the study's own sweep keeps only its SWEEP_METRICS; the wrapper keeps any metric (MAP, HITS here)
     names = [r["metric"] for r in rep.rows]
     assert names == [m for m in METRICS]

@@ -14,7 +14,13 @@ from udcg_ltr import hardware
 from udcg_ltr.batching import length_batches
 from udcg_ltr.losses.base import masked_mean_over_queries
 from udcg_ltr.models import precision as prec
-from udcg_ltr.models.datamodule import EpochShuffleSampler, SlateCollator, SlateDataModule, build_slates
+from udcg_ltr.models.datamodule import (
+    EpochShuffleSampler,
+    LoaderConfig,
+    SlateCollator,
+    SlateDataModule,
+    build_slates,
+)
 from udcg_ltr.models.reranker import Reranker
 
 
@@ -35,7 +41,7 @@ def test_data_module_tokenises_every_pair_once():
     counting = CountingTokenizer(tok)
     train, val = toy_records(7, seed=1), toy_records(3, seed=2, split="val")
     n_pairs = sum(len(r.passages) for r in train + val)
-    dm = SlateDataModule(train, val, tokenizer=counting, llm=LLM, batch_size=2, max_length=24)
+    dm = SlateDataModule(train, val, tokenizer=counting, llm=LLM, max_length=24, loader=LoaderConfig(batch_size=2))
     assert counting.pairs == n_pairs  # all splits, once, when the data module is built
     for _ in range(2):  # two epochs of training batches and a validation pass
         batches = list(dm.train_dataloader()) + list(dm.val_dataloader())

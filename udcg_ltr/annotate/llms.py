@@ -8,6 +8,7 @@ agree); keyword arguments override it. Loaded weights are memoised: several scor
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from udcg_ltr.annotate import demo_llm
-from udcg_ltr.annotate.scorer import LLMScorer
+from udcg_ltr.annotate.scorer import (
+    DECODING_OPTIONS,
+    WEIGHTS_OPTIONS,
+    DecodingConfig,
+    LLMScorer,
+    WeightsConfig,
+)
 from udcg_ltr.annotate.weights import load_model, resolve_device, resolve_quantize, torch_dtype
 from udcg_ltr.paths import PROJECT_ROOT
 
@@ -24,6 +31,8 @@ PRESETS = {"demo": (demo_llm.ensure_demo_llm, demo_llm.DEMO_NAME),
            "coder-1.5b": (demo_llm.ensure_coder15b, demo_llm.CODER15B_NAME),
            "smollm2": (demo_llm.ensure_smollm2, demo_llm.SMOLLM2_NAME)}
 LLM_CONF_DIR = PROJECT_ROOT / "conf" / "llm"
+#: The flat keys of ``conf/llm/*.yaml`` besides ``model``: :func:`load_llm` groups those of WEIGHTS_OPTIONS and
+#: DECODING_OPTIONS into the scorer's WeightsConfig and DecodingConfig; the rest are LLMScorer's own arguments.
 _SCORER_KEYS = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "max_new_tokens", "prompt",
                 "num_threads", "prefix_cache", "quantize", "exact_tail", "trust_remote_code", "progress")
 _LOADED: dict[tuple, tuple[Any, Any]] = {}
@@ -61,13 +70,14 @@ def load_llm(cfg_or_name: Any = None, /, **overrides: Any) -> LLMScorer:
         path = str(ensure(install=True))
     kwargs = {k: v for k, v in cfg.items() if v is not None}
     kwargs.setdefault("name", default_name)
-    dtype = torch_dtype(kwargs.get("dtype", "float32"))
-    device = resolve_device(kwargs.get("device", "cpu"))
-    kwargs["quantize"] = resolve_quantize(kwargs.get("quantize"), device)
-    trust = bool(kwargs.pop("trust_remote_code", False))
-    memo = (path, kwargs.get("gguf_file"), str(dtype), device, kwargs.get("quantize"))
+    weights = WeightsConfig(**{k: kwargs.pop(k) for k in WEIGHTS_OPTIONS if k in kwargs})
+    decoding = DecodingConfig(**{k: kwargs.pop(k) for k in DECODING_OPTIONS if k in kwargs})
+    dtype, device = torch_dtype(weights.dtype), resolve_device(weights.device)
+    # "auto" becomes the mode that runs here, so the scorer (and the annotation cache key) records that one
+    weights = dataclasses.replace(weights, quantize=resolve_quantize(weights.quantize, device))
+    memo = (path, weights.gguf_file, str(dtype), device, weights.quantize)
     if memo not in _LOADED:
-        _LOADED[memo] = load_model(path, gguf_file=kwargs.get("gguf_file"), dtype=dtype, device=device,
-                                   quantize=kwargs.get("quantize"), trust_remote_code=trust)
+        _LOADED[memo] = load_model(path, gguf_file=weights.gguf_file, dtype=dtype, device=device,
+                                   quantize=weights.quantize, trust_remote_code=bool(weights.trust_remote_code))
     model, tokenizer = _LOADED[memo]
-    return LLMScorer(path, model=model, tokenizer=tokenizer, **kwargs)
+    return LLMScorer(path, weights=weights, decoding=decoding, model=model, tokenizer=tokenizer, **kwargs)

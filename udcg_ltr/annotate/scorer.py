@@ -18,6 +18,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,46 +34,80 @@ log = logging.getLogger(__name__)
 _SENTINEL = "\u2063UDCG_DOCUMENTS_START\u2063"
 
 
+@dataclass(frozen=True)
+class WeightsConfig:
+    """Which weights run and how they are stored: a ``gguf_file`` inside the model folder (None: the
+    transformers checkpoint), ``dtype``, ``device``, ``quantize`` (``"bf16-linear"``: the fast mode, ``"auto"``: bf16-linear where bfloat16 is
+    native, resolved by ``load_llm``; or ``"int8-dynamic"``, CPU only) and ``trust_remote_code``. Changing any of them means loading other weights."""
+
+    gguf_file: str | None = None
+    dtype: str | torch.dtype = "float32"
+    device: str = "cpu"
+    quantize: str | None = None
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """How prompts run through the loaded weights: ``batch_size`` prompts per forward pass, at most
+    ``max_batch_tokens`` padded prompt tokens per batch (rows x longest prompt, :func:`.length_batches`),
+    ``max_new_tokens`` per greedy answer, ``prefix_cache`` (the shared instruction prefix run once) and, in the
+    bf16 fast mode, the last ``exact_tail`` prompt tokens run with the original weights (16 halves the bf16
+    error on P(NO-RESPONSE) for ~10% of the cost; a negative value counts as 0)."""
+
+    batch_size: int = 8
+    max_batch_tokens: int | None = None
+    max_new_tokens: int = 24
+    prefix_cache: bool = True
+    exact_tail: int = 16
+
+    def __post_init__(self) -> None:
+        for option in ("batch_size", "max_new_tokens"):
+            if (value := getattr(self, option)) < 1:
+                raise ValueError(f"{option} must be >= 1, got {value}")
+        object.__setattr__(self, "batch_size", int(self.batch_size))
+        object.__setattr__(self, "max_new_tokens", int(self.max_new_tokens))
+        object.__setattr__(self, "max_batch_tokens", None if self.max_batch_tokens is None else int(self.max_batch_tokens))
+        object.__setattr__(self, "prefix_cache", bool(self.prefix_cache))
+        object.__setattr__(self, "exact_tail", max(0, int(self.exact_tail)))
+
+
+#: The flat option names of each group (``conf/llm/*.yaml`` keys; :meth:`LLMScorer.with_options`).
+WEIGHTS_OPTIONS = tuple(f.name for f in fields(WeightsConfig))
+DECODING_OPTIONS = tuple(f.name for f in fields(DecodingConfig))
+
+
 class LLMScorer:
     """A causal LM from transformers, prompted as the UDCG paper prescribes. ``name`` is the annotation key (default
-    the model's folder name); probabilities are float32 whatever ``dtype``. ``max_batch_tokens`` also caps a batch's
-    padded prompt tokens (rows x longest prompt, :func:`.length_batches`). ``quantize``: ``"bf16-linear"`` (the fast
-    CPU mode; the last ``exact_tail`` prompt tokens run with the original weights: 16 halves the bf16 error on
-    P(NO-RESPONSE) for ~10% of the cost) or ``"int8-dynamic"`` (CPU only); ``model``/``tokenizer``: shared."""
+    the model's folder name); probabilities are float32 whatever ``weights.dtype``. ``weights``:
+    :class:`WeightsConfig`; ``decoding``: :class:`DecodingConfig` (its fields are readable on the scorer:
+    ``scorer.batch_size``, ``scorer.exact_tail`` ...); ``num_threads``: torch's CPU threads;
+    ``model``/``tokenizer``: already loaded (shared)."""
 
-    def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None, gguf_file: str | None = None,
-                 dtype: str | torch.dtype = "float32", device: str = "cpu", batch_size: int = 8,
-                 max_batch_tokens: int | None = None, prompt: PromptConfig | dict | None = None,
-                 max_new_tokens: int = 24, num_threads: int | None = None, prefix_cache: bool = True,
-                 quantize: str | None = None, exact_tail: int = 16, trust_remote_code: bool = False, model: Any = None,
+    def __init__(self, model_name_or_path: str | None = None, *, name: str | None = None,
+                 weights: WeightsConfig | None = None, decoding: DecodingConfig | None = None,
+                 prompt: PromptConfig | dict | None = None, num_threads: int | None = None, model: Any = None,
                  tokenizer: Any = None, progress: bool = True):
-        for option, value in (("batch_size", batch_size), ("max_new_tokens", max_new_tokens)):
-            if value < 1:
-                raise ValueError(f"{option} must be >= 1, got {value}")
+        weights, self.decoding = weights or WeightsConfig(), decoding or DecodingConfig()
         if num_threads:
             torch.set_num_threads(int(num_threads))
-        self.model_name_or_path, self.gguf_file = model_name_or_path, gguf_file
-        self.dtype = torch_dtype(dtype)
-        self.device = resolve_device(device)
-        self.batch_size = int(batch_size)
-        self.max_batch_tokens = None if max_batch_tokens is None else int(max_batch_tokens)
+        self.model_name_or_path, self.gguf_file, self.quantize = model_name_or_path, weights.gguf_file, weights.quantize
+        self.dtype = torch_dtype(weights.dtype)
+        self.device = resolve_device(weights.device)
         self.prompt = PromptConfig.from_dict(prompt)
         self.prompt_version = self.prompt.version()  # keys the annotation cache
-        self.max_new_tokens = int(max_new_tokens)
-        self.prefix_cache = bool(prefix_cache)
-        self.quantize = quantize
-        self.exact_tail = max(0, int(exact_tail))
         self.progress = progress
         if model is None or tokenizer is None:
             if model_name_or_path is None:
                 raise ValueError("LLMScorer needs model_name_or_path (or an already loaded model and tokenizer)")
-            model, tokenizer = load_model(model_name_or_path, gguf_file=gguf_file, dtype=self.dtype, device=self.device,
-                                          quantize=quantize, trust_remote_code=trust_remote_code)
+            model, tokenizer = load_model(model_name_or_path, gguf_file=self.gguf_file, dtype=self.dtype,
+                                          device=self.device, quantize=self.quantize,
+                                          trust_remote_code=weights.trust_remote_code)
         self.model, self.tokenizer = model, tokenizer
         self.model.eval()
         #: Set by load_model(quantize="bf16-linear"): switches the decoder's Linear layers to bfloat16.
         self._fast_switch = getattr(model, "_udcg_precision_switch", None)
-        self.name = name or _default_name(model_name_or_path, gguf_file)
+        self.name = name or _default_name(model_name_or_path, self.gguf_file)
         self._input_device = _input_device(model)
         self._keep_kw = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         self._pad_id = (_id_list(tokenizer.pad_token_id) or _id_list(tokenizer.eos_token_id) or [0])[0]
@@ -100,15 +135,36 @@ class LLMScorer:
                 "no_response_token": self.tokenizer.convert_ids_to_tokens(self.no_response_token_id),
                 "prompt_version": self.prompt_version, "prompt": self.prompt.to_dict()}
 
+    @property
+    def batch_size(self) -> int:
+        return self.decoding.batch_size
+
+    @property
+    def max_batch_tokens(self) -> int | None:
+        return self.decoding.max_batch_tokens
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.decoding.max_new_tokens
+
+    @property
+    def prefix_cache(self) -> bool:
+        return self.decoding.prefix_cache
+
+    @property
+    def exact_tail(self) -> int:
+        return self.decoding.exact_tail
+
     def with_options(self, **changes: Any) -> LLMScorer:
-        """A scorer sharing this one's model and tokenizer with other options (prompt, batch size ...)."""
-        options = ("name", "gguf_file", "dtype", "device", "batch_size", "max_batch_tokens", "prompt",
-                   "max_new_tokens", "prefix_cache", "quantize", "exact_tail", "progress")
-        kwargs = {k: getattr(self, k) for k in options}
+        """A scorer sharing this one's model and tokenizer with other options: ``name``, ``prompt``, ``progress``
+        or a :class:`DecodingConfig` field (batch size ...); a :class:`WeightsConfig` field is refused."""
         if forbidden := {"dtype", "device", "quantize", "gguf_file"} & set(changes):
             raise ValueError(f"{sorted(forbidden)} change the weights: load another scorer instead")
-        kwargs.update(changes)
-        other = LLMScorer(self.model_name_or_path, model=self.model, tokenizer=self.tokenizer, **kwargs)
+        decoding = replace(self.decoding, **{k: changes.pop(k) for k in DECODING_OPTIONS if k in changes})
+        kwargs = {"name": self.name, "prompt": self.prompt, "progress": self.progress, **changes}
+        weights = WeightsConfig(gguf_file=self.gguf_file, dtype=self.dtype, device=self.device, quantize=self.quantize)
+        other = LLMScorer(self.model_name_or_path, weights=weights, decoding=decoding, model=self.model,
+                          tokenizer=self.tokenizer, **kwargs)
         if (other.prompt == self.prompt and other.prefix_cache and self.prefix_cache
                 and other.exact_tail == self.exact_tail):
             # Same model, prompt and precision path: the one-off prefix check still holds.

@@ -20,7 +20,7 @@ from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict
 from udcg_ltr.jobs.common import STUDY_MODES, JobContext, has_annotations, run_job, subsample, validate_config
-from udcg_ltr.jobs.systems import report_systems, report_trec, retrieval_scores
+from udcg_ltr.jobs.systems import ReportTarget, report_systems, report_trec, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fuse_scores
 from udcg_ltr.studies import get_study
@@ -46,7 +46,7 @@ class EvalContext(JobContext):
                llm: str | None, chosen_k: dict[str, np.ndarray] | None = None) -> dict[str, float]:
         """:func:`report_systems` at the job's k, gamma, relevance threshold and match rule; the LLM answers
         each context when the job is end to end (:meth:`uses_llm`) and ``llm`` annotated the records."""
-        return report_systems(records, systems, run_dir=self.run_dir, logger=self.logger, title=title,
+        return report_systems(records, systems, target=ReportTarget(self.run_dir, self.logger, title),
                               llm=llm, k=int(self.cfg.k), gamma=float(self.cfg.gamma),
                               relevance_threshold=self.threshold, match_rule=str(self.cfg.match_rule),
                               chosen_k=chosen_k, scorer=self.scorer if self.uses_llm() and llm else None)[1]
@@ -187,7 +187,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
 
 def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     """The correlation study: per-query Spearman / Kendall between each metric and end-to-end outcomes."""
-    from udcg_ltr.studies.correlation import run_correlation_study
+    from udcg_ltr.studies.correlation import StudySpec, SweepSpec, run_correlation_study
 
     cfg, cc = ctx.cfg, ctx.cfg.correlation
     records = ctx.records[: int(cc.limit_queries)] if cc.limit_queries else ctx.records
@@ -217,10 +217,11 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
         annotate_records([r for r in records if r.qid in in_study], ctx.scorer, fields=["answer_logprob"],
                          progress=True)
     study = run_correlation_study(
-        records, runs, llm=ctx.llm_name, k=k, fit_splits=tuple(cc.fit_splits), report_split=cc.report_split,
-        C=cc.C if cc.C == "cv" else float(cc.C), n_bootstrap=int(cc.n_bootstrap), seed=int(cfg.seed),
-        out_dir=ctx.run_dir / "correlation", k_sweep=k_sweep, sweep_mode=sweep_mode, scorer=scorer,
-        rule=str(cfg.match_rule), relevance_threshold=ctx.threshold, na_policy=str(cc.na_policy),
+        records, runs, llm=ctx.llm_name, k=k, spec=StudySpec(
+            fit_splits=tuple(cc.fit_splits), report_split=cc.report_split, C=cc.C if cc.C == "cv" else float(cc.C),
+            n_bootstrap=int(cc.n_bootstrap), seed=int(cfg.seed), rule=str(cfg.match_rule),
+            relevance_threshold=ctx.threshold, na_policy=str(cc.na_policy)),
+        out_dir=ctx.run_dir / "correlation", sweep=SweepSpec(k_sweep or (), sweep_mode), scorer=scorer,
         logger=None, title=f"{cfg.dataset.name}: metric-accuracy correlation")
     if getattr(ctx.logger, "run", None) is not None:  # a W&B run
         study.log_to(ctx.logger.run)

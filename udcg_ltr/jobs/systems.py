@@ -20,7 +20,7 @@ from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.jobs.plots import outcomes_figure, systems_figure
 from udcg_ltr.metrics._common import mean, rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
-from udcg_ltr.metrics.table import metric_table, trec_table
+from udcg_ltr.metrics.table import ERAGLabels, JudgedPool, MetricOptions, RankedRows, metric_table, trec_table
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.evaluation import scored_slates
 from udcg_ltr.report import save_figure, write_csv, write_table
@@ -44,6 +44,16 @@ class SystemResult:
             for o in ("correct", "abstained", "wrong"):
                 out[f"{o}_rate"] = sum(x == o for x in self.outcomes) / n
         return out
+
+
+@dataclass(frozen=True)
+class ReportTarget:
+    """Where a report goes: ``run_dir`` (its tables and plots), the experiment ``logger`` (None: none) and the
+    ``title`` of its tables and figures."""
+
+    run_dir: str | Path
+    logger: Any = None
+    title: str = ""
 
 
 def retrieval_scores(records: Sequence[QueryRecord]) -> list[np.ndarray]:
@@ -73,11 +83,12 @@ def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[
         if any(a is not None for row in answers for a in row):
             erag = erag_labels(answers, [r.answers for r in records], "contains", width=slates.shape[1])
     scores = np.where(slates.mask, slates.retrieval_score, 0.0)
-    return metric_table(slates, k=k, gamma=gamma, alpha=alpha, beta=beta, n_relevant=pools.n_relevant,
-                        ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask, judged=pools.judged,
-                        erag_labels=erag, erag_mask=None if erag is None else slates.mask & np.isfinite(erag),
-                        utilities=slates.utility if llm is not None else None,
-                        scores=scores if np.isfinite(scores).all() else None)
+    rows = RankedRows(utilities=slates.utility if llm is not None else None,
+                      scores=scores if np.isfinite(scores).all() else None)
+    pool = JudgedPool(n_relevant=pools.n_relevant, ideal_gains=pools.ideal_gains, ideal_mask=pools.ideal_mask,
+                      judged=pools.judged)
+    return metric_table(slates, options=MetricOptions(k=k, gamma=gamma, alpha=alpha, beta=beta), rows=rows,
+                        pool=pool, erag_labels=None if erag is None else ERAGLabels(erag, slates.mask & np.isfinite(erag)))
 
 
 def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *,
@@ -141,16 +152,16 @@ def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[
     return metrics
 
 
-def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *, run_dir,
-                   logger=None, title: str = "", llm: str | None, k: int, gamma: float = DEFAULT_GAMMA,
-                   theta: Any = None, scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
+def report_systems(records: Sequence[QueryRecord], systems: Mapping[str, Sequence[Sequence[str]]], *,
+                   target: ReportTarget, llm: str | None, k: int, gamma: float = DEFAULT_GAMMA, theta: Any = None,
+                   scorer: Any = None, relevance_threshold: int = 1, match_rule: str = "contains",
                    chosen_k: Mapping[str, np.ndarray] | None = None
                    ) -> tuple[list[SystemResult], dict[str, float]]:
     """:func:`evaluate_systems`, then the comparison table (``results.md`` / ``.csv``), its rows per query
     (``per_query.csv``: system, qid, split, context size, metrics, outcome; for paired tests), PNG plots
-    (metrics and outcomes per system, chosen-k histograms) and their logging. Returns the results and flat
-    metrics ``test/{system}/{metric}``."""
-    run_dir = Path(run_dir)
+    (metrics and outcomes per system, chosen-k histograms) and their logging, all to ``target``. Returns the
+    results and flat metrics ``test/{system}/{metric}``."""
+    run_dir, logger, title = Path(target.run_dir), target.logger, target.title
     results = evaluate_systems(records, systems, llm=llm, k=k, gamma=gamma, theta=theta, scorer=scorer,
                                relevance_threshold=relevance_threshold, match_rule=match_rule)
     _publish(run_dir, "results", [{"system": r.name, **r.summary()} for r in results], logger, title=title)

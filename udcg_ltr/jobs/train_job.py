@@ -26,7 +26,7 @@ from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.fit.weights import plot_weights, save_weights
 from udcg_ltr.io import atomic_write_json
 from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample, validate_config
-from udcg_ltr.jobs.systems import report_systems, retrieval_scores
+from udcg_ltr.jobs.systems import ReportTarget, report_systems, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores
 from udcg_ltr.models.precision import on_gpu, resolve_precision
@@ -203,7 +203,7 @@ def stage_evaluate(state: PipelineState) -> None:
     use_llm = cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and llm is not None
     title = f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, LLM {llm}, k = {k}"
     results, metrics = report_systems(
-        records, systems, run_dir=state.run_dir, logger=state.logger, title=title, llm=llm, k=k,
+        records, systems, target=ReportTarget(state.run_dir, state.logger, title), llm=llm, k=k,
         gamma=float(cfg.gamma), theta=state.theta, scorer=state.scorer if use_llm else None,
         relevance_threshold=state.threshold, match_rule=str(cfg.evaluation.match_rule), chosen_k=chosen_k)
     state.record_metrics(metrics)

@@ -42,12 +42,25 @@ from udcg_ltr.metrics.setbased import (
     ra_nwg,
     rarity_weights,
 )
-from udcg_ltr.metrics.table import METRIC_NAMES, display_name, metric_key, metric_table, summarize, trec_table
+from udcg_ltr.metrics.table import (
+    METRIC_NAMES,
+    ERAGLabels,
+    GradedLabels,
+    JudgedPool,
+    MetricOptions,
+    RankedRows,
+    display_name,
+    metric_key,
+    metric_table,
+    summarize,
+    trec_table,
+)
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, udcg, udcg_equivalent_weights, udcg_logit, udcg_theta
 from udcg_ltr.metrics.utility import negative_part, passage_utility, positive_part
 
 __all__ = [
-    "DEFAULT_GAMMA", "METRIC_NAMES", "AssessmentThresholds", "HeuristicConfig", "as_padded", "assess",
+    "DEFAULT_GAMMA", "METRIC_NAMES", "AssessmentThresholds", "ERAGLabels", "GradedLabels", "HeuristicConfig",
+    "JudgedPool", "MetricOptions", "RankedRows", "as_padded", "assess",
     "average_precision", "best_k", "cutoff_mask", "dcg", "dcg_without_distractors", "display_name",
     "distractor_analysis", "distractor_aware_dcg", "distractor_harm", "distractor_rate", "dynamic_k_curve",
     "erag", "erag_labels", "erag_mask", "erag_score", "graded_precision", "harm_at_k",

@@ -2,7 +2,8 @@
 
 :func:`metric_table` takes a :class:`udcg_ltr.data.padded.PaddedSlates` (or any object with its
 attributes) in ranked order (``slates.reorder(rank_by_scores(scores, slates.mask))``) and/or explicit
-arrays that override its fields. Its columns are :data:`METRIC_NAMES` keys with the cutoff (``ndcg@10``):
+arrays that override its fields (:class:`RankedRows`, :class:`JudgedPool`); :class:`MetricOptions` says what to
+compute. Its columns are :data:`METRIC_NAMES` keys with the cutoff (``ndcg@10``):
 
 ======================  =====================================================================
 ``udcg@k``              Eq. 4 over LLM utilities (when utilities are available)
@@ -22,6 +23,9 @@ A query whose qrels judge nothing (``judged`` False) is NA in every column that 
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +57,70 @@ def display_name(key: str) -> str:
     return METRIC_NAMES.get(name, name) + at + cut
 
 
+@dataclass(frozen=True)
+class MetricOptions:
+    """What the table computes, whatever the rows: the cutoff ``k`` (None: uncut), Eq. 4's ``gamma``,
+    UDCG_theta's positional weights ``alpha`` / ``beta`` (both or neither: they add ``udcg_theta@k``) and the
+    ``da_*`` metrics' ``heuristic`` (None: :func:`.distractor.default_heuristic` of the retrieval scores)."""
+
+    k: int | None = 10
+    gamma: float = DEFAULT_GAMMA
+    alpha: Any = None
+    beta: Any = None
+    heuristic: distractor.HeuristicConfig | None = None
+
+    def __post_init__(self) -> None:
+        if (self.alpha is None) != (self.beta is None):
+            raise ValueError(f"alpha and beta go together (UDCG_theta): got alpha={self.alpha!r}, beta={self.beta!r}")
+
+
+@dataclass(frozen=True)
+class RankedRows:
+    """``[Q, W]`` arrays in ranked order, each overriding the slates' field of that meaning: ``mask`` (real
+    entries), ``relevant`` (binary labels), ``gains`` (nDCG's; default ``relevance``, else ``relevant``),
+    ``utilities`` (Eq. 2; default ``slates.utility`` when ``p_no_response`` is annotated), ``scores``
+    (``retrieval_score``) and ``is_distractor`` (utility -1 in the ``da_*`` metrics)."""
+
+    mask: Any = None
+    relevant: Any = None
+    gains: Any = None
+    utilities: Any = None
+    scores: Any = None
+    is_distractor: Any = None
+
+
+@dataclass(frozen=True)
+class JudgedPool:
+    """Each query's judged pool (:func:`udcg_ltr.data.padded.judged_pools`), overriding the slates' fields:
+    ``n_relevant`` (R; default the count in the row), ``ideal_gains`` / ``ideal_mask`` (nDCG's ideal; default
+    the row) and ``judged`` (bool per query; False rows are NA in every column that reads relevance)."""
+
+    n_relevant: Any = None
+    ideal_gains: Any = None
+    ideal_mask: Any = None
+    judged: Any = None
+
+
+@dataclass(frozen=True)
+class GradedLabels:
+    """Graded labels 0..5 that add the set-based family (RA-nWG, PROC, N-Recall, Harm): ``grades`` in ranked
+    order (``True``: the slates' ``relevance``), their ``mask`` (default the rows'), and the judged pool's
+    grades ``pool`` / ``pool_mask`` (default the row)."""
+
+    grades: Any = True
+    mask: Any = None
+    pool: Any = None
+    pool_mask: Any = None
+
+
+@dataclass(frozen=True)
+class ERAGLabels:
+    """Per-passage downstream scores in [0, 1] (NaN = absent) that add ``erag@k``, and their ``mask``."""
+
+    labels: Any
+    mask: Any = None
+
+
 def _pick(value, slates, name: str):
     """An explicit argument, else the field ``name`` of ``slates`` (None when neither is there)."""
     return value if value is not None else getattr(slates, name, None)
@@ -80,67 +148,62 @@ def _ideal(gains, rel, m, ideal_gains, ideal_mask, slates, n_relevant, k):
     return gains, m
 
 
-def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMMA, alpha=None, beta=None,
-                 erag_labels=None, erag_mask=None, graded=None, graded_mask=None, pool_graded=None,
-                 pool_graded_mask=None, utilities=None, relevant=None, mask=None, n_relevant=None, scores=None,
-                 is_distractor=None, heuristic: distractor.HeuristicConfig | None = None, gains=None,
-                 ideal_gains=None, ideal_mask=None, judged=None) -> dict[str, np.ndarray]:
+def metric_table(slates=None, *, options: MetricOptions | None = None, rows: RankedRows | None = None,
+                 pool: JudgedPool | None = None, graded: GradedLabels | None = None,
+                 erag_labels: ERAGLabels | None = None) -> dict[str, np.ndarray]:
     """Per-query metrics (``dict[name, float64 [n_queries]]``) for rows in ranked order.
 
-    Explicit arrays override the ``slates`` field of that name (or the one named): ``mask`` (real entries),
-    ``relevant`` (binary labels), ``n_relevant`` (R of the judged pool; default the count in the row),
-    ``gains`` (nDCG's; default ``relevance``, else ``relevant``), ``ideal_gains``/``ideal_mask`` (the judged
-    pool; default the row), ``judged`` (False rows are NA), ``utilities`` (Eq. 2; ``slates.utility`` when
-    ``p_no_response`` is annotated), ``scores`` (``retrieval_score``), ``is_distractor`` (utility -1 in the
-    ``da_*`` metrics' ``heuristic``: :func:`.distractor.heuristic_utilities`). ``graded`` (labels 0..5;
-    ``True``: ``relevance``) adds the set-based family over the judged pool ``pool_graded``; ``erag_labels``
-    (downstream scores in [0, 1], NaN = absent) adds ``erag@k``; ``alpha``/``beta`` add ``udcg_theta@k``.
+    ``options``: what to compute (:class:`MetricOptions`; default cutoff 10). ``rows`` (:class:`RankedRows`)
+    and ``pool`` (:class:`JudgedPool`) override the ``slates`` fields of their meaning, field by field;
+    ``graded`` adds the set-based family, ``erag_labels`` adds ``erag@k``.
     """
-    rel = _pick(relevant, slates, "relevant")
+    options, rows, pool = options or MetricOptions(), rows or RankedRows(), pool or JudgedPool()
+    k = options.k
+    rel = _pick(rows.relevant, slates, "relevant")
     if rel is None:
-        raise ValueError("metric_table needs binary relevance: pass slates or relevant=")
-    rel, m = as_padded(rel, _pick(mask, slates, "mask"), dtype=None, what="relevant")
+        raise ValueError("metric_table needs binary relevance: pass slates or rows=RankedRows(relevant=...)")
+    rel, m = as_padded(rel, _pick(rows.mask, slates, "mask"), dtype=None, what="relevant")
     rel = rel.astype(bool) & m
-    n_rel = _pick(n_relevant, slates, "n_relevant")  # None: classic counts R in the row
-    g = _pick(gains, slates, "relevance")
+    n_rel = _pick(pool.n_relevant, slates, "n_relevant")  # None: classic counts R in the row
+    g = _pick(rows.gains, slates, "relevance")
     g = rel.astype(np.float64) if g is None else as_padded(g, m, what="gains")[0]
-    ok = _pick(judged, slates, "judged")
+    ok = _pick(pool.judged, slates, "judged")
     ok = np.ones(rel.shape[0], dtype=bool) if ok is None else np.asarray(ok, dtype=bool).reshape(-1)
     out: dict[str, np.ndarray] = {}
 
     def key(name: str) -> str:
         return metric_key(name, k)
 
-    u = utilities
+    u = rows.utilities
     if u is None and slates is not None:
         pnr = getattr(slates, "p_no_response", None)
         if pnr is not None and np.isfinite(np.where(m, pnr, 0.0)).all() and m.any():
             u = slates.utility
     if u is not None:
-        out[key("udcg")] = udcg(u, m, k=k, gamma=gamma)
-        if alpha is not None and beta is not None:
-            out[key("udcg_theta")] = udcg_theta(u, alpha, beta, m, k=k)
+        out[key("udcg")] = udcg(u, m, k=k, gamma=options.gamma)
+        if options.alpha is not None:
+            out[key("udcg_theta")] = udcg_theta(u, options.alpha, options.beta, m, k=k)
 
-    pool, pool_mask = _ideal(g, rel, m, ideal_gains, ideal_mask, slates, n_rel, k)
-    out[key("ndcg")] = classic.ndcg(g, m, k=k, ideal_gains=pool, ideal_mask=pool_mask)
+    ideal, ideal_m = _ideal(g, rel, m, pool.ideal_gains, pool.ideal_mask, slates, n_rel, k)
+    out[key("ndcg")] = classic.ndcg(g, m, k=k, ideal_gains=ideal, ideal_mask=ideal_m)
     out[key("mrr")] = classic.reciprocal_rank(rel, m, k=k)
     out[key("map")] = classic.average_precision(rel, m, k=k, n_relevant=n_rel)
     out[key("precision")] = classic.precision(rel, m, k=k)
     out[key("recall")] = classic.recall(rel, m, k=k, n_relevant=n_rel)
     out[key("hits")] = classic.hits(rel, m, k=k)
 
-    if graded is not None and graded is not False:
-        gr = getattr(slates, "relevance", None) if graded is True else graded
-        gm = graded_mask if graded_mask is not None else m
-        pool_kw = dict(pool_grades=pool_graded, pool_mask=pool_graded_mask)
+    if graded is not None:
+        gr = getattr(slates, "relevance", None) if graded.grades is True else graded.grades
+        gm = graded.mask if graded.mask is not None else m
+        pool_kw = dict(pool_grades=graded.pool, pool_mask=graded.pool_mask)
         for name in ("ra_nwg", "proc", "pct_proc", "n_recall_4plus", "n_recall_5"):
             out[key(name)] = getattr(setbased, name)(gr, gm, k=k, **pool_kw)
         out[key("precision_4plus")] = setbased.precision_4plus(gr, gm, k=k)
         out[key("harm")] = setbased.harm_at_k(gr, gm, k=k)
 
-    s = _pick(scores, slates, "retrieval_score")
-    dis = _pick(is_distractor, slates, "is_distractor")
-    config = heuristic if heuristic is not None else distractor.default_heuristic(s, m)
+    s = _pick(rows.scores, slates, "retrieval_score")
+    dis = _pick(rows.is_distractor, slates, "is_distractor")
+    config = options.heuristic if options.heuristic is not None else distractor.default_heuristic(s, m)
     h = distractor.heuristic_utilities(rel, s, m, is_distractor=dis, config=config)
     out[key("da_dcg")] = distractor.distractor_aware_dcg(h, m, k=k)
     out[key("da_harm")] = distractor.distractor_harm(h, m, k=k)
@@ -149,7 +212,7 @@ def metric_table(slates=None, *, k: int | None = 10, gamma: float = DEFAULT_GAMM
     if not ok.all():  # unjudged queries: NA wherever relevance is read (trec_eval drops them)
         out = {name: np.where(ok, v, np.nan) for name, v in out.items()}
     if erag_labels is not None:  # downstream labels, not relevance: defined for unjudged queries too
-        out[key("erag")] = erag(graded_precision, erag_labels, erag_mask, k=k)
+        out[key("erag")] = erag(graded_precision, erag_labels.labels, erag_labels.mask, k=k)
     return out
 
 

@@ -9,6 +9,7 @@ and LayerNorm weights. Validation logs the metric table of each slate's top k (`
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.losses import get_loss, with_spec
+from udcg_ltr.metrics.table import JudgedPool, MetricOptions
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.datamodule import MODEL_INPUTS, scatter_scores
 from udcg_ltr.models.evaluation import slate_metrics
@@ -49,30 +51,45 @@ def load_sequence_classifier(model_name_or_path: str | None = None, **kwargs):
     return model
 
 
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW and its learning-rate schedule: peak ``lr``, ``weight_decay`` (not on biases and LayerNorm
+    weights), ``warmup`` (a fraction of the steps if < 1, else steps) then ``schedule`` ``"linear"`` (decay to
+    0) or ``"constant"``."""
+
+    lr: float = 3e-5
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    schedule: str = "linear"
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("linear", "constant"):
+            raise ValueError(f"schedule must be 'linear' or 'constant', got {self.schedule!r}")
+
+
 class CrossEncoderModule(pl.LightningModule):
     """Cross-encoder trained on slates with a loss of :mod:`udcg_ltr.losses`.
 
     ``k`` / ``gamma``: those of the validation metrics, and of the loss unless ``loss_kwargs`` sets them;
-    ``warmup``: fraction of steps if < 1, else steps, then ``schedule`` ``"linear"`` (decay to 0) or
-    ``"constant"``; ``monitor_metric``: what checkpointing follows (``"udcg"`` needs utilities); ``seed``:
+    ``optim``: :class:`OptimConfig` (its fields are saved flat in the hyper-parameters, as checkpoints hold
+    them); ``monitor_metric``: what checkpointing follows (``"udcg"`` needs utilities); ``seed``:
     the random state (dropout) of epoch ``e`` is reset to ``(seed, e)``, and a checkpoint holds the state it was
     saved in, so a run resumed at an epoch end or mid-epoch trains as an uninterrupted one.
     """
 
     def __init__(self, model_name_or_path: str | None = None, *, loss: str = "bce",
                  loss_kwargs: dict[str, Any] | None = None, target: str | None = None, k: int = 5,
-                 gamma: float = DEFAULT_GAMMA, lr: float = 3e-5, weight_decay: float = 0.01, warmup: float = 0.1,
-                 schedule: str = "linear", relevance_threshold: int = 1, monitor_metric: str = "udcg", seed: int = 0):
+                 gamma: float = DEFAULT_GAMMA, optim: OptimConfig | None = None, relevance_threshold: int = 1,
+                 monitor_metric: str = "udcg", seed: int = 0):
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["optim"])
+        self.hparams.update(asdict(optim or OptimConfig()))  # flat: lr, weight_decay, warmup, schedule
         self.model = load_sequence_classifier(model_name_or_path)
         self.model.train()  # from_pretrained returns eval mode; Lightning keeps modules' modes as found
         self.loss_fn = get_loss(loss, **with_spec(loss, loss_kwargs, k=k, gamma=gamma))
         self.target = target or self.loss_fn.target
         if self.target not in ("utility", "relevance", "graded"):
             raise ValueError(f"unknown target {self.target!r}")
-        if schedule not in ("linear", "constant"):
-            raise ValueError(f"schedule must be 'linear' or 'constant', got {schedule!r}")
         self._val: list[dict[str, Any]] = []
         self._resumed_rng: dict[str, Any] | None = None
 
@@ -147,9 +164,11 @@ class CrossEncoderModule(pl.LightningModule):
             return torch.cat(parts).cpu().numpy().astype(dtype)
 
         mask = cat("mask", bool)
-        return slate_metrics(np.where(mask, cat("scores"), 0.0), k=self.hparams.k, utility=cat("utility"),
-                             graded=cat("graded"), mask=mask, relevance_threshold=self.hparams.relevance_threshold,
-                             n_relevant=cat("n_relevant"), gamma=self.hparams.gamma)
+        options = MetricOptions(k=self.hparams.k, gamma=self.hparams.gamma)
+        return slate_metrics(np.where(mask, cat("scores"), 0.0), options=options,
+                             mask=mask, utility=cat("utility"), graded=cat("graded"),
+                             relevance_threshold=self.hparams.relevance_threshold,
+                             pool=JudgedPool(n_relevant=cat("n_relevant")))
 
     def on_validation_epoch_end(self) -> None:
         if not self._val:

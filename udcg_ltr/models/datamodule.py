@@ -238,18 +238,40 @@ def scatter_scores(logits: torch.Tensor, batch: dict, fill: float = 0.0) -> torc
     return out.index_put((batch["query_index"].to(logits.device), batch["slot_index"].to(logits.device)), logits)
 
 
+@dataclass(frozen=True)
+class LoaderConfig:
+    """How the slates are batched and loaded: ``batch_size`` counts *queries* (``eval_batch_size``: validation's,
+    default the same), ``buckets`` length buckets per batch (:class:`SlateCollator`), ``shuffle`` the training
+    order each epoch; ``num_workers`` / ``pin_memory`` pay off on a GPU only (pairs come pre-tokenised)."""
+
+    batch_size: int = 8
+    eval_batch_size: int | None = None
+    num_workers: int = 0
+    pin_memory: bool = False
+    buckets: int = 4
+    shuffle: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "eval_batch_size"):
+            if (value := getattr(self, name)) is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value!r}")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {self.num_workers!r}")
+
+
 class SlateDataModule(pl.LightningDataModule):
-    """Train / val slates for :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule`; ``batch_size``
-    counts *queries*. ``num_workers`` / ``pin_memory`` pay off on a GPU only (pairs come pre-tokenised)."""
+    """Train / val slates for :class:`~udcg_ltr.models.cross_encoder.CrossEncoderModule`: records to slates
+    (``llm``'s utilities at ``relevance_threshold``, ``template``, ``max_length`` tokens; training slates cut to
+    ``max_slate`` by ``sampling``, drawn with ``seed``), batched as ``loader`` says (:class:`LoaderConfig`)."""
 
     def __init__(self, train_records: Sequence[QueryRecord] | None = None,
                  val_records: Sequence[QueryRecord] | None = None, *, tokenizer, llm: str | None = None,
-                 batch_size: int = 8, eval_batch_size: int | None = None, max_length: int = 256,
-                 max_slate: int | None = None, sampling: str = "head", relevance_threshold: int = 1,
-                 template: str = DEFAULT_TEMPLATE, seed: int = 0, num_workers: int = 0, pin_memory: bool = False,
-                 buckets: int = 4, shuffle: bool = True):
+                 max_length: int = 256, max_slate: int | None = None, sampling: str = "head",
+                 relevance_threshold: int = 1, template: str = DEFAULT_TEMPLATE, seed: int = 0,
+                 loader: LoaderConfig | None = None):
         super().__init__()
-        self.collate = SlateCollator(tokenizer, max_length, buckets=buckets)
+        loader = loader or LoaderConfig()
+        self.collate = SlateCollator(tokenizer, max_length, buckets=loader.buckets)
         kw = dict(llm=llm, relevance_threshold=relevance_threshold, template=template)
 
         def slates(records):
@@ -258,8 +280,9 @@ class SlateDataModule(pl.LightningDataModule):
         self.train_set = (SlateDataset(slates(train_records), max_slate=max_slate, sampling=sampling, seed=seed)
                           if train_records else None)
         self.val_set = SlateDataset(slates(val_records)) if val_records else None
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
-        self.seed, self.num_workers, self.pin_memory, self.shuffle = seed, int(num_workers), bool(pin_memory), shuffle
+        self.batch_size, self.eval_batch_size = loader.batch_size, loader.eval_batch_size or loader.batch_size
+        self.seed, self.num_workers = seed, int(loader.num_workers)
+        self.pin_memory, self.shuffle = bool(loader.pin_memory), loader.shuffle
         self._resumed: dict[str, int] = {}
 
     def _loader(self, ds, batch_size, shuffle, loader=DataLoader, **extra):

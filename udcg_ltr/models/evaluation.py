@@ -16,42 +16,52 @@ from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records, pad_scores
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.metrics._common import rank_by_scores
-from udcg_ltr.metrics.table import metric_key, metric_table, summarize
+from udcg_ltr.metrics.table import (
+    GradedLabels,
+    JudgedPool,
+    MetricOptions,
+    RankedRows,
+    metric_key,
+    metric_table,
+    summarize,
+)
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 
 
-def slate_metrics(scores, *, k: int, utility=None, graded=None, mask=None, relevance_threshold: float = 1,
-                  n_relevant=None, ideal_gains=None, ideal_mask=None, gamma: float = DEFAULT_GAMMA,
-                  retrieval_scores=None, prefix: str = "", judged=None, ties: str = "stable",
-                  ids=None) -> dict[str, float]:
+def slate_metrics(scores, *, options: MetricOptions, mask=None, utility=None, graded=None,
+                  relevance_threshold: float = 1, pool: JudgedPool | None = None, retrieval_scores=None,
+                  prefix: str = "", ties: str = "stable", ids=None) -> dict[str, float]:
     """Metrics of the top-k by ``scores`` of each row, under the metric table's keys: ``{prefix}udcg@k``, ``ndcg@k`` ...
 
-    ``utility`` (signed, Eq. 2) enables ``udcg@k`` (Eq. 4) and ``utility@k``; ``graded`` (raw labels) the
-    relevance columns; ``n_relevant`` (R), ``ideal_gains`` and ``judged`` (bool per row) describe the judged
-    pool (:func:`udcg_ltr.data.padded.judged_pools`); ``ties`` / ``ids``: as in ``rank_by_scores``.
+    ``options``: the cutoff ``k`` and ``gamma`` (:class:`~udcg_ltr.metrics.table.MetricOptions`). ``utility``
+    (signed, Eq. 2) enables ``udcg@k`` (Eq. 4) and ``utility@k``; ``graded`` (raw labels) the relevance
+    columns; ``pool`` (R, the ideal gains and ``judged``, in passage order; default the row) describes the
+    judged pool (:func:`udcg_ltr.data.padded.judged_pools`); ``ties`` / ``ids``: as in ``rank_by_scores``.
     """
+    k, pool = options.k, pool or JudgedPool()
     scores, mask = M.as_padded(scores, mask)
     order = M.rank_by_scores(scores, mask, ties=ties, ids=ids)
     m = M.take_ranked(mask, order)
     out: dict[str, float] = {}
     if utility is not None:
         u = M.take_ranked(M.as_padded(utility, mask)[0], order)
-        out[metric_key("udcg", k)] = M.mean(M.udcg(u, m, k=k, gamma=gamma)).value
+        out[metric_key("udcg", k)] = M.mean(M.udcg(u, m, k=k, gamma=options.gamma)).value
         top = M.cutoff_mask(m, k)
         out[metric_key("utility", k)] = float(np.mean(np.where(top, u, 0.0).sum(1) / np.maximum(top.sum(1), 1)))
     if graded is not None:
         g = M.take_ranked(M.as_padded(graded, mask)[0], order)
-        if ideal_gains is None:  # the row is the whole pool
-            ideal_gains, ideal_mask = g, m
-        ok = None if judged is None else np.asarray(judged, dtype=bool).reshape(-1)
+        ideal_gains, ideal_mask = (g, m) if pool.ideal_gains is None else (pool.ideal_gains, pool.ideal_mask)
+        ok = None if pool.judged is None else np.asarray(pool.judged, dtype=bool).reshape(-1)
         rs = None if retrieval_scores is None else M.take_ranked(M.as_padded(retrieval_scores, mask)[0], order)
-        kw: dict[str, Any] = dict(k=k, mask=m, relevant=(g >= relevance_threshold) & m, n_relevant=n_relevant,
-                                  gains=g, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=ok, scores=rs)
+        rows = RankedRows(mask=m, relevant=(g >= relevance_threshold) & m, gains=g, scores=rs)
+        judged = JudgedPool(n_relevant=pool.n_relevant, ideal_gains=ideal_gains, ideal_mask=ideal_mask, judged=ok)
         grades = g[m]
+        labels = None
         if np.all(np.mod(grades, 1) == 0) and grades.min(initial=0) >= 0 and grades.max(initial=0) <= 5:
             # grades 0..5: the set-based family (RA-nWG, PROC, N-Recall, Harm ...) joins
-            kw.update(graded=g, pool_graded=ideal_gains, pool_graded_mask=ideal_mask)
-        out.update({name: float(res.value) for name, res in summarize(metric_table(**kw)).items()})
+            labels = GradedLabels(grades=g, pool=ideal_gains, pool_mask=ideal_mask)
+        table = metric_table(options=options, rows=rows, pool=judged, graded=labels)
+        out.update({name: float(res.value) for name, res in summarize(table).items()})
         if ok is not None:
             out["unjudged_queries"] = float((~ok).sum())
     return {f"{prefix}{name}": value for name, value in out.items()}
@@ -90,11 +100,13 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
     aligned, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
     qrels = judged_pools(records, relevance_threshold).from_qrels.any()
     retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
-    out = slate_metrics(padded_scores, k=k, utility=slates.utility if llm is not None else None,
-                        graded=slates.relevance, mask=slates.mask, relevance_threshold=relevance_threshold,
-                        n_relevant=slates.n_relevant, ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
-                        gamma=gamma, retrieval_scores=retrieval if np.isfinite(retrieval).all() else None,
-                        judged=slates.judged if qrels else None, ties=ties, ids=slates.pids)
+    pool = JudgedPool(n_relevant=slates.n_relevant, ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
+                      judged=slates.judged if qrels else None)
+    out = slate_metrics(padded_scores, options=MetricOptions(k=k, gamma=gamma), mask=slates.mask,
+                        utility=slates.utility if llm is not None else None, graded=slates.relevance,
+                        relevance_threshold=relevance_threshold, pool=pool,
+                        retrieval_scores=retrieval if np.isfinite(retrieval).all() else None, ties=ties,
+                        ids=slates.pids)
     if scorer is not None:
         answered = end_to_end_selection(records, top_k_by(records, aligned, k), scorer,
                                         relevance_threshold=relevance_threshold, match_rule=match_rule)
@@ -109,8 +121,9 @@ def per_query_metrics(records: Sequence[QueryRecord], scores, llm: str, k: int =
     for paired tests of two rankers; without qrels their means are :func:`evaluate_reranker`'s."""
     _, slates, padded = scored_slates(records, scores, llm, relevance_threshold)
     ranked = slates.reorder(M.rank_by_scores(padded, slates.mask))
-    table = metric_table(k=k, gamma=gamma, mask=ranked.mask, relevant=ranked.relevant, gains=ranked.relevance,
-                         utilities=ranked.utility, ideal_gains=slates.relevance, ideal_mask=slates.mask)
+    rows = RankedRows(mask=ranked.mask, relevant=ranked.relevant, gains=ranked.relevance, utilities=ranked.utility)
+    table = metric_table(options=MetricOptions(k=k, gamma=gamma), rows=rows,
+                         pool=JudgedPool(ideal_gains=slates.relevance, ideal_mask=slates.mask))
     return {key: table[key] for key in (metric_key("udcg", k), metric_key("ndcg", k), metric_key("hits", k))}
 
 

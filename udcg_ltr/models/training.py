@@ -30,8 +30,8 @@ from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.io import atomic_open, atomic_write_json, json_safe, read_json_dict
 from udcg_ltr.losses import loss_versions
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.models.cross_encoder import CrossEncoderModule, default_model_path
-from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, SlateDataModule
+from udcg_ltr.models.cross_encoder import CrossEncoderModule, OptimConfig, default_model_path
+from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, LoaderConfig, SlateDataModule
 from udcg_ltr.models.hub import base_model_name, write_model_card
 from udcg_ltr.models.precision import on_gpu, resolve_precision
 
@@ -276,9 +276,10 @@ def resolved_model_path(config: FitConfig) -> str:
 
 
 def build_module(config: FitConfig) -> CrossEncoderModule:
+    optim = OptimConfig(lr=config.lr, weight_decay=config.weight_decay, warmup=config.warmup,
+                        schedule=config.schedule)
     return CrossEncoderModule(resolved_model_path(config), loss=config.loss, loss_kwargs=dict(config.loss_kwargs),
-                              target=config.target, k=config.k, gamma=config.gamma, lr=config.lr,
-                              weight_decay=config.weight_decay, warmup=config.warmup, schedule=config.schedule,
+                              target=config.target, k=config.k, gamma=config.gamma, optim=optim,
                               relevance_threshold=config.relevance_threshold, monitor_metric=config.monitor_metric,
                               seed=config.seed)
 
@@ -287,12 +288,13 @@ def build_data(config: FitConfig, train_records: Sequence[QueryRecord], val_reco
                tokenizer: Any, host: Mapping[str, Any], *, gpu: bool) -> SlateDataModule:
     """The slate data module; host-side settings left ``None`` are chosen for the accelerator."""
     chosen = lambda key, cpu, on_gpu: (on_gpu if gpu else cpu) if host[key] is None else host[key]  # noqa: E731
+    loader = LoaderConfig(batch_size=config.batch_size, eval_batch_size=config.eval_batch_size,
+                          num_workers=chosen("num_workers", 0, 4), pin_memory=chosen("pin_memory", False, True),
+                          buckets=chosen("length_buckets", 4, 1), shuffle=config.shuffle)
     return SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=config.llm, template=config.template,
-                           seed=config.seed, batch_size=config.batch_size, eval_batch_size=config.eval_batch_size,
-                           max_length=config.max_length, max_slate=config.max_slate, sampling=config.slate_sampling,
-                           relevance_threshold=config.relevance_threshold, num_workers=chosen("num_workers", 0, 4),
-                           pin_memory=chosen("pin_memory", False, True), shuffle=config.shuffle,
-                           buckets=chosen("length_buckets", 4, 1))
+                           seed=config.seed, max_length=config.max_length, max_slate=config.max_slate,
+                           sampling=config.slate_sampling, relevance_threshold=config.relevance_threshold,
+                           loader=loader)
 
 
 def build_trainer(settings: Mapping[str, Any], host: Mapping[str, Any], callback_nodes: Mapping[str, Any], *,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -178,12 +178,25 @@ class Selector:
     """A dynamic-k selector: ``select(ranked) -> k`` per query (int64, ``0 <= k_q <= n_q``).
 
     Subclasses set ``kind`` (the registry name), implement :meth:`select` and, when they learn, :meth:`fit`.
-    Constructor arguments are kept as attributes of the same name, which :meth:`get_config` reads back.
+    Constructor arguments are kept as attributes of the same name, which :meth:`get_config` reads back;
+    those named in :attr:`setting_groups` are settings objects, written flat.
     """
 
     kind: ClassVar[str] = "selector"
     #: True when :meth:`select` reads the gold utilities (the oracle): never for a deployable selector.
     needs_labels: ClassVar[bool] = False
+    #: Constructor arguments that are settings dataclasses, by name: :meth:`get_config` writes their fields
+    #: flat (as ``selector.json`` and the configurations' ``hparams`` hold them), :meth:`from_config` groups them.
+    setting_groups: ClassVar[Mapping[str, type]] = {}
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Selector:
+        """A selector from flat constructor arguments (:meth:`get_config`'s form): the fields of each
+        :attr:`setting_groups` class become that settings object, the rest are passed as they are."""
+        config = dict(config)
+        groups = {name: group(**{f.name: config.pop(f.name) for f in fields(group) if f.name in config})
+                  for name, group in cls.setting_groups.items()}
+        return cls(**config, **groups)
 
     def select(self, ranked: RankedSlates) -> np.ndarray:
         raise NotImplementedError
@@ -198,7 +211,11 @@ class Selector:
             if "__init__" in vars(cls) and issubclass(cls, Selector):
                 names.update((p.name, None) for p in inspect.signature(cls.__init__).parameters.values()
                              if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL))
-        return {name: getattr(self, name) for name in names}
+        out: dict[str, Any] = {}
+        for name in names:
+            value = getattr(self, name)
+            out.update(asdict(value) if name in self.setting_groups else {name: value})
+        return out
 
     def get_state(self) -> dict[str, np.ndarray]:
         return {}

@@ -135,7 +135,7 @@ class CalibratedUtilitySelector(ExpectedUtilitySelector):
         folds = min(self.calibration_folds, len(val))
         if folds < 2:
             return {}
-        order = np.random.default_rng(self.seed).permutation(len(val))
+        order = np.random.default_rng(self.training.seed).permutation(len(val))
         k = np.zeros(len(val), dtype=np.int64)
         for held in np.array_split(order, folds):
             rest = np.setdiff1d(order, held)

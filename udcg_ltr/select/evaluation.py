@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +36,38 @@ def kept_pids(ranked: RankedSlates, pids: np.ndarray, k) -> list[list[str]]:
     return [[str(p) for p in ranked_pids[i, :int(kq)]] for i, kq in enumerate(np.asarray(k))]
 
 
+@dataclass(frozen=True)
+class EndToEnd:
+    """End to end for :func:`evaluate_selectors`: an LLM ``scorer`` answers each query's kept passages, graded
+    against the ``records`` (aligned with the slates' rows: questions, passages, gold answers) as
+    :func:`udcg_ltr.annotate.end_to_end.end_to_end_selection` does (``relevance_threshold``, ``match_rule``,
+    ``tokenizer`` counting prompt tokens)."""
+
+    records: Sequence[QueryRecord] | None
+    scorer: Any
+    tokenizer: Any = None
+    relevance_threshold: int = 1
+    match_rule: str = "contains"
+
+    def __post_init__(self) -> None:
+        if self.records is None:
+            raise ValueError("end to end needs the records (questions, passages, gold answers): records=None")
+
+
 def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gamma: float = DEFAULT_GAMMA,
-                       records: Sequence[QueryRecord] | None = None, scorer: Any = None, tokenizer: Any = None,
-                       split: str = "test", plot_path: str | os.PathLike | None = None, title: str | None = None,
-                       relevance_threshold: int = 1, match_rule: str = "contains",
+                       end_to_end: EndToEnd | None = None, split: str = "test",
+                       plot_path: str | os.PathLike | None = None, title: str | None = None,
                        ks: Mapping[str, np.ndarray] | None = None,
                        per_query: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
-    """One row per selector on ``(scores, slates)`` (module doc); ``records`` (aligned with the slates' rows)
-    and ``scorer`` add end to end, ``plot_path`` the k histograms; ``ks`` receives each chosen k array and
-    ``per_query`` each selector's UDCG per row (for paired bootstrap tests)."""
+    """One row per selector on ``(scores, slates)`` (module doc); ``end_to_end`` adds the LLM's answers,
+    ``plot_path`` the k histograms; ``ks`` receives each chosen k array and ``per_query`` each selector's UDCG
+    per row (for paired bootstrap tests)."""
     extra = sorted({name for sel in selectors.values() for name in required_extra(sel)})
     ranked = rank_split(scores, slates, extra_fields=extra)
     if ranked.utility is None:
         raise ValueError("evaluating selectors needs the gold utilities of the slates")
-    if records is not None and len(records) != len(ranked):
-        raise ValueError(f"{len(records)} records but {len(ranked)} slate rows")
+    if end_to_end is not None and len(end_to_end.records) != len(ranked):
+        raise ValueError(f"{len(end_to_end.records)} records but {len(ranked)} slate rows")
     rows, chosen = [], {}
     for name, sel in selectors.items():
         k = chosen[name] = sel.select(ranked)
@@ -60,12 +78,11 @@ def evaluate_selectors(selectors: Mapping[str, Selector], scores, slates, *, gam
             "udcg_se": float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan"),
             "mean_k": float(k.mean()), "k0_rate": float((k == 0).mean()),
             "k_hist": " ".join(str(int(c)) for c in hist), "uses_labels": bool(sel.needs_labels)}
-        if scorer is not None:
-            if records is None:
-                raise ValueError("end to end needs the records (questions, passages, gold answers)")
-            contexts = kept_pids(ranked, slates.pids, k)
-            row.update(end_to_end_selection(records, contexts, scorer, relevance_threshold=relevance_threshold,
-                                            match_rule=match_rule, tokenizer=tokenizer))
+        if end_to_end is not None:
+            e = end_to_end
+            row.update(end_to_end_selection(e.records, kept_pids(ranked, slates.pids, k), e.scorer,
+                                            relevance_threshold=e.relevance_threshold, match_rule=e.match_rule,
+                                            tokenizer=e.tokenizer))
         rows.append(row)
         if isinstance(per_query, dict):
             per_query[name] = values

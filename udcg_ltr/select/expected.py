@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.nn import LearnedSelector, SelectorModule, mlp
+from udcg_ltr.select.nn import LearnedSelector, SelectorModule, SelectorOptim, mlp
 
 #: Largest prefix whose expected UDCG is enumerated exactly (2^k sign patterns).
 MAX_EXACT_K = 10
@@ -61,8 +61,8 @@ class UtilityModelModule(SelectorModule):
 
     def __init__(self, n_features: int, *, hidden: int = 0, n_layers: int = 1, dropout: float = 0.0,
                  gamma: float = DEFAULT_GAMMA, max_k: int = MAX_EXACT_K, magnitude_weight: float = 1.0,
-                 lr: float = 1e-2, weight_decay: float = 1e-3):
-        super().__init__(lr=lr, weight_decay=weight_decay)
+                 optim: SelectorOptim | None = None):
+        super().__init__(optim)
         if not 1 <= int(max_k) <= MAX_EXACT_K:
             raise ValueError(f"max_k must be in 1..{MAX_EXACT_K}, got {max_k}")
         self.net = mlp(n_features, 2, hidden=hidden, n_layers=n_layers, dropout=dropout)

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.nn import LearnedSelector, SelectorModule, mlp, soft_udcg
+from udcg_ltr.select.nn import LearnedSelector, SelectorModule, SelectorOptim, mlp, soft_udcg
 
 
 def _check_prefix(prefix: str) -> None:
@@ -65,9 +65,9 @@ class GateModule(SelectorModule):
 
     def __init__(self, n_features: int, *, hidden: int = 0, n_layers: int = 1, dropout: float = 0.0,
                  prefix: str = "cumprod", objective: str = "soft_mask", threshold: float = 0.5,
-                 gamma: float = DEFAULT_GAMMA, max_k: int | None = None, lr: float = 1e-2,
-                 weight_decay: float = 1e-3, init_bias: float = 0.0, entropy: float = 0.01):
-        super().__init__(lr=lr, weight_decay=weight_decay)
+                 gamma: float = DEFAULT_GAMMA, max_k: int | None = None, init_bias: float = 0.0,
+                 entropy: float = 0.01, optim: SelectorOptim | None = None):
+        super().__init__(optim)
         _check_prefix(prefix)
         if objective not in ("soft_mask", "expected"):
             raise ValueError(f"objective must be 'soft_mask' or 'expected', got {objective!r}")

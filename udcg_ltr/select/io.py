@@ -41,11 +41,11 @@ def registry() -> dict[str, type[Selector]]:
 
 
 def make_selector(kind: str, **config: Any) -> Selector:
-    """A new selector of registry ``kind`` with constructor arguments ``config``."""
+    """A new selector of registry ``kind`` with flat constructor arguments ``config`` (:meth:`.Selector.from_config`)."""
     classes = registry()
     if kind not in classes:
         raise ValueError(f"unknown selector kind {kind!r} (choose from {sorted(classes)})")
-    return classes[kind](**config)
+    return classes[kind].from_config(config)
 
 
 def save_selector(selector: Selector, path: str | os.PathLike, *, metadata: Mapping[str, Any] | None = None) -> str:
@@ -86,7 +86,7 @@ def load_selector(path: str | os.PathLike) -> Selector:
     classes = registry()
     if doc["kind"] not in classes:
         raise ValueError(f"{path}: unknown selector kind {doc['kind']!r}")
-    selector = classes[doc["kind"]](**doc["config"])
+    selector = classes[doc["kind"]].from_config(doc["config"])
     if doc.get("weights"):
         selector.set_state(load_file(str(path / doc["weights"])))
     selector.metadata = doc.get("metadata", {})

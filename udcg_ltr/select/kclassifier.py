@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
-from udcg_ltr.select.nn import LearnedSelector, SelectorModule, mlp
+from udcg_ltr.select.nn import LearnedSelector, SelectorModule, SelectorOptim, mlp
 
 NEG = -1e4
 
@@ -30,8 +30,8 @@ class KClassifierModule(SelectorModule):
 
     def __init__(self, n_features: int, max_k: int, *, arch: str = "cumulative", hidden: int = 0, n_layers: int = 1,
                  dropout: float = 0.0, objective: str = "expected", label_smoothing: float = 0.0,
-                 gamma: float = DEFAULT_GAMMA, lr: float = 1e-2, weight_decay: float = 1e-3, entropy: float = 0.02):
-        super().__init__(lr=lr, weight_decay=weight_decay)
+                 gamma: float = DEFAULT_GAMMA, entropy: float = 0.02, optim: SelectorOptim | None = None):
+        super().__init__(optim)
         if arch not in ("linear", "mlp", "cumulative"):
             raise ValueError(f"arch must be 'linear', 'mlp' or 'cumulative', got {arch!r}")
         if objective not in ("expected", "cross_entropy"):

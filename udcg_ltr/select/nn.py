@@ -18,6 +18,7 @@ import copy
 import inspect
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,15 +70,52 @@ def _loader(arrays: Mapping[str, np.ndarray], batch_size: int, **kwargs: Any) ->
                       collate_fn=lambda rows: {k: v[rows] for k, v in tensors.items()})
 
 
+@dataclass(frozen=True)
+class SelectorOptim:
+    """AdamW's settings for a selector's module: learning rate ``lr`` and ``weight_decay``."""
+
+    lr: float = 1e-2
+    weight_decay: float = 1e-3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lr", float(self.lr))
+        object.__setattr__(self, "weight_decay", float(self.weight_decay))
+
+
+@dataclass(frozen=True)
+class SelectorTraining:
+    """How a learned selector's modules are trained (:func:`train_module`): ``batch_size`` queries per step, at
+    most ``max_epochs``, early stop after ``patience`` epochs without a better ``monitor`` value (None: never),
+    ``n_seeds`` modules seeded ``seed, seed + 1, ...`` (their soft outputs averaged), Lightning's progress bar,
+    torch's ``num_threads``."""
+
+    batch_size: int = 32
+    max_epochs: int = 150
+    patience: int | None = 30
+    monitor: str = "val/objective"
+    seed: int = 0
+    n_seeds: int = 1
+    enable_progress_bar: bool = False
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if int(self.n_seeds) < 1:
+            raise ValueError(f"n_seeds must be >= 1, got {self.n_seeds}")
+        for name in ("batch_size", "max_epochs", "seed", "n_seeds"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        object.__setattr__(self, "patience", None if self.patience is None else int(self.patience))
+        object.__setattr__(self, "enable_progress_bar", bool(self.enable_progress_bar))
+
+
 class SelectorModule(pl.LightningModule):
     """Base LightningModule: subclasses implement ``objective(batch) -> [Q]`` (to maximise),
     ``soft_output(batch)`` (averageable across modules: inclusion weights or class probabilities) and
     ``k_from_soft(soft, batch)``. ``val/udcg`` is the mean ``table[q, k_q]`` (exact UDCG of the hard
     selection), ``val/objective`` the smooth objective (without any training-only bonus)."""
 
-    def __init__(self, lr: float = 1e-2, weight_decay: float = 1e-4):
+    def __init__(self, optim: SelectorOptim | None = None):
         super().__init__()
-        self.lr, self.weight_decay = float(lr), float(weight_decay)
+        self.optim = optim or SelectorOptim()
 
     def training_step(self, batch, batch_idx):
         loss = -self.objective(batch).mean()
@@ -94,7 +132,7 @@ class SelectorModule(pl.LightningModule):
         self.log("val/mean_k", k.float().mean(), batch_size=n)
 
     def configure_optimizers(self):
-        return torch.optim.AdamW(self.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        return torch.optim.AdamW(self.parameters(), lr=self.optim.lr, weight_decay=self.optim.weight_decay)
 
 
 class KeepBest(pl.Callback):
@@ -152,28 +190,23 @@ def train_module(module: SelectorModule, train: Mapping[str, np.ndarray], val: M
 
 
 class LearnedSelector(Selector):
-    """Common configuration: features, temperature, gamma, ``max_k`` and the optimisation settings."""
+    """Common configuration: features, temperature, gamma, ``max_k``, the module's ``optim``
+    (:class:`SelectorOptim`) and its ``training`` (:class:`SelectorTraining`)."""
 
     #: The torch module each seed trains.
     module_class: ClassVar[type[SelectorModule]]
     #: True when the module has a fixed number of positions (``max_k``, set from the training width).
     fixed_width: ClassVar[bool] = False
+    setting_groups: ClassVar[Mapping[str, type]] = {"optim": SelectorOptim, "training": SelectorTraining}
 
     def __init__(self, *, features: Sequence[str] = PASSAGE_FEATURES, extra_features: Sequence[str] = (),
                  temperature: float = 1.0, gamma: float = DEFAULT_GAMMA, max_k: int | None = None,
-                 lr: float = 1e-2, weight_decay: float = 1e-3, batch_size: int = 32, max_epochs: int = 150,
-                 patience: int | None = 30, monitor: str = "val/objective", seed: int = 0, n_seeds: int = 1,
-                 enable_progress_bar: bool = False, num_threads: int | None = None):
+                 optim: SelectorOptim | None = None, training: SelectorTraining | None = None):
         self.features, self.extra_features = list(features), list(extra_features)
         feature_names(self.features, self.extra_features)  # validates the names
         self.temperature, self.gamma = float(temperature), float(gamma)
         self.max_k = None if max_k is None else int(max_k)
-        self.lr, self.weight_decay, self.batch_size = float(lr), float(weight_decay), int(batch_size)
-        self.max_epochs, self.patience = int(max_epochs), None if patience is None else int(patience)
-        self.monitor, self.seed = monitor, int(seed)
-        if int(n_seeds) < 1:
-            raise ValueError(f"n_seeds must be >= 1, got {n_seeds}")
-        self.n_seeds, self.enable_progress_bar, self.num_threads = int(n_seeds), bool(enable_progress_bar), num_threads
+        self.optim, self.training = optim or SelectorOptim(), training or SelectorTraining()
         self.scaler = FeatureScaler()
         self.modules: list[SelectorModule] = []
         self.history: dict[str, float] = {}
@@ -220,10 +253,11 @@ class LearnedSelector(Selector):
             self.max_k = ranked.width
         train = self.arrays(ranked, targets=True, fit_scaler=True)
         val_arrays = None if val is None or len(val) == 0 else self.arrays(val, targets=True)
-        options = {name: getattr(self, name) for name in
-                   ("batch_size", "max_epochs", "patience", "monitor", "enable_progress_bar", "num_threads")}
+        t = self.training
+        options = dict(batch_size=t.batch_size, max_epochs=t.max_epochs, patience=t.patience, monitor=t.monitor,
+                       enable_progress_bar=t.enable_progress_bar, num_threads=t.num_threads)
         self.modules, histories = [], []
-        for seed in range(self.seed, self.seed + self.n_seeds):
+        for seed in range(t.seed, t.seed + t.n_seeds):
             torch.manual_seed(seed)  # the initial weights depend on the seed only
             module = self._build_module(self.n_features)
             histories.append(train_module(module, train, val_arrays, seed=seed, **options))
@@ -266,12 +300,12 @@ class LearnedSelector(Selector):
     def set_state(self, state: Mapping[str, np.ndarray]) -> None:
         self.scaler = FeatureScaler(state["scaler.mean"], state["scaler.std"])
         self.modules = []
-        for j in range(self.n_seeds):
+        for j in range(self.training.n_seeds):
             prefix = f"modules.{j}."
             weights = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in state.items()
                        if k.startswith(prefix)}
             if not weights:
-                raise ValueError(f"saved state has no weights for module {j} of {self.n_seeds}")
+                raise ValueError(f"saved state has no weights for module {j} of {self.training.n_seeds}")
             module = self._build_module(self.n_features)
             module.load_state_dict(weights)
             self.modules.append(module)

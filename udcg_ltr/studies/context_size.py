@@ -22,7 +22,15 @@ from udcg_ltr.fit.gamma import DEFAULT_GAMMA_GRID
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.report import Column, fmt_ci, write_csv
 from udcg_ltr.studies import common
-from udcg_ltr.studies.correlation import DEFAULT_METRICS, k_sweep_rows, plot_k_sweep, query_splits, row_label
+from udcg_ltr.studies.correlation import (
+    DEFAULT_METRICS,
+    StudySpec,
+    SweepSpec,
+    k_sweep_rows,
+    plot_k_sweep,
+    query_splits,
+    row_label,
+)
 
 #: The metrics of the paper's Figure 2 (any of the correlation study's row keys may be asked for).
 FIGURE_METRICS = ("udcg", "udcg_theta", "ndcg", "mrr", "map", "precision", "erag")
@@ -84,12 +92,12 @@ def run_context_size(records: Sequence[QueryRecord], scorer_or_runs=None, *, llm
                                      relevance_threshold=cfg.relevance_threshold)
     base_runs, k_values = _base_runs(cfg, mode, runs, selected, by_qid, sampling, info, answerer=answerer,
                                      name=name, progress=progress)
-    sweep = k_sweep_rows(by_qid, base_runs, llm=name, k_values=k_values, mode=mode,
-                         scorer=answerer if (mode == "resample" or runs is None) else None, cache=None,
-                         sampling=sampling, split_of=split_of, fit_splits=cfg.fit_splits, report_split=report_split,
-                         metrics=list(cfg.metrics), C=cfg.C, gamma_grid=DEFAULT_GAMMA_GRID,
-                         n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, relevance_threshold=cfg.relevance_threshold,
-                         erag_rule=cfg.erag_rule, rule=cfg.rule, progress=progress)
+    spec = StudySpec(fit_splits=cfg.fit_splits, report_split=report_split, metrics=list(cfg.metrics), C=cfg.C,
+                     gamma_grid=DEFAULT_GAMMA_GRID, n_bootstrap=cfg.n_bootstrap, seed=cfg.seed,
+                     relevance_threshold=cfg.relevance_threshold, rule=cfg.rule, erag_rule=cfg.erag_rule)
+    sweep = k_sweep_rows(by_qid, base_runs, llm=name, sweep=SweepSpec(k_values, mode, sampling), spec=spec,
+                         split_of=split_of, scorer=answerer if (mode == "resample" or runs is None) else None,
+                         cache=None, progress=progress)
     if not sweep:
         raise ValueError("the k sweep produced no rows (no contexts)")
     by_k = _by_size(sweep, cfg.metrics)

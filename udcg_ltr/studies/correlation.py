@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +279,53 @@ def query_splits(records: Mapping[str, QueryRecord], seed: int) -> tuple[dict[st
             "records carry no split: queries were split 60/20/20 by a seeded hash of their ids")
 
 
+@dataclass(frozen=True)
+class StudySpec:
+    """The study's statistical design: UDCG_theta (``theta_variants``) and gamma* (over ``gamma_grid``) are fit
+    on the ``fit_splits`` queries with the SVM-rank trade-off ``C`` (or ``"cv"``: :func:`udcg_ltr.fit.theta.select_C`
+    on the fit split), then every metric of ``metrics`` (None: :data:`DEFAULT_METRICS`) is correlated with
+    the end-to-end outcome on the ``report_split`` queries (``None`` / ``"all"``: every query), with
+    ``n_bootstrap`` resamples and ``seed``. ``na_policy``: ``"na"`` or ``"zero"`` (a constant metric on a query
+    whose outcomes vary counts 0). Contexts are graded with ``rule``, eRAG's labels with ``erag_rule``;
+    relevance is a grade >= ``relevance_threshold``."""
+
+    fit_splits: Sequence[str] = ("train", "val")
+    report_split: str | None = "test"
+    metrics: Sequence[str] | None = None
+    theta_variants: Sequence[str] = ("full", "relevance_only", "binary")
+    gamma_grid: Sequence[float] = DEFAULT_GAMMA_GRID
+    C: float | str = 1.0
+    n_bootstrap: int = 1000
+    seed: int = 0
+    na_policy: str = "na"
+    relevance_threshold: int = 1
+    rule: str = "contains"
+    erag_rule: str = "contains"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fit_splits", tuple(self.fit_splits))
+        object.__setattr__(self, "metrics", DEFAULT_METRICS if self.metrics is None else tuple(self.metrics))
+        object.__setattr__(self, "theta_variants", tuple(self.theta_variants))
+        if unknown := [v for v in self.theta_variants if v not in THETA_ROWS]:
+            raise ValueError(f"theta_variants: unknown {unknown} (known: {', '.join(THETA_ROWS)})")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """The context-size sensitivity sweep (:func:`k_sweep_rows`): the sizes ``k_values`` (empty: no sweep),
+    ``mode`` ``"truncate"`` (the runs' contexts cut to k) or ``"resample"`` (fresh contexts drawn by
+    ``sampling``, answered by the LLM)."""
+
+    k_values: Sequence[int] = ()
+    mode: str = "truncate"
+    sampling: ContextSamplingConfig | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "k_values", tuple(int(k) for k in self.k_values))
+        if self.mode not in ("truncate", "resample"):
+            raise ValueError(f"mode must be 'truncate' or 'resample', got {self.mode!r}")
+
+
 @dataclass
 class _Core:
     correlations: dict[str, QueryCorrelations]
@@ -287,22 +334,22 @@ class _Core:
     gamma: GammaCalibration | None
 
 
-def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], *, fit_splits, metrics, theta_variants, C,
-          gamma_grid, relevance_threshold, seed, erag_rule) -> _Core:
-    """Fit UDCG_theta and gamma* on the ``fit_splits`` contexts, then score and correlate every metric."""
+def _core(table: ContextTable, by_qid, split_of: Mapping[str, str], spec: StudySpec) -> _Core:
+    """Fit UDCG_theta and gamma* on the ``spec.fit_splits`` contexts, then score and correlate every metric."""
+    fit_splits, metrics = spec.fit_splits, spec.metrics
     fit_table = table.subset(np.flatnonzero([split_of[q] in fit_splits for q in table.qids.tolist()]))
     theta: dict[str, UDCGThetaWeights] = {}
-    for v in theta_variants if len(fit_table) else ():
+    for v in spec.theta_variants if len(fit_table) else ():
         if THETA_ROWS[v] in metrics:
             # "cv": chosen by query-grouped CV inside the fit split only
-            c_v, cv_rows = select_C(fit_table, variant=v, seed=seed) if C == "cv" else (C, None)
+            c_v, cv_rows = select_C(fit_table, variant=v, seed=spec.seed) if spec.C == "cv" else (spec.C, None)
             meta = {"fit_splits": list(fit_splits), **({"C_cv": cv_rows} if cv_rows else {})}
             theta[v] = fit_udcg_theta(fit_table, variant=v, C=c_v, meta=meta)
     gamma = None if not len(fit_table) or "udcg_gamma_star" not in metrics else calibrate_gamma(
-        fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=gamma_grid)
+        fit_table.utility, fit_table.mask, fit_table.outcome, fit_table.qids, grid=spec.gamma_grid)
     values = compute_context_metrics(table, by_qid, gamma_star=gamma.gamma if gamma else None, theta=theta,
-                                     metrics=metrics, erag_rule=erag_rule, relevance_threshold=relevance_threshold,
-                                     seed=seed)
+                                     metrics=metrics, erag_rule=spec.erag_rule,
+                                     relevance_threshold=spec.relevance_threshold, seed=spec.seed)
     gi = group_index(table.qids)
     corr = {name: per_query_correlations(table.qids, v, table.outcome, groups_idx=gi) for name, v in values.items()}
     return _Core(correlations=corr, groups=gi[0], theta=theta, gamma=gamma)
@@ -312,40 +359,37 @@ def _select(groups: np.ndarray, split_of: Mapping[str, str], split: str | None) 
     return np.array([split in (None, "all") or split_of[q] == split for q in groups.tolist()], dtype=bool)
 
 
-def k_sweep_rows(records, runs, *, llm: str, k_values: Sequence[int], mode: str = "truncate", scorer=None, cache=None,
-                 sampling: ContextSamplingConfig | None = None, split_of: Mapping[str, str], fit_splits,
-                 report_split, metrics: Sequence[str], C: float | str, gamma_grid, n_bootstrap: int, seed: int,
-                 relevance_threshold: int = 1, erag_rule: str = "contains", rule: str = "contains",
-                 progress: bool = True) -> list[dict[str, Any]]:
-    """Correlation (report split) of each metric for contexts of ``k`` passages, for every ``k``. Truncate
-    mode: each context cut to its first ``k`` passages, answered again by a ``scorer``, or without one keeping
-    the full context's outcome (``outcome_source="full_context"``); resample mode: fresh balanced contexts of
-    ``k`` passages (``sampling``) answered by the ``scorer`` (required)."""
+def k_sweep_rows(records, runs, *, llm: str, sweep: SweepSpec, spec: StudySpec, split_of: Mapping[str, str],
+                 scorer=None, cache=None, progress: bool = True) -> list[dict[str, Any]]:
+    """Correlation (``spec.report_split``) of each of ``spec.metrics`` for contexts of ``k`` passages, for every
+    ``k`` of ``sweep`` (UDCG_theta: the full variant only). Truncate mode: each context cut to its first ``k``
+    passages, answered again by a ``scorer``, or without one keeping the full context's outcome
+    (``outcome_source="full_context"``); resample mode: fresh balanced contexts of ``k`` passages
+    (``sweep.sampling``) answered by the ``scorer`` (required)."""
     from tqdm.auto import tqdm
 
     by_qid = records_by_qid(records)
-    if mode not in ("truncate", "resample"):
-        raise ValueError(f"mode must be 'truncate' or 'resample', got {mode!r}")
+    mode, threshold = sweep.mode, spec.relevance_threshold
     if mode == "resample" and scorer is None:
         raise ValueError("mode='resample' needs a scorer (the LLM must answer the new contexts)")
+    full_only = replace(spec, theta_variants=("full",))
     rows = []
-    for k in tqdm(list(k_values), desc=f"k sweep ({mode})", disable=not progress):
+    for k in tqdm(list(sweep.k_values), desc=f"k sweep ({mode})", disable=not progress):
         if scorer is not None:  # the LLM answers fresh contexts of k passages, or the runs' contexts cut to k
-            ctxs = (sample_contexts(list(by_qid.values()), sampling or ContextSamplingConfig(), k=k)
-                    if mode == "resample" else truncate_contexts(runs, k, by_qid, relevance_threshold))
-            graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=rule,
-                                  relevance_threshold=relevance_threshold, progress=progress)
+            ctxs = (sample_contexts(list(by_qid.values()), sweep.sampling or ContextSamplingConfig(), k=k)
+                    if mode == "resample" else truncate_contexts(runs, k, by_qid, threshold))
+            graded = run_contexts(by_qid, ctxs, scorer, cache, llm_name=llm, rule=spec.rule,
+                                  relevance_threshold=threshold, progress=progress)
             source, width = "llm", k
         else:
             graded = [r for r in runs if len(r.pids) >= k]
             source, width = "full_context", max((len(r.pids) for r in graded), default=k)
         if not graded:
             continue
-        table = build_context_table(by_qid, graded, llm, k=width, relevance_threshold=relevance_threshold).truncate(k)
-        core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=("full",), C=C,
-                     gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed, erag_rule=erag_rule)
-        for r in summarise(core.correlations, _select(core.groups, split_of, report_split), n_bootstrap=n_bootstrap,
-                           seed=seed):
+        table = build_context_table(by_qid, graded, llm, k=width, relevance_threshold=threshold).truncate(k)
+        core = _core(table, by_qid, split_of, full_only)
+        for r in summarise(core.correlations, _select(core.groups, split_of, spec.report_split),
+                           n_bootstrap=spec.n_bootstrap, seed=spec.seed):
             rows.append({"k": k, "mode": mode, "outcome_source": source, "metric": r["metric"],
                          **{key: r[key] for key in ("spearman", "spearman_lo", "spearman_hi", "kendall")},
                          "n": r["spearman_n"], "n_na": r["spearman_na"]})
@@ -366,59 +410,46 @@ def plot_k_sweep(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike, *, 
 
 
 def run_correlation_study(records: Sequence[QueryRecord], runs: Sequence, *, llm, k: int = 5,
-                          fit_splits: Sequence[str] = ("train", "val"), report_split: str | None = "test",
-                          gamma_grid: Sequence[float] = DEFAULT_GAMMA_GRID, C: float | str = 1.0,
-                          n_bootstrap: int = 1000,
-                          seed: int = 0, out_dir: str | os.PathLike, metrics: Sequence[str] | None = None,
-                          theta_variants: Sequence[str] = ("full", "relevance_only", "binary"),
-                          k_sweep: Sequence[int] | None = None, sweep_mode: str = "truncate", scorer=None,
-                          cache=None, sampling: ContextSamplingConfig | None = None, rule: str = "contains",
-                          erag_rule: str = "contains", relevance_threshold: int = 1, na_policy: str = "na",
-                          logger=None, title: str | None = None, progress: bool = True) -> CorrelationReport:
-    """Run the correlation study and write its tables and figures to ``out_dir``.
+                          out_dir: str | os.PathLike, spec: StudySpec | None = None, sweep: SweepSpec | None = None,
+                          scorer=None, cache=None, logger=None, title: str | None = None,
+                          progress: bool = True) -> CorrelationReport:
+    """Run the correlation study (:class:`StudySpec`; default the paper's) and write its tables and figures to
+    ``out_dir``.
 
     ``records`` carry single-passage annotations of ``llm`` (the annotation name, or a scorer: then it also
     answers the k sweep); ``runs``: end-to-end ``ContextRun`` s of at most ``k`` passages (ungraded ones are
-    graded with ``rule``). ``report_split`` ``None`` / ``"all"``: every query. ``C``: the SVM-rank trade-off,
-    or ``"cv"`` (:func:`udcg_ltr.fit.theta.select_C` on the fit split). ``k_sweep``: context sizes of the
-    sensitivity sweep (:func:`k_sweep_rows`; never implicit: resampling asks the LLM for fresh contexts).
-    ``na_policy``: ``"na"`` or ``"zero"`` (a constant metric on a query whose outcomes vary counts 0)."""
+    graded with ``spec.rule``). ``sweep``: the context sizes of the sensitivity sweep (:func:`k_sweep_rows`, on
+    the :data:`SWEEP_METRICS` of ``spec.metrics``; never implicit: resampling asks the LLM for fresh contexts)."""
+    spec, sweep = spec or StudySpec(), sweep or SweepSpec()
     llm_name = annotation_name(llm)
     scorer = llm if scorer is None and not isinstance(llm, str) else scorer  # the LLM answers the k sweep
-    metrics = tuple(metrics) if metrics is not None else DEFAULT_METRICS
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     by_qid = {r.qid: r for r in records}
-    graded = _graded_runs(by_qid, runs, k=k, rule=rule, relevance_threshold=relevance_threshold)
-    split_of, split_note = query_splits(by_qid, seed)
-    fit_splits = tuple(fit_splits)
-    table = build_context_table(by_qid, graded, llm_name, k=k, relevance_threshold=relevance_threshold)
-    if not any(split_of[q] in fit_splits for q in table.qids.tolist()):
-        raise ValueError(f"no query with contexts in the fit splits {fit_splits}: cannot fit UDCG_theta / gamma")
-    core = _core(table, by_qid, split_of, fit_splits=fit_splits, metrics=metrics, theta_variants=tuple(theta_variants),
-                 C=C, gamma_grid=gamma_grid, relevance_threshold=relevance_threshold, seed=seed, erag_rule=erag_rule)
-    sel_report = _select(core.groups, split_of, report_split)
+    graded = _graded_runs(by_qid, runs, k=k, rule=spec.rule, relevance_threshold=spec.relevance_threshold)
+    split_of, split_note = query_splits(by_qid, spec.seed)
+    table = build_context_table(by_qid, graded, llm_name, k=k, relevance_threshold=spec.relevance_threshold)
+    if not any(split_of[q] in spec.fit_splits for q in table.qids.tolist()):
+        raise ValueError(f"no query with contexts in the fit splits {spec.fit_splits}: cannot fit UDCG_theta / gamma")
+    core = _core(table, by_qid, split_of, spec)
+    sel_report = _select(core.groups, split_of, spec.report_split)
     if not sel_report.any():
-        raise ValueError(f"no query with contexts in the report split {report_split!r}")
-    summary = _summaries(core, sel_report, na_policy=na_policy, n_bootstrap=n_bootstrap, seed=seed)
+        raise ValueError(f"no query with contexts in the report split {spec.report_split!r}")
+    summary = _summaries(core, sel_report, na_policy=spec.na_policy, n_bootstrap=spec.n_bootstrap, seed=spec.seed)
     per_query = _per_query_rows(table, core, split_of)
-    k_values = [] if k_sweep is None else [int(x) for x in k_sweep]
-    sweep = k_sweep_rows(by_qid, graded, llm=llm_name, k_values=k_values, mode=sweep_mode, scorer=scorer,
-                         cache=cache, sampling=sampling, split_of=split_of, fit_splits=fit_splits,
-                         report_split=report_split, metrics=[m for m in metrics if m in SWEEP_METRICS],
-                         C=C, gamma_grid=gamma_grid, n_bootstrap=n_bootstrap, seed=seed,
-                         relevance_threshold=relevance_threshold, erag_rule=erag_rule, rule=rule,
-                         progress=progress) if k_values else []
-    meta = _study_meta(table, graded, core, split_of, per_query, sel_report, fit_splits=fit_splits,
-                       report_split=report_split, split_note=split_note,
-                       head={"llm": llm_name, "k": k, "C": C, "n_bootstrap": n_bootstrap, "seed": seed,
-                             "na_policy": na_policy},
-                       sweep={"k_values": k_values, "mode": sweep_mode,
-                              "outcome_source": sweep[0]["outcome_source"] if sweep else None})
-    paths = _write_tables_and_figures(out, summary, per_query, core, sweep, meta, title=title)
-    md = _markdown(summary, meta, core, sweep, paths, title=title)
-    paths.update(_write_summary(out, md, summary, meta, core, sweep))
-    result = _correlation_report(summary, per_query, sweep, core, md, paths, meta)
+    swept = replace(spec, metrics=[m for m in spec.metrics if m in SWEEP_METRICS])
+    rows = k_sweep_rows(by_qid, graded, llm=llm_name, sweep=sweep, spec=swept, split_of=split_of, scorer=scorer,
+                        cache=cache, progress=progress) if sweep.k_values else []
+    meta = _study_meta(table, graded, core, split_of, per_query, sel_report, fit_splits=spec.fit_splits,
+                       report_split=spec.report_split, split_note=split_note,
+                       head={"llm": llm_name, "k": k, "C": spec.C, "n_bootstrap": spec.n_bootstrap,
+                             "seed": spec.seed, "na_policy": spec.na_policy},
+                       sweep={"k_values": list(sweep.k_values), "mode": sweep.mode,
+                              "outcome_source": rows[0]["outcome_source"] if rows else None})
+    paths = _write_tables_and_figures(out, summary, per_query, core, rows, meta, title=title)
+    md = _markdown(summary, meta, core, rows, paths, title=title)
+    paths.update(_write_summary(out, md, summary, meta, core, rows))
+    result = _correlation_report(summary, per_query, rows, core, md, paths, meta)
     if logger is not None:
         result.log_to(logger)
     return result
