@@ -2,7 +2,7 @@
 
 Issue 16: ``loss.name=doesnotexist`` used to fail after 27 minutes of annotation and fitting; unknown stages,
 modes, selector kinds and LLM keys, ``k < 1``, ``gamma`` outside (0, 1] and missing data files must all be
-reported at job start, together (:func:`udcg_ltr.jobs.common.validate_config`). A malformed data file
+reported at job start, together (the typed settings of :mod:`udcg_ltr.jobs.settings`). A malformed data file
 (:class:`~udcg_ltr.data.schema.DataError`) ends train.py / evaluate.py / ``python -m udcg_ltr.annotate`` with a
 one-paragraph message naming the file, line and field, exit status 1 and no Python traceback.
 """
@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from udcg_ltr.jobs.common import ConfigError, validate_config
+from udcg_ltr.jobs import settings
+from udcg_ltr.jobs.common import ConfigError
 from udcg_ltr.jobs.evaluate_job import MODES
+from udcg_ltr.jobs.settings import EvaluateSettings, TrainSettings, job_settings
 from udcg_ltr.jobs.train_job import STAGE_FUNCS
 from udcg_ltr.paths import PROJECT_ROOT
 
@@ -38,11 +40,7 @@ def compose(task: str, overrides: list[str]):
 
 
 def validate(task: str, overrides: list[str]) -> None:
-    cfg = compose(task, overrides)
-    if task == "train":
-        validate_config(cfg, stages=list(cfg.model.stages), known_stages=list(STAGE_FUNCS))
-    else:
-        validate_config(cfg, mode=str(cfg.mode), known_modes=list(MODES))
+    job_settings(TrainSettings if task == "train" else EvaluateSettings, compose(task, overrides))
 
 
 def problems(task: str, overrides: list[str]) -> list[str]:
@@ -95,9 +93,14 @@ def test_unknown_mode_is_refused_with_the_known_ones():
     with pytest.raises(MissingConfigException, match="Could not find 'mode/oracle'") as info:
         compose("evaluate", ["mode=oracle"])
     assert "oracle_contexts" in str(info.value)
+    cfg = compose("evaluate", ["mode=oracle_contexts"])
+    cfg.mode = "oracle"
     with pytest.raises(ConfigError, match="unknown mode 'oracle'"):  # a config built another way is still checked
-        validate_config(compose("evaluate", ["mode=oracle_contexts"]), mode="oracle",
-                        known_modes=list(MODES))
+        job_settings(EvaluateSettings, cfg)
+
+
+def test_the_settings_accept_the_stages_and_modes_the_jobs_run():
+    assert tuple(STAGE_FUNCS) == settings.STAGES and tuple(MODES) == settings.MODES
 
 
 def test_every_problem_is_reported_at_once():

@@ -10,8 +10,8 @@ recipe ``conf/experiment/<name>.yaml`` into the entry point its usage line names
    instantiated (the demo world reader, the loss, the Lightning trainer and callbacks as the train job builds them),
    never an LLM or a reader of shared data; for third-party ones (Optuna's sampler, Hydra's launcher and sweeper
    plugins) the package must be installed;
-3. validated with :func:`udcg_ltr.jobs.common.validate_config` as train.py / evaluate.py would; a config with a
-   mandatory ``???`` value must fail validation naming that value.
+3. converted to the job's typed settings (:func:`udcg_ltr.jobs.settings.job_settings`, which checks every value)
+   as train.py / evaluate.py would; a config with a mandatory ``???`` value must fail naming that value.
 
 A renamed option, a broken interpolation or a recipe that no longer validates cannot hide in a README.
 """
@@ -28,9 +28,9 @@ import pytest
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from udcg_ltr.jobs.common import ConfigError, validate_config
+from udcg_ltr.jobs.common import ConfigError
 from udcg_ltr.jobs.evaluate_job import MODES
-from udcg_ltr.jobs.train_job import STAGE_FUNCS
+from udcg_ltr.jobs.settings import EvaluateSettings, TrainSettings, job_settings
 from udcg_ltr.losses import get_loss, with_spec
 from udcg_ltr.paths import PROJECT_ROOT
 
@@ -201,14 +201,14 @@ def job_part(cfg: DictConfig) -> DictConfig:
 def validate(task: str, cfg: DictConfig, tmp_path: Path) -> None:
     run_cfg = job_part(cfg)
     if task == "train":
-        validate_config(run_cfg, stages=list(run_cfg.model.stages), known_stages=list(STAGE_FUNCS))
+        job_settings(TrainSettings, run_cfg)
     elif task == "evaluate":
         with open_dict(run_cfg):  # modes that read a trained model / a sweep get an (empty) folder
             if run_cfg.get("reranker") is not None and run_cfg.reranker.get("path") is None:
                 run_cfg.reranker.path = str(tmp_path)
             if run_cfg.get("sweep_dir") is None:
                 run_cfg.sweep_dir = str(tmp_path)
-        validate_config(run_cfg, mode=str(run_cfg.mode), known_modes=list(MODES))
+        job_settings(EvaluateSettings, run_cfg)
 
 
 @pytest.mark.parametrize(("task", "overrides"), cases(), ids=lambda v: ",".join(v) if isinstance(v, tuple) else v)
@@ -327,7 +327,7 @@ def test_named_splits_must_exist_in_the_data(tmp_path, splits, message, hydra_ru
     from udcg_ltr.jobs.common import JobContext
 
     cfg = job_part(hydra_runtime("evaluate", ["dataset=demo"]))
-    ctx = JobContext(cfg, tmp_path, logger=None)
+    ctx = JobContext(cfg, job_settings(EvaluateSettings, cfg), tmp_path, logger=None)
     ctx.__dict__["records"] = [r for r in generate_demo_world(seed=0, n_questions=12) if r.split != "test"]
     ctx.check_splits("splits", ["train"])
     ctx.check_splits("splits", None)
