@@ -80,6 +80,12 @@ def problems(task: str, overrides: list[str]) -> list[str]:
     ("evaluate", ["mode=oracle_contexts", "+studies.oracle.colour=red"], "unknown OracleConfig parameters"),
     ("evaluate", ["mode=sweep_summary"], "needs sweep_dir"),
     ("evaluate", ["mode=metrics", "match_rule=vibes"], "unknown match rule 'vibes'"),
+    # typed settings: a value of the wrong type, an unknown key of a closed node, a stage without its settings
+    ("train", ["k=abc"], "k must be an integer, got 'abc'"),
+    ("train", ["model.cross_encoder.lr=fast"], "model.cross_encoder.lr must be a finite number, got 'fast'"),
+    ("train", ["+model.cross_encoder.lrr=0.1"], "model.cross_encoder: unknown keys ['lrr']"),
+    ("train", ["model=cross_encoder", "model.stages=[dynamic_k]"], "model.stages names dynamic_k but model.dynamic_k"),
+    ("evaluate", ["mode=correlation", "correlation.n_bootstrap=many"], "correlation.n_bootstrap must be an integer"),
 ])
 def test_each_bad_setting_is_named(task, overrides, expected):
     found = problems(task, overrides)
@@ -109,6 +115,16 @@ def test_every_problem_is_reported_at_once():
     assert len(found) == 5, found
     for needle in ("k must", "gamma must", "loss 'nope'", "unknown stages ['nope']", "/no/such/file.jsonl"):
         assert any(needle in p for p in found), (needle, found)
+
+
+def test_a_settings_object_built_directly_is_checked_too():
+    with pytest.raises(ConfigError, match="model.udcg_theta.n_contexts must be >= 1, got 0"):
+        settings.UdcgThetaSettings(n_contexts=0)
+
+
+def test_the_settings_of_a_stage_that_does_not_run_are_not_checked():
+    """model=pipeline carries every family's node; with the dynamic_k stage left out, its settings are not read."""
+    validate("train", ["model.stages=[annotate,evaluate]", "model.dynamic_k.selector=psychic"])
 
 
 def test_boundaries_are_valid():

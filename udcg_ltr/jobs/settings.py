@@ -541,6 +541,20 @@ class EvaluateSettings(JobSettings):
         return []
 
 
+# ---- the grid ---------------------------------------------------------------------------------
+@dataclass
+class GridSettings:
+    """conf/grid.yaml (:mod:`udcg_ltr.jobs.grid`): the statistics of a cell (the cell itself: ``grid``, a
+    :class:`~udcg_ltr.studies.grid.CellSpec` ``_target_`` instantiated as configured)."""
+
+    open_node: ClassVar[bool] = True
+    n_bootstrap: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        report(number("n_bootstrap", self.n_bootstrap, low=1))
+
+
 # ---- conversion --------------------------------------------------------------------------------
 S = TypeVar("S")
 
