@@ -2,7 +2,7 @@
 
 Issue 16: ``loss.name=doesnotexist`` used to fail after 27 minutes of annotation and fitting; unknown stages,
 modes, selector kinds and LLM keys, ``k < 1``, ``gamma`` outside (0, 1] and missing data files must all be
-reported at job start, together (:func:`udcg_ltr.jobs.common.validate_config`). A malformed data file
+reported at job start, together (the typed settings of :mod:`udcg_ltr.jobs.settings`). A malformed data file
 (:class:`~udcg_ltr.data.schema.DataError`) ends train.py / evaluate.py / ``python -m udcg_ltr.annotate`` with a
 one-paragraph message naming the file, line and field, exit status 1 and no Python traceback.
 """
@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from udcg_ltr.jobs.common import ConfigError, validate_config
+from udcg_ltr.jobs import settings
+from udcg_ltr.jobs.common import ConfigError
 from udcg_ltr.jobs.evaluate_job import MODES
+from udcg_ltr.jobs.settings import EvaluateSettings, TrainSettings, job_settings
 from udcg_ltr.jobs.train_job import STAGE_FUNCS
 from udcg_ltr.paths import PROJECT_ROOT
 
@@ -38,11 +40,7 @@ def compose(task: str, overrides: list[str]):
 
 
 def validate(task: str, overrides: list[str]) -> None:
-    cfg = compose(task, overrides)
-    if task == "train":
-        validate_config(cfg, stages=list(cfg.model.stages), known_stages=list(STAGE_FUNCS))
-    else:
-        validate_config(cfg, mode=str(cfg.mode), known_modes=list(MODES))
+    job_settings(TrainSettings if task == "train" else EvaluateSettings, compose(task, overrides))
 
 
 def problems(task: str, overrides: list[str]) -> list[str]:
@@ -82,6 +80,12 @@ def problems(task: str, overrides: list[str]) -> list[str]:
     ("evaluate", ["mode=oracle_contexts", "+studies.oracle.colour=red"], "unknown OracleConfig parameters"),
     ("evaluate", ["mode=sweep_summary"], "needs sweep_dir"),
     ("evaluate", ["mode=metrics", "match_rule=vibes"], "unknown match rule 'vibes'"),
+    # typed settings: a value of the wrong type, an unknown key of a closed node, a stage without its settings
+    ("train", ["k=abc"], "k must be an integer, got 'abc'"),
+    ("train", ["model.cross_encoder.lr=fast"], "model.cross_encoder.lr must be a finite number, got 'fast'"),
+    ("train", ["+model.cross_encoder.lrr=0.1"], "model.cross_encoder: unknown keys ['lrr']"),
+    ("train", ["model=cross_encoder", "model.stages=[dynamic_k]"], "model.stages names dynamic_k but model.dynamic_k"),
+    ("evaluate", ["mode=correlation", "correlation.n_bootstrap=many"], "correlation.n_bootstrap must be an integer"),
 ])
 def test_each_bad_setting_is_named(task, overrides, expected):
     found = problems(task, overrides)
@@ -95,9 +99,14 @@ def test_unknown_mode_is_refused_with_the_known_ones():
     with pytest.raises(MissingConfigException, match="Could not find 'mode/oracle'") as info:
         compose("evaluate", ["mode=oracle"])
     assert "oracle_contexts" in str(info.value)
+    cfg = compose("evaluate", ["mode=oracle_contexts"])
+    cfg.mode = "oracle"
     with pytest.raises(ConfigError, match="unknown mode 'oracle'"):  # a config built another way is still checked
-        validate_config(compose("evaluate", ["mode=oracle_contexts"]), mode="oracle",
-                        known_modes=list(MODES))
+        job_settings(EvaluateSettings, cfg)
+
+
+def test_the_settings_accept_the_stages_and_modes_the_jobs_run():
+    assert tuple(STAGE_FUNCS) == settings.STAGES and tuple(MODES) == settings.MODES
 
 
 def test_every_problem_is_reported_at_once():
@@ -106,6 +115,16 @@ def test_every_problem_is_reported_at_once():
     assert len(found) == 5, found
     for needle in ("k must", "gamma must", "loss 'nope'", "unknown stages ['nope']", "/no/such/file.jsonl"):
         assert any(needle in p for p in found), (needle, found)
+
+
+def test_a_settings_object_built_directly_is_checked_too():
+    with pytest.raises(ConfigError, match="model.udcg_theta.n_contexts must be >= 1, got 0"):
+        settings.UdcgThetaSettings(n_contexts=0)
+
+
+def test_the_settings_of_a_stage_that_does_not_run_are_not_checked():
+    """model=pipeline carries every family's node; with the dynamic_k stage left out, its settings are not read."""
+    validate("train", ["model.stages=[annotate,evaluate]", "model.dynamic_k.selector=psychic"])
 
 
 def test_boundaries_are_valid():

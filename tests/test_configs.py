@@ -6,12 +6,13 @@ config whose defaults list declares the group (``train.yaml``, ``evaluate.yaml``
 recipe ``conf/experiment/<name>.yaml`` into the entry point its usage line names. Each composed config is
 
 1. resolved (every interpolation, the ``hydra`` node included, with the Hydra runtime values a run would set);
-2. checked for ``_target_`` s that import and accept the config's arguments; the cheap, offline ones are
+2. checked for ``_target_`` s that import and accept the config's arguments, and (the project's own) whose every
+   parameter has a key but the documented :data:`UNSET_PARAMETERS`; the cheap, offline ones are
    instantiated (the demo world reader, the loss, the Lightning trainer and callbacks as the train job builds them),
    never an LLM or a reader of shared data; for third-party ones (Optuna's sampler, Hydra's launcher and sweeper
    plugins) the package must be installed;
-3. validated with :func:`udcg_ltr.jobs.common.validate_config` as train.py / evaluate.py would; a config with a
-   mandatory ``???`` value must fail validation naming that value.
+3. converted to the job's typed settings (:func:`udcg_ltr.jobs.settings.job_settings`, which checks every value)
+   as train.py / evaluate.py would; a config with a mandatory ``???`` value must fail naming that value.
 
 A renamed option, a broken interpolation or a recipe that no longer validates cannot hide in a README.
 """
@@ -28,9 +29,9 @@ import pytest
 import yaml
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from udcg_ltr.jobs.common import ConfigError, validate_config
+from udcg_ltr.jobs.common import ConfigError
 from udcg_ltr.jobs.evaluate_job import MODES
-from udcg_ltr.jobs.train_job import STAGE_FUNCS
+from udcg_ltr.jobs.settings import EvaluateSettings, TrainSettings, job_settings
 from udcg_ltr.losses import get_loss, with_spec
 from udcg_ltr.paths import PROJECT_ROOT
 
@@ -44,6 +45,17 @@ ANNOTATE_GROUPS = ("dataset",)
 #: Groups that change what a job runs: each option is composed on its own (see :func:`cases`).
 ONE_AT_A_TIME = ("model", "loss", "hparams_search", "mode")
 _INSTANTIATED: set[tuple[str, str]] = set()
+#: Parameters of the project's own ``_target_`` s that their config files leave out on purpose: the callee's default
+#: is the setting (``+dataset.reader.<name>=...`` sets one). Written into a file with a non-null default, such a key
+#: would change the config hash of every finished job of that file (udcg_ltr.jobs.common.config_hash), and those
+#: jobs would rerun. Third-party targets (Lightning's Trainer and callbacks, Optuna, Hydra plugins) are configured
+#: by exception: their files name what the project changes.
+UNSET_PARAMETERS = {
+    "udcg_ltr.data.demo_world.generate_demo_world": {"family_size", "score_noise"},
+    "udcg_ltr.data.jsonl.read_records": {"validate", "allow_empty"},
+    "udcg_ltr.data.readers.dpr.read_nq_pool": {"limit"},  # dataset.limit cuts the records the jobs read
+    "udcg_ltr.data.readers.squad.read_squad": {"pool", "split_ratios", "split_seed", "article_splits", "articles"},
+}
 
 
 def groups() -> dict[str, list[str]]:
@@ -147,6 +159,9 @@ def check_targets(resolved: dict) -> None:
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             unknown = sorted(set(kwargs) - set(params))
             assert not unknown, f"{where}: {target} does not accept {unknown}"
+        named = {name for name, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        unset = sorted(named - set(kwargs) - UNSET_PARAMETERS.get(target, set()))
+        assert not unset, f"{where}: {target}'s parameters {unset} have no key (add them, or to UNSET_PARAMETERS)"
         key = (target, repr(sorted(kwargs.items())))
         if target in CHEAP_TARGETS and "???" not in kwargs.values() and key not in _INSTANTIATED:
             assert instantiate(node) is not None, where
@@ -201,14 +216,14 @@ def job_part(cfg: DictConfig) -> DictConfig:
 def validate(task: str, cfg: DictConfig, tmp_path: Path) -> None:
     run_cfg = job_part(cfg)
     if task == "train":
-        validate_config(run_cfg, stages=list(run_cfg.model.stages), known_stages=list(STAGE_FUNCS))
+        job_settings(TrainSettings, run_cfg)
     elif task == "evaluate":
         with open_dict(run_cfg):  # modes that read a trained model / a sweep get an (empty) folder
             if run_cfg.get("reranker") is not None and run_cfg.reranker.get("path") is None:
                 run_cfg.reranker.path = str(tmp_path)
             if run_cfg.get("sweep_dir") is None:
                 run_cfg.sweep_dir = str(tmp_path)
-        validate_config(run_cfg, mode=str(run_cfg.mode), known_modes=list(MODES))
+        job_settings(EvaluateSettings, run_cfg)
 
 
 @pytest.mark.parametrize(("task", "overrides"), cases(), ids=lambda v: ",".join(v) if isinstance(v, tuple) else v)
@@ -327,7 +342,7 @@ def test_named_splits_must_exist_in_the_data(tmp_path, splits, message, hydra_ru
     from udcg_ltr.jobs.common import JobContext
 
     cfg = job_part(hydra_runtime("evaluate", ["dataset=demo"]))
-    ctx = JobContext(cfg, tmp_path, logger=None)
+    ctx = JobContext(cfg, job_settings(EvaluateSettings, cfg), tmp_path, logger=None)
     ctx.__dict__["records"] = [r for r in generate_demo_world(seed=0, n_questions=12) if r.split != "test"]
     ctx.check_splits("splits", ["train"])
     ctx.check_splits("splits", None)
@@ -335,3 +350,28 @@ def test_named_splits_must_exist_in_the_data(tmp_path, splits, message, hydra_ru
         ctx.check_splits("splits", splits)
     with pytest.raises(ConfigError, match="no split \\['test'\\]"):  # the default, on a file without it
         ctx.check_splits("splits", list(cfg.splits))
+
+
+# ---- the typed settings (udcg_ltr.jobs.settings) ----------------------------------------------------------------
+def test_llm_settings_are_the_keys_load_llm_takes():
+    """``llm`` is a closed node: its settings class holds exactly the keys :func:`load_llm` accepts."""
+    from dataclasses import fields
+
+    from udcg_ltr.annotate.llms import _SCORER_KEYS
+    from udcg_ltr.jobs.settings import LLMSettings
+
+    assert {f.name for f in fields(LLMSettings)} == {"_target_", "model", *_SCORER_KEYS}
+
+
+@pytest.mark.parametrize("task", ["train", "evaluate"])
+def test_settings_carry_the_composed_values(task, hydra_runtime):
+    """The typed settings hold the config's values, typed (what the stages read instead of ``cfg.get``)."""
+    cfg = job_part(hydra_runtime(task, ["k=3", "seed=7", "dataset=demo"]))
+    settings = job_settings(TrainSettings if task == "train" else EvaluateSettings, cfg)
+    assert (settings.k, settings.seed, settings.gamma) == (3, 7, cfg.gamma)
+    assert settings.dataset.name == "demo" and settings.llm_name == cfg.llm.name
+    if task == "train":
+        assert settings.model.stages == list(cfg.model.stages) and settings.model.dynamic_k.max_k == 3
+        assert isinstance(settings.model.cross_encoder.lr, float) and settings.trainer.max_epochs == cfg.trainer.max_epochs
+    else:
+        assert settings.correlation.n_contexts == cfg.correlation.n_contexts and settings.selectors is None

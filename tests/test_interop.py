@@ -298,12 +298,10 @@ def compose(overrides):
 
 
 def load(overrides):
-    from udcg_ltr.jobs.common import load_records, validate_config
-    from udcg_ltr.jobs.evaluate_job import MODES
+    from udcg_ltr.jobs.common import load_records
+    from udcg_ltr.jobs.settings import EvaluateSettings, job_settings
 
-    cfg = compose(["mode=correlation", *overrides])
-    validate_config(cfg, mode="correlation", known_modes=list(MODES))
-    return load_records(cfg)
+    return load_records(job_settings(EvaluateSettings, compose(["mode=correlation", *overrides])).dataset)
 
 
 def test_ir_datasets_config(fake_irds):

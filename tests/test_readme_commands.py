@@ -5,7 +5,7 @@ and the inline commands of its tables and text (``evaluate.py ...``, ``python -m
 
 * every ``train.py`` / ``evaluate.py`` / ``python -m udcg_ltr.annotate`` command runs with ``--cfg job --resolve``
   (the real entry point composes and resolves exactly those words; a sweep's ``-m`` lists are expanded into
-  their jobs) and its composed config passes :func:`udcg_ltr.jobs.common.validate_config`;
+  their jobs) and its composed config builds the job's typed settings (:func:`udcg_ltr.jobs.settings.job_settings`);
 * ``python -m udcg_ltr.sweeps`` runs for real on a sweep folder of finished jobs;
 * every bench script runs with ``--help``, and the README's flags for it are among its options and parse;
 * ``bash scripts/dev.sh train|test`` run with ``--cfg job`` / ``--collect-only`` (set-up included, when it is a
@@ -210,9 +210,7 @@ def _compose(task: str, overrides: list[str]):
 @pytest.mark.parametrize("cmd", _by_kind("entry") + [c for c in _by_kind("module") if "annotate" in c.argv[1]],
                          ids=lambda c: c.id)
 def test_command_composes_resolves_and_validates(cmd, fake_run, tmp_path):
-    from udcg_ltr.jobs.common import validate_config
-    from udcg_ltr.jobs.evaluate_job import MODES
-    from udcg_ltr.jobs.train_job import STAGE_FUNCS
+    from udcg_ltr.jobs.settings import EvaluateSettings, TrainSettings, job_settings
 
     for prefix, overrides in _jobs(cmd, fake_run):
         if _needs_shared_data(overrides) and not shared_file().is_dir():
@@ -237,10 +235,7 @@ def test_command_composes_resolves_and_validates(cmd, fake_run, tmp_path):
             # one must name it (<run>/...), not lean on a recipe's default path into outputs/.
             local = _values_under(cfg, ROOT / "outputs")
             assert not local, f"{cmd.text!r} reads {local}: outputs of this machine that a clean checkout lacks"
-            if task == "train":
-                validate_config(cfg, stages=list(cfg.model.stages), known_stages=list(STAGE_FUNCS))
-            else:
-                validate_config(cfg, mode=str(cfg.mode), known_modes=list(MODES))
+            job_settings(TrainSettings if task == "train" else EvaluateSettings, cfg)
 
 
 # ---- the sweep summary, the benches, the set-up script ---------------------------------------------------

@@ -294,7 +294,8 @@ def _job_cfg(run_dir: Path, **extra):
     from omegaconf import OmegaConf
 
     return OmegaConf.create({"task_name": "t", "seed": 0, "k": 5, "logger": {"backend": "none"},
-                             "paths": {"output_dir": str(run_dir)}, "dataset": {"name": "x"}, **extra})
+                             "paths": {"output_dir": str(run_dir)}, "dataset": {"name": "x", "reader": {
+                                 "_target_": "udcg_ltr.data.demo_world.generate_demo_world"}}, **extra})
 
 
 def test_run_job_state_machine_in_process(tmp_path):
@@ -302,11 +303,12 @@ def test_run_job_state_machine_in_process(tmp_path):
     import json
 
     from udcg_ltr.jobs.common import run_job
+    from udcg_ltr.jobs.settings import JobSettings
 
     run_dir = tmp_path / "job"
     calls = []
 
-    def body(folder, logger):
+    def body(settings, folder, logger):
         calls.append(folder)
         (folder / "artefact.txt").write_text("made")
         if len(calls) == 1:
@@ -316,15 +318,15 @@ def test_run_job_state_machine_in_process(tmp_path):
         return {"m": float(len(calls))}
 
     with pytest.raises(RuntimeError, match="disk full"):
-        run_job(_job_cfg(run_dir), job_type="t", body=body)
+        run_job(_job_cfg(run_dir), JobSettings, job_type="t", body=body)
     state = json.loads((run_dir / "job_result.json").read_text())
     assert state["status"] == "failed" and state["error"] == "RuntimeError: disk full"
-    assert run_job(_job_cfg(run_dir), job_type="t", body=body) == {"m": 2.0}  # same config: rerun in place ...
+    assert run_job(_job_cfg(run_dir), JobSettings, job_type="t", body=body) == {"m": 2.0}  # same config: rerun in place ...
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()  # ... resumable state kept
-    assert run_job(_job_cfg(run_dir), job_type="t", body=body) == {"m": 2.0} and len(calls) == 2  # skipped
-    assert run_job(_job_cfg(run_dir, k=3), job_type="t", body=body) == {"m": 3.0}  # another config: cleared
+    assert run_job(_job_cfg(run_dir), JobSettings, job_type="t", body=body) == {"m": 2.0} and len(calls) == 2  # skipped
+    assert run_job(_job_cfg(run_dir, k=3), JobSettings, job_type="t", body=body) == {"m": 3.0}  # another config: cleared
     assert not (run_dir / "checkpoints").exists()
-    assert run_job(_job_cfg(run_dir, k=3, force=True), job_type="t", body=body) == {"m": 4.0}
+    assert run_job(_job_cfg(run_dir, k=3, force=True), JobSettings, job_type="t", body=body) == {"m": 4.0}
 
 
 def test_a_checkout_used_as_run_folder_is_never_emptied(tmp_path):
@@ -332,6 +334,7 @@ def test_a_checkout_used_as_run_folder_is_never_emptied(tmp_path):
     import json
 
     from udcg_ltr.jobs.common import run_job
+    from udcg_ltr.jobs.settings import JobSettings
 
     checkout = tmp_path / "repo"
     (checkout / ".git").mkdir(parents=True)
@@ -340,7 +343,7 @@ def test_a_checkout_used_as_run_folder_is_never_emptied(tmp_path):
     (checkout / "job_result.json").write_text(json.dumps({"status": "finished", "config_hash": "old", "metrics": {},
                                                           "wandb_run": "wandb/offline-run-mine"}))
     (checkout / "wandb" / "offline-run-mine").mkdir()
-    assert run_job(_job_cfg(checkout), job_type="t", body=lambda folder, logger: {"m": 1.0}) == {"m": 1.0}
+    assert run_job(_job_cfg(checkout), JobSettings, job_type="t", body=lambda settings, folder, logger: {"m": 1.0}) == {"m": 1.0}
     assert (checkout / "pyproject.toml").is_file() and (checkout / ".git").is_dir()
     assert (checkout / "wandb" / "offline-run-other").is_dir()
     assert not (checkout / "wandb" / "offline-run-mine").exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from udcg_ltr.annotate.annotator import annotate_records
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts
@@ -19,7 +19,8 @@ from udcg_ltr.data.padded import judged_pools
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict
-from udcg_ltr.jobs.common import STUDY_MODES, JobContext, has_annotations, run_job, subsample, validate_config
+from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample
+from udcg_ltr.jobs.settings import STUDY_MODES, EvaluateSettings
 from udcg_ltr.jobs.systems import ReportTarget, report_systems, report_trec, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fuse_scores
@@ -31,24 +32,26 @@ log = logging.getLogger("udcg_ltr.evaluate")
 
 
 class EvalContext(JobContext):
+    settings: EvaluateSettings
+
     def uses_llm(self) -> bool:
-        return bool(self.cfg.end_to_end and self.cfg.dataset.get("has_answers", False) and self.llm_name is not None)
+        return self.settings.end_to_end and self.settings.dataset.has_answers and self.llm_name is not None
 
     @cached_property
     def reranker(self):
-        """The saved reranker of ``reranker.path`` (validate_config made sure the modes reading it set it)."""
+        """The saved reranker of ``reranker.path`` (the settings made sure the modes reading it set it)."""
         from udcg_ltr.models.reranker import Reranker
 
-        rc = self.cfg.reranker
-        return Reranker.from_pretrained(rc.path, batch_size=int(rc.batch_size), max_length=int(rc.max_length))
+        rc = self.settings.reranker
+        return Reranker.from_pretrained(rc.path, batch_size=rc.batch_size, max_length=rc.max_length)
 
     def report(self, records: list[QueryRecord], systems: dict[str, list[list[str]]], title: str, *,
                llm: str | None, chosen_k: dict[str, np.ndarray] | None = None) -> dict[str, float]:
         """:func:`report_systems` at the job's k, gamma, relevance threshold and match rule; the LLM answers
         each context when the job is end to end (:meth:`uses_llm`) and ``llm`` annotated the records."""
         return report_systems(records, systems, target=ReportTarget(self.run_dir, self.logger, title),
-                              llm=llm, k=int(self.cfg.k), gamma=float(self.cfg.gamma),
-                              relevance_threshold=self.threshold, match_rule=str(self.cfg.match_rule),
+                              llm=llm, k=self.settings.k, gamma=self.settings.gamma,
+                              relevance_threshold=self.threshold, match_rule=self.settings.match_rule,
                               chosen_k=chosen_k, scorer=self.scorer if self.uses_llm() and llm else None)[1]
 
 
@@ -60,15 +63,15 @@ def _rows_with_annotations(ctx: EvalContext, records: list[QueryRecord]) -> list
 
 def mode_metrics(ctx: EvalContext) -> dict[str, float]:
     """The metric table of the retriever's top-k (and a reranker's with ``reranker.path``) on ``splits``."""
-    cfg, k = ctx.cfg, int(ctx.cfg.k)
-    records = ctx.split(list(cfg.splits)) or ctx.records
-    if ctx.llm_name is not None and cfg.dataset.get("has_answers", False):
+    s, k = ctx.settings, ctx.settings.k
+    records = ctx.split(s.splits) or ctx.records
+    if ctx.llm_name is not None and s.dataset.has_answers:
         _rows_with_annotations(ctx, records)
     llm_name = ctx.llm_name if has_annotations(records, ctx.llm_name) else None
     systems = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
-    if cfg.reranker.path:
+    if s.reranker.path:
         systems[f"reranker@{k}"] = top_k_by(records, _reranker_scores(ctx, records), k)
-    return ctx.report(records, systems, f"{cfg.dataset.name}: {len(records)} queries, k = {k}", llm=llm_name)
+    return ctx.report(records, systems, f"{s.dataset.name}: {len(records)} queries, k = {k}", llm=llm_name)
 
 
 def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path | None = None) -> list[np.ndarray]:
@@ -87,18 +90,16 @@ def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path |
 def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     """A trained reranker's top-k against the retriever's and the utility oracle's, with the LLM end to end;
     with qrels, the full rankings' TREC table too (:func:`report_trec`). ``ties``: ``stable`` | ``trec``."""
-    cfg, k = ctx.cfg, int(ctx.cfg.k)
-    ties = str(cfg.get("ties") or "stable")
+    s, k, ties = ctx.settings, ctx.settings.k, ctx.settings.ties
     # splits null (dl19_rerank): every query; max_questions: a seeded draw (end to end, a prompt per context)
-    records = _rows_with_annotations(ctx, subsample(ctx.split(cfg.splits), cfg.reranker.get("max_questions"),
-                                                    seed=int(cfg.seed)))
+    records = _rows_with_annotations(ctx, subsample(ctx.split(s.splits), s.reranker.max_questions, seed=s.seed))
     llm = ctx.llm_name
-    cache = Path(cfg.reranker.scores_cache) if cfg.reranker.scores_cache else None
+    cache = Path(s.reranker.scores_cache) if s.reranker.scores_cache else None
     rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records, cache)}
     if llm is not None:
         rankings["oracle_utility"] = [np.array([p.utility(llm, ctx.threshold) for p in r.passages]) for r in records]
     systems = {f"{name}@{k}": top_k_by(records, scores, k, ties=ties) for name, scores in rankings.items()}
-    title = f"reranker {cfg.reranker.path} on {cfg.dataset.name}: {len(records)} queries"
+    title = f"reranker {s.reranker.path} on {s.dataset.name}: {len(records)} queries"
     metrics = ctx.report(records, systems, title, llm=llm)
     if judged_pools(records, ctx.threshold).from_qrels.any():
         metrics.update(report_trec(records, rankings, run_dir=ctx.run_dir, logger=ctx.logger, title=title,
@@ -123,15 +124,15 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     from udcg_ltr.select import OracleK, evaluate_selectors, fit_selector, format_rows_markdown, save_selector
     from udcg_ltr.select.training import LEARNED_KINDS, fit_learned, learned_candidates
 
-    cfg, sc, gamma = ctx.cfg, ctx.cfg.selectors, float(ctx.cfg.gamma)
-    split = {"train": ctx.split("train"), "val": ctx.split("val"), "test": ctx.split(list(cfg.splits))}
+    settings, sc, gamma = ctx.settings, ctx.settings.selectors, ctx.settings.gamma
+    split = {"train": ctx.split("train"), "val": ctx.split("val"), "test": ctx.split(settings.splits)}
     exclude = json.loads(Path(sc.exclude_questions).read_text("utf-8")) if sc.exclude_questions else {}
     excluded = {}
     for s in ("train", "val"):
         drop = set(exclude.get(s, ()))
         kept = [r for r in split[s] if r.qid not in drop]
         excluded[s] = len(split[s]) - len(kept)
-        split[s] = subsample(kept, sc.max_questions[s], seed=int(cfg.seed))
+        split[s] = subsample(kept, sc.max_questions[s], seed=settings.seed)
     counts = {s: len(v) for s, v in split.items()}
     if not all(counts.values()):
         raise ValueError(f"selectors: every split needs questions, got {counts}")
@@ -140,8 +141,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     # reranker order: its own scores kept per question in the run folder, so a resumed job does not rescore
     data = {s: (_reranker_scores(ctx, rs, ctx.run_dir / "reranker_scores.json") if sc.scores == "reranker"
                 else _retriever_order(slates[s]), slates[s]) for s, rs in split.items()}
-    kinds = [str(kind) for kind in sc.kinds]
-    knobs = OmegaConf.to_container(sc.knobs, resolve=True) if sc.get("knobs") else {}
+    kinds, knobs = sc.kinds, sc.knobs
     selectors, rules = {}, {}
     for kind in kinds:
         if kind not in (*LEARNED_KINDS, "oracle"):
@@ -152,11 +152,11 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     t0 = time.perf_counter()
     extra = ["retrieval_score"] if sc.scores == "reranker" else []  # a reranker's order: the retriever's too
     candidates = [] if sc.grid == "none" else [
-        c for c in learned_candidates(extra, sc.grid == "quick", bool(sc.probes), **sc.budget) if c[0] in kinds]
+        c for c in learned_candidates(extra, sc.grid == "quick", sc.probes, **sc.budget) if c[0] in kinds]
     grid, choice = [], {}
     if candidates:
         learned, grid, choice = fit_learned(candidates, data["train"], data["val"], gamma=gamma,
-                                            seed=int(cfg.seed), refit=sc.refit)
+                                            seed=settings.seed, refit=sc.refit)
         selectors.update(learned)
     learned_s = time.perf_counter() - t0
     if "oracle" in kinds:
@@ -189,13 +189,12 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
     """The correlation study: per-query Spearman / Kendall between each metric and end-to-end outcomes."""
     from udcg_ltr.studies.correlation import StudySpec, SweepSpec, run_correlation_study
 
-    cfg, cc = ctx.cfg, ctx.cfg.correlation
-    records = ctx.records[: int(cc.limit_queries)] if cc.limit_queries else ctx.records
-    k_sweep = list(cc.k_sweep) if cc.k_sweep is not None else None
-    sweep_mode = str(cc.sweep_mode)
+    s, cc = ctx.settings, ctx.settings.correlation
+    records = ctx.records[: cc.limit_queries] if cc.limit_queries else ctx.records
+    k_sweep, sweep_mode = cc.k_sweep, cc.sweep_mode
     scorer = None
-    if cfg.dataset.get("contexts_path"):  # ready-made end-to-end runs: no LLM needed
-        runs = load_shared_runs(records, path=cfg.dataset.contexts_path, rule=str(cfg.match_rule))
+    if s.dataset.contexts_path:  # ready-made end-to-end runs: no LLM needed
+        runs = load_shared_runs(records, path=s.dataset.contexts_path, rule=s.match_rule)
         k = max(len(r.pids) for r in runs)
         if sweep_mode == "auto" or (sweep_mode == "resample" and not ctx.uses_llm()):
             sweep_mode = "truncate"
@@ -204,25 +203,24 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
         else:
             scorer = ctx.scorer
     else:
-        k = int(cfg.k)
+        k = s.k
         sweep_mode = "resample" if sweep_mode == "auto" else sweep_mode
         ctx.ensure_annotations(records, answers=True)
-        sampling = ContextSamplingConfig(n_contexts=int(cc.n_contexts), k=k, top_n=int(cc.top_n),
-                                         positive_fraction=float(cc.positive_fraction), seed=int(cfg.seed))
+        sampling = ContextSamplingConfig(n_contexts=cc.n_contexts, k=k, top_n=cc.top_n,
+                                         positive_fraction=cc.positive_fraction, seed=s.seed)
         contexts = sample_contexts(records, sampling)
         scorer = ctx.scorer
-        runs = run_contexts(records, contexts, scorer, rule=str(cfg.match_rule), relevance_threshold=ctx.threshold)
-    if cc.get("answer_prob") and ctx.llm_name is not None:  # the ANSWER_PROB baseline (teacher forcing)
+        runs = run_contexts(records, contexts, scorer, rule=s.match_rule, relevance_threshold=ctx.threshold)
+    if cc.answer_prob and ctx.llm_name is not None:  # the ANSWER_PROB baseline (teacher forcing)
         in_study = {r.qid for r in runs}
         annotate_records([r for r in records if r.qid in in_study], ctx.scorer, fields=["answer_logprob"],
                          progress=True)
     study = run_correlation_study(
         records, runs, llm=ctx.llm_name, k=k, spec=StudySpec(
-            fit_splits=tuple(cc.fit_splits), report_split=cc.report_split, C=cc.C if cc.C == "cv" else float(cc.C),
-            n_bootstrap=int(cc.n_bootstrap), seed=int(cfg.seed), rule=str(cfg.match_rule),
-            relevance_threshold=ctx.threshold, na_policy=str(cc.na_policy)),
+            fit_splits=tuple(cc.fit_splits), report_split=cc.report_split, C=cc.C, n_bootstrap=cc.n_bootstrap,
+            seed=s.seed, rule=s.match_rule, relevance_threshold=ctx.threshold, na_policy=cc.na_policy),
         out_dir=ctx.run_dir / "correlation", sweep=SweepSpec(k_sweep or (), sweep_mode), scorer=scorer,
-        logger=None, title=f"{cfg.dataset.name}: metric-accuracy correlation")
+        logger=None, title=f"{s.dataset.name}: metric-accuracy correlation")
     if getattr(ctx.logger, "run", None) is not None:  # a W&B run
         study.log_to(ctx.logger.run)
     print("\n" + study.markdown)
@@ -233,15 +231,14 @@ def mode_correlation(ctx: EvalContext) -> dict[str, float]:
 def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
     """One of the paper's analyses (:mod:`udcg_ltr.studies`) with the parameters under ``studies.<name>``;
     ``context_size`` on a dataset with ready-made runs (``contexts_path``) truncates them, asking no LLM."""
-    cfg = ctx.cfg
+    s = ctx.settings
     run, _ = get_study(name)
-    params = OmegaConf.to_container(cfg.studies[name], resolve=True) if cfg.get("studies") and name in cfg.studies else {}
-    params = {"seed": int(cfg.seed), "rule": str(cfg.match_rule), "relevance_threshold": ctx.threshold,
-              "dataset": str(cfg.dataset.name), **params}  # the data set is named in the study's plot titles
+    # the data set is named in the study's plot titles
+    params = {"dataset": s.dataset.name, **s.study_params(name)}
     if ctx.llm_name is None:
         raise ValueError(f"mode={name} needs an LLM (llm=demo, llm=smollm2, ...)")
-    source = (load_shared_runs(ctx.records, path=cfg.dataset.contexts_path, rule=str(cfg.match_rule))
-              if name == "context_size" and cfg.dataset.get("contexts_path") else ctx.scorer)
+    source = (load_shared_runs(ctx.records, path=s.dataset.contexts_path, rule=s.match_rule)
+              if name == "context_size" and s.dataset.contexts_path else ctx.scorer)
     report = run(ctx.records, source, llm=ctx.llm_name, out_dir=ctx.run_dir / name, logger=ctx.logger,
                  cache=False, **params)
     print("\n" + report.markdown)
@@ -249,7 +246,7 @@ def mode_study(ctx: EvalContext, name: str) -> dict[str, float]:
 
 
 def mode_sweep_summary(ctx: EvalContext) -> dict[str, float]:
-    paths = summarize_sweep(ctx.cfg.sweep_dir)
+    paths = summarize_sweep(ctx.settings.sweep_dir)
     print(paths["md"].read_text(encoding="utf-8"))
     if "plot" in paths:
         ctx.logger.log_image("sweep_summary", paths["plot"])
@@ -267,18 +264,18 @@ SPLIT_MODES = ("metrics", "reranker", "selectors")
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    mode = str(cfg.mode)
+    """Run ``mode`` and return its metrics (skipping a job that already finished); the settings are built, and so
+    checked, before the mode starts."""
 
-    def body(run_dir: Path, logger: RunLogger) -> dict[str, float]:
+    def body(settings: EvaluateSettings, run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()
-        ctx = EvalContext(cfg, run_dir, logger)
-        if mode in SPLIT_MODES:  # needs the records: the first thing the mode does, before any of its work
-            ctx.check_splits("splits", cfg.get("splits"))
-        metrics = {k: float(v) for k, v in MODES[mode](ctx).items()
+        ctx = EvalContext(cfg, settings, run_dir, logger)
+        if settings.mode in SPLIT_MODES:  # needs the records: the first thing the mode does, before any of its work
+            ctx.check_splits("splits", settings.splits)
+        metrics = {k: float(v) for k, v in MODES[settings.mode](ctx).items()
                    if isinstance(v, (int, float, np.floating)) and not isinstance(v, bool)}
         metrics["time/total_s"] = time.perf_counter() - t0
         logger.log_metrics(metrics)
         return metrics
 
-    check = partial(validate_config, cfg, mode=mode, known_modes=list(MODES))
-    return run_job(cfg, job_type=f"evaluate/{mode}", body=body, check=check)
+    return run_job(cfg, EvaluateSettings, job_type=f"evaluate/{cfg.mode}", body=body)

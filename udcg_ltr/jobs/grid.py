@@ -24,6 +24,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from udcg_ltr.io import atomic_write_json, atomic_write_text, json_safe  # noqa: E402
+from udcg_ltr.jobs.settings import GridSettings, job_settings  # noqa: E402
 from udcg_ltr.paths import PROJECT_ROOT  # noqa: E402
 from udcg_ltr.report import save_figure, write_csv  # noqa: E402
 from udcg_ltr.studies import grid, grid_report  # noqa: E402
@@ -82,12 +83,13 @@ def summarize(root: Path, spec_of) -> dict[str, Any]:
     return summary
 
 
-@hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="grid", version_base="1.3")
+@hydra.main(config_path=os.fspath(PROJECT_ROOT / "conf"), config_name="grid", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from hydra.utils import instantiate
 
+    settings = job_settings(GridSettings, cfg)
     spec = instantiate(cfg.grid)
-    result = compute_cell(spec, n_bootstrap=int(cfg.n_bootstrap), seed=int(cfg.seed))
+    result = compute_cell(spec, n_bootstrap=settings.n_bootstrap, seed=settings.seed)
     write_cell(result, Path(cfg.paths.output_dir))
     print(grid_report.bench_line(result), flush=True)
 

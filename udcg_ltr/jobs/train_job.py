@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts, run_summary
 from udcg_ltr.data.jsonl import write_records
@@ -25,7 +25,8 @@ from udcg_ltr.fit.pairs import build_context_table
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.fit.weights import plot_weights, save_weights
 from udcg_ltr.io import atomic_write_json
-from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample, validate_config
+from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample
+from udcg_ltr.jobs.settings import TrainSettings
 from udcg_ltr.jobs.systems import ReportTarget, report_systems, retrieval_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores
@@ -38,8 +39,10 @@ log = logging.getLogger("udcg_ltr.train")
 class PipelineState(JobContext):
     """What the stages hand to each other (beyond :class:`JobContext`)."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, logger: RunLogger):
-        super().__init__(cfg, run_dir, logger)
+    settings: TrainSettings
+
+    def __init__(self, cfg: DictConfig, settings: TrainSettings, run_dir: Path, logger: RunLogger):
+        super().__init__(cfg, settings, run_dir, logger)
         self.metrics: dict[str, float] = {}
         self.theta: Any = None
         self.scores: dict[str, np.ndarray] = {}  # qid -> reranker score per passage
@@ -54,7 +57,7 @@ class PipelineState(JobContext):
 
 
 def stage_annotate(state: PipelineState) -> None:
-    summary = state.ensure_annotations(state.records, answers=bool(state.cfg.annotate.answers))
+    summary = state.ensure_annotations(state.records, answers=state.settings.annotate.answers)
     counts = {f"annotate/{task}_{kind}": n for task, c in summary.get("by_task", {}).items() for kind, n in c.items()}
     state.record_metrics({"annotate/passages": sum(len(r.passages) for r in state.records), **counts})
     if summary:
@@ -64,31 +67,30 @@ def stage_annotate(state: PipelineState) -> None:
 def stage_udcg_theta(state: PipelineState) -> None:
     from udcg_ltr.fit.theta import fit_udcg_theta  # a LightningModule fit: Lightning loads when it runs
 
-    cfg, mcfg = state.cfg, state.cfg.model.udcg_theta
-    fit_records = state.split(list(mcfg.fit_splits))
+    s, mcfg = state.settings, state.settings.model.udcg_theta
+    fit_records = state.split(mcfg.fit_splits)
     if not fit_records:
-        raise ValueError(f"udcg_theta: no records in splits {list(mcfg.fit_splits)}")
-    if cfg.dataset.get("contexts_path"):  # ready-made end-to-end runs (the shared annotated SQuAD set)
+        raise ValueError(f"udcg_theta: no records in splits {mcfg.fit_splits}")
+    if s.dataset.contexts_path:  # ready-made end-to-end runs (the shared annotated SQuAD set)
         fit_qids = {r.qid for r in fit_records}
-        runs = [r for r in load_shared_runs(state.records, path=cfg.dataset.contexts_path) if r.qid in fit_qids]
+        runs = [r for r in load_shared_runs(state.records, path=s.dataset.contexts_path) if r.qid in fit_qids]
     else:
-        sampling = ContextSamplingConfig(n_contexts=int(mcfg.n_contexts), k=int(cfg.k), top_n=int(mcfg.top_n),
-                                         seed=int(cfg.seed))
+        sampling = ContextSamplingConfig(n_contexts=mcfg.n_contexts, k=s.k, top_n=mcfg.top_n, seed=s.seed)
         runs = run_contexts(fit_records, sample_contexts(fit_records, sampling), state.scorer,
-                            rule=cfg.evaluation.match_rule, relevance_threshold=state.threshold)
+                            rule=s.evaluation.match_rule, relevance_threshold=state.threshold)
     summary = run_summary(runs)
     log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
-    table = build_context_table(state.records, runs, state.llm_name, k=int(cfg.k), relevance_threshold=state.threshold)
-    weights = fit_udcg_theta(table, variant=str(mcfg.variant), C=float(mcfg.C))
+    table = build_context_table(state.records, runs, state.llm_name, k=s.k, relevance_threshold=state.threshold)
+    weights = fit_udcg_theta(table, variant=mcfg.variant, C=mcfg.C)
     path = save_weights(state.run_dir / "udcg_theta" / f"weights_k{weights.k}.json", weights)
     png = plot_weights([weights], state.run_dir / "udcg_theta" / f"weights_k{weights.k}.png")
     state.logger.log_image("udcg_theta/weights", png)
-    log_artifact(state.logger, path, name=f"udcg_theta-{cfg.dataset.name}-k{weights.k}", type="model",
+    log_artifact(state.logger, path, name=f"udcg_theta-{s.dataset.name}-k{weights.k}", type="model",
                  metadata={**weights.meta, "k": weights.k, "variant": weights.variant, "llm": state.llm_name,
-                           "dataset": cfg.dataset.name, "fit_splits": list(mcfg.fit_splits)})
+                           "dataset": s.dataset.name, "fit_splits": mcfg.fit_splits})
     state.theta = weights
-    state.record_metrics({"n_pairs": weights.meta.get("n_pairs", 0),
-                          "train_pairwise_accuracy": weights.meta.get("train_pairwise_accuracy", float("nan")),
+    state.record_metrics({"n_pairs": weights.meta["n_pairs"],  # fit_udcg_theta's provenance
+                          "train_pairwise_accuracy": weights.meta["train_pairwise_accuracy"],
                           **{f"outcome_{k}": v for k, v in summary.items()}}, prefix="udcg_theta/")
     log.info("udcg_theta: weights saved to %s", path)
 
@@ -97,39 +99,36 @@ def stage_cross_encoder(state: PipelineState) -> None:
     from udcg_ltr.models.reranker import Reranker, save_retriever_fusion
     from udcg_ltr.models.training import FitConfig, fit_reranker
 
-    cfg, mcfg = state.cfg, state.cfg.model.cross_encoder
+    s, mcfg, trainer = state.settings, state.settings.model.cross_encoder, state.settings.trainer
     # Seeded subsamples (all questions when null), the same for every loss and model seed of a comparison.
-    train = subsample(state.split(mcfg.train_split), mcfg.train_questions, int(mcfg.train_subsample_seed))
-    val = subsample(state.split(mcfg.val_split), mcfg.val_questions, int(mcfg.val_subsample_seed))
-    loss = cfg.model.get("loss", cfg.get("loss"))
-    loss = OmegaConf.to_container(loss, resolve=True) if isinstance(loss, DictConfig) else loss
-    loss_name, loss_kwargs = (loss, {}) if isinstance(loss, str) else (loss.pop("name"), loss)
-    trainer = cfg.trainer
+    train = subsample(state.split(mcfg.train_split), mcfg.train_questions, mcfg.train_subsample_seed)
+    val = subsample(state.split(mcfg.val_split), mcfg.val_questions, mcfg.val_subsample_seed)
+    loss_name, loss_kwargs = s.model.loss_spec()
     # The scoring after training: the trainer's device, its precision unless eval_precision names another
     # (resolved first: a bad name must not cost the training).
     precision = resolve_precision(mcfg.eval_precision or trainer.precision, trainer.accelerator)
     # The Trainer and its callbacks are instantiated from their _target_ configs (conf/trainer, conf/callbacks).
     config = FitConfig(llm=state.llm_name, model_name_or_path=mcfg.pretrained, loss=loss_name, loss_kwargs=loss_kwargs,
-                       k=cfg.k, gamma=cfg.gamma, batch_size=mcfg.batch_size, lr=mcfg.lr, weight_decay=mcfg.weight_decay,
+                       k=s.k, gamma=s.gamma, batch_size=mcfg.batch_size, lr=mcfg.lr, weight_decay=mcfg.weight_decay,
                        warmup=mcfg.warmup, max_length=mcfg.max_length, relevance_threshold=state.threshold,
-                       seed=cfg.seed)
+                       seed=s.seed)
     path, metrics = fit_reranker(train, val, config, output_dir=state.run_dir / "cross_encoder",
-                                 logger=state.logger.lightning(), trainer_config=trainer,
-                                 callback_configs=cfg.get("callbacks") or {})
+                                 logger=state.logger.lightning(), trainer_config=state.cfg.trainer,
+                                 callback_configs=state.cfg.callbacks or {})
     # What the model has seen: a later job on these records leaves these questions out.
     atomic_write_json(state.run_dir / "cross_encoder" / "questions.json",
                       {"train": [r.qid for r in train], "val": [r.qid for r in val]})
     state.record_metrics(metrics, prefix="cross_encoder/")
-    log_artifact(state.logger, path, name=f"reranker-{cfg.dataset.name}-{loss_name}", type="model",
-                 metadata={"base_model": str(mcfg.pretrained), "loss": loss_name, "loss_kwargs": loss_kwargs,
-                           "k": int(cfg.k), "gamma": float(cfg.gamma), "llm": state.llm_name,
-                           "dataset": cfg.dataset.name, "train_split": mcfg.train_split, **metrics})
-    reranker = Reranker.from_pretrained(path, batch_size=int(mcfg.eval_batch_size), max_length=int(mcfg.max_length),
+    log_artifact(state.logger, path, name=f"reranker-{s.dataset.name}-{loss_name}", type="model",
+                 metadata={"base_model": mcfg.pretrained or "None", "loss": loss_name, "loss_kwargs": loss_kwargs,
+                           "k": s.k, "gamma": s.gamma, "llm": state.llm_name,
+                           "dataset": s.dataset.name, "train_split": mcfg.train_split, **metrics})
+    reranker = Reranker.from_pretrained(path, batch_size=mcfg.eval_batch_size, max_length=mcfg.max_length,
                                         device="cuda" if on_gpu(trainer.accelerator) else "cpu",
                                         precision=precision)
-    later = list(cfg.evaluation.splits)  # the splits the later stages read
-    if "dynamic_k" in cfg.model.stages:
-        later.append(cfg.model.dynamic_k.fit_split)
+    later = list(s.evaluation.splits)  # the splits the later stages read
+    if "dynamic_k" in s.model.stages:
+        later.append(s.model.dynamic_k.fit_split)
     scored: list[QueryRecord] = []
     scores: list[np.ndarray] = []
     for group in [val, *map(state.split, later)]:  # one call per split: batches never mix splits
@@ -137,15 +136,15 @@ def stage_cross_encoder(state: PipelineState) -> None:
         todo = [r for r in group if r.qid not in done]
         scored += todo
         scores += reranker.score_records(todo, progress=True, fuse=False)
-    if mcfg.get("retriever_fusion", False):  # interpolate with the retriever's score, weight chosen on val
-        weight, curve = fit_fusion_weight(val, scores[:len(val)], state.llm_name, int(cfg.k),
-                                          gamma=float(cfg.gamma), relevance_threshold=state.threshold)
+    if mcfg.retriever_fusion:  # interpolate with the retriever's score, weight chosen on val
+        weight, curve = fit_fusion_weight(val, scores[:len(val)], state.llm_name, s.k,
+                                          gamma=s.gamma, relevance_threshold=state.threshold)
         save_retriever_fusion(path, weight)
         state.alone = {rec.qid: s for rec, s in zip(scored, scores)}
         scores = fuse_scores(scored, scores, weight)
         state.record_metrics({"retriever_fusion": weight, **{f"val_udcg_fusion_{w:g}": v for w, v in curve.items()}},
                              prefix="cross_encoder/")
-        log.info("cross_encoder: retriever fusion weight %g (val UDCG@%d by weight: %s)", weight, int(cfg.k), curve)
+        log.info("cross_encoder: retriever fusion weight %g (val UDCG@%d by weight: %s)", weight, s.k, curve)
     state.scores.update({rec.qid: np.asarray(s, dtype=np.float64) for rec, s in zip(scored, scores)})
     log.info("cross_encoder: saved to %s", path)
 
@@ -160,32 +159,31 @@ def _ranking_scores(state: PipelineState, records: list[QueryRecord]) -> list[np
 def stage_dynamic_k(state: PipelineState) -> None:
     from udcg_ltr.select.training import fit_selector_with_prior
 
-    cfg, mcfg = state.cfg, state.cfg.model.dynamic_k
+    mcfg = state.settings.model.dynamic_k
     # Held-out scores only: the reranker is over-confident on its own training queries.
     fit_records = state.split(mcfg.fit_split)
     if not fit_records:
         raise ValueError(f"dynamic_k: no records in split {mcfg.fit_split!r}")
 
     def prior():  # calibrated_utility: its ranker-free prior may learn from the reranker's training split
-        records = state.split(mcfg.get("prior_split", "train"))
+        records = state.split(mcfg.prior_split)
         if not records:
-            raise ValueError(f"dynamic_k: no records in prior split {mcfg.get('prior_split', 'train')!r}")
+            raise ValueError(f"dynamic_k: no records in prior split {mcfg.prior_split!r}")
         return _ranking_scores(state, records), state.slates(records)
 
-    hparams = OmegaConf.to_container(mcfg.hparams, resolve=True) if mcfg.get("hparams") else {}
     state.selector, metrics = fit_selector_with_prior(
-        str(mcfg.selector), _ranking_scores(state, fit_records), state.slates(fit_records), prior,
-        gamma=float(cfg.gamma), fit_on="train", output_dir=str(state.run_dir / "dynamic_k"), **hparams)
+        mcfg.selector, _ranking_scores(state, fit_records), state.slates(fit_records), prior,
+        gamma=state.settings.gamma, fit_on="train", output_dir=state.run_dir / "dynamic_k", **mcfg.hparams)
     state.record_metrics(metrics, prefix="dynamic_k/")
 
 
 def stage_evaluate(state: PipelineState) -> None:
     from udcg_ltr.select.training import select_k
 
-    cfg, k, llm = state.cfg, int(state.cfg.k), state.llm_name
-    records = state.split(list(cfg.evaluation.splits))
+    s, k, llm = state.settings, state.settings.k, state.llm_name
+    records = state.split(s.evaluation.splits)
     if not records:
-        raise ValueError(f"evaluate: no records in splits {list(cfg.evaluation.splits)}")
+        raise ValueError(f"evaluate: no records in splits {s.evaluation.splits}")
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
     for name, scores in ((f"reranker_alone@{k}", state.alone), (f"reranker@{k}", state.scores)):  # alone: no fusion
         if all(r.qid in scores for r in records):
@@ -193,19 +191,19 @@ def stage_evaluate(state: PipelineState) -> None:
     chosen_k = {}
     if state.selector is not None:
         ranking = _ranking_scores(state, records)
-        ks = np.minimum(select_k(state.selector, ranking, state.slates(records)), int(cfg.model.dynamic_k.max_k))
+        ks = np.minimum(select_k(state.selector, ranking, state.slates(records)), s.model.dynamic_k.max_k)
         name = f"{'reranker' if f'reranker@{k}' in systems else 'retriever'}+{state.selector.kind}"
         systems[name] = top_k_by(records, ranking, ks)
         chosen_k[name] = ks
     if has_annotations(records, llm):
         utility = [np.array([p.utility(llm, state.threshold) for p in r.passages]) for r in records]
         systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
-    use_llm = cfg.evaluation.end_to_end and cfg.dataset.get("has_answers", False) and llm is not None
-    title = f"{cfg.dataset.name}, split {list(cfg.evaluation.splits)}: {len(records)} queries, LLM {llm}, k = {k}"
+    use_llm = s.evaluation.end_to_end and s.dataset.has_answers and llm is not None
+    title = f"{s.dataset.name}, split {s.evaluation.splits}: {len(records)} queries, LLM {llm}, k = {k}"
     results, metrics = report_systems(
         records, systems, target=ReportTarget(state.run_dir, state.logger, title), llm=llm, k=k,
-        gamma=float(cfg.gamma), theta=state.theta, scorer=state.scorer if use_llm else None,
-        relevance_threshold=state.threshold, match_rule=str(cfg.evaluation.match_rule), chosen_k=chosen_k)
+        gamma=s.gamma, theta=state.theta, scorer=state.scorer if use_llm else None,
+        relevance_threshold=state.threshold, match_rule=s.evaluation.match_rule, chosen_k=chosen_k)
     state.record_metrics(metrics)
     main = next(r for r in reversed(results) if not r.name.startswith("oracle")).summary()
     state.record_metrics({key: main.get(key, float("nan")) for key in (f"udcg@{k}", f"ndcg@{k}")}, prefix="test/")
@@ -216,18 +214,17 @@ STAGE_FUNCS = {"annotate": stage_annotate, "udcg_theta": stage_udcg_theta, "cros
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """Run ``cfg.model.stages`` and return the metrics (skipping a job that already finished)."""
+    """Run ``model.stages`` and return the metrics (skipping a job that already finished). The settings are built,
+    and so checked, before any stage: a bad loss name must not cost the annotation and fitting stages."""
 
-    def check() -> None:  # before any stage: a bad loss name must not cost the annotation and fitting stages
-        validate_config(cfg, stages=list(cfg.model.get("stages") or []), known_stages=list(STAGE_FUNCS))
-
-    def body(run_dir: Path, logger) -> dict[str, float]:
+    def body(settings: TrainSettings, run_dir: Path, logger: RunLogger) -> dict[str, float]:
         t0 = time.perf_counter()
-        state = PipelineState(cfg, run_dir, logger)
-        log.info("%d records; stages %s", len(state.records), list(cfg.model.stages))
-        if "evaluate" in cfg.model.stages:  # before the first stage: not after an hour of training
-            state.check_splits("evaluation.splits", cfg.evaluation.get("splits"))
-        for stage in cfg.model.stages:
+        state = PipelineState(cfg, settings, run_dir, logger)
+        stages = settings.model.stages
+        log.info("%d records; stages %s", len(state.records), stages)
+        if "evaluate" in stages:  # before the first stage: not after an hour of training
+            state.check_splits("evaluation.splits", settings.evaluation.splits)
+        for stage in stages:
             s0 = time.perf_counter()
             log.info("== stage %s ==", stage)
             STAGE_FUNCS[stage](state)
@@ -237,4 +234,4 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         state.record_metrics({"time/total_s": time.perf_counter() - t0})
         return dict(state.metrics)
 
-    return run_job(cfg, job_type="train", body=body, check=check)
+    return run_job(cfg, TrainSettings, job_type="train", body=body)
