@@ -7,9 +7,9 @@ quarter of their articles as val, 600 test questions):
 
     train.py experiment=cross_llm llm=<T> hydra.run.dir=<out>/train_<T> ...          # one reranker per LLM T
     evaluate.py experiment=cross_llm_eval llm=<E> reranker.path=<out>/train_<T>/cross_encoder/model
-        hydra.run.dir=<out>/eval_<T>_on_<E>                                          # each under each LLM E
+        hydra.run.dir=<out>/eval_<T>_on_<E> (dots dropped)                                          # each under each LLM E
 
-A reranker whose model folder exists is not retrained (``--force`` retrains); each model scores the test questions
+A reranker whose train job finished is not retrained (``--force`` retrains); each model scores the test questions
 once (``reranker.scores_cache``), and both LLMs' evaluations reuse those scores. What this script adds: for each
 evaluating LLM E, the paired bootstrap (10,000 resamples, seed 0) of test UDCG@5 of the reranker trained on E's
 own utilities minus the one trained on the other LLM's, and each against the retriever; ``table.md``,
@@ -36,7 +36,7 @@ ROOT = _offline.ROOT
 
 from _full_data import run_job  # noqa: E402
 
-from udcg_ltr.io import atomic_write_json, atomic_write_text  # noqa: E402
+from udcg_ltr.io import atomic_write_json, atomic_write_text, read_json_dict  # noqa: E402
 from udcg_ltr.report import markdown_table, read_csv  # noqa: E402
 from udcg_ltr.stats.bootstrap import paired_bootstrap_test  # noqa: E402
 
@@ -46,16 +46,21 @@ METRIC = f"udcg@{K}"
 LLMS = {"demo": "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct"}
 
 
+def slug(llm: str) -> str:
+    return llm.replace(".", "")
+
+
 def model_dir(out: Path, llm: str) -> Path:
     return out / f"train_{llm}" / "cross_encoder" / "model"
 
 
 def train(out: Path, llm: str, args) -> None:
-    """The reranker trained on ``llm``'s utilities, unless its model folder already exists."""
-    if model_dir(out, llm).is_dir() and not args.force:
-        print(f"reranker on {llm}'s utilities: {model_dir(out, llm)} exists, not retrained", flush=True)
-        return
+    """The reranker trained on ``llm``'s utilities, unless its job finished (a killed job resumes: its finished
+    model is reused and the retriever-fusion weight is still chosen on val, as every reranker here is deployed)."""
     run_dir = out / f"train_{llm}"
+    if (read_json_dict(run_dir / "job_result.json") or {}).get("status") == "finished" and not args.force:
+        print(f"reranker on {llm}'s utilities: {model_dir(out, llm)} finished, not retrained", flush=True)
+        return
     cmd = [sys.executable, str(ROOT / "train.py"), "experiment=cross_llm", f"llm={llm}", "logger=csv",
            f"model.cross_encoder.train_questions={args.train_questions or 'null'}",
            f"model.cross_encoder.val_questions={args.val_questions or 'null'}", f"hydra.run.dir={run_dir}"]
@@ -64,7 +69,7 @@ def train(out: Path, llm: str, args) -> None:
 
 def evaluate(out: Path, trained_on: str, eval_llm: str) -> dict[str, dict[str, float]]:
     """``{system: {qid: UDCG@k}}`` of one reranker's test contexts under ``eval_llm``'s utilities."""
-    run_dir = out / f"eval_{trained_on}_on_{eval_llm}"
+    run_dir = out / f"eval_{slug(trained_on)}_on_{slug(eval_llm)}"  # no dot: the job's log is <run_dir>.log
     cmd = [sys.executable, str(ROOT / "evaluate.py"), "experiment=cross_llm_eval", f"llm={eval_llm}",
            f"reranker.path={model_dir(out, trained_on)}", f"reranker.scores_cache={out / f'scores_{trained_on}.json'}",
            "logger=csv", f"hydra.run.dir={run_dir}"]
