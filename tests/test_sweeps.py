@@ -329,6 +329,29 @@ def test_run_job_state_machine_in_process(tmp_path):
     assert run_job(_job_cfg(run_dir, k=3, force=True), JobSettings, job_type="t", body=body) == {"m": 4.0}
 
 
+def test_a_changed_config_keeps_the_self_stamped_training_and_force_drops_it(tmp_path):
+    """A new or changed key reruns the job, but ``cross_encoder/`` (whose fit_arguments.json stamp decides its own
+    reuse) survives; the rest of the earlier result goes; ``force=true`` drops everything."""
+    from udcg_ltr.jobs.common import SELF_STAMPED, run_job
+    from udcg_ltr.jobs.settings import JobSettings
+
+    run_dir = tmp_path / "job"
+    seen = []
+
+    def body(settings, folder, logger):
+        seen.append(sorted(p.name for p in folder.iterdir() if p.name not in (".hydra", "job_result.json")))
+        (folder / "results.md").write_text(f"k = {settings.k}")
+        (folder / "cross_encoder").mkdir(exist_ok=True)
+        (folder / "cross_encoder" / "fit_arguments.json").write_text("{}")
+        return {"m": float(settings.k)}
+
+    assert SELF_STAMPED == {"cross_encoder"}
+    run_job(_job_cfg(run_dir), JobSettings, job_type="t", body=body)
+    run_job(_job_cfg(run_dir, k=3), JobSettings, job_type="t", body=body)  # config changed
+    run_job(_job_cfg(run_dir, k=3, force=True), JobSettings, job_type="t", body=body)
+    assert seen == [[], ["cross_encoder"], []]
+
+
 def test_a_checkout_used_as_run_folder_is_never_emptied(tmp_path):
     """``hydra.run.dir=.`` in a checkout: a stale result there removes only the job's own state file."""
     import json

@@ -149,10 +149,18 @@ def is_dedicated_run_dir(run_dir: Path) -> bool:
     return not any((run_dir / name).exists() for name in (".git", "pyproject.toml", "setup.py"))
 
 
-def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None) -> list[str]:
+#: Run-folder entries that check themselves: a stage reuses one only when its own stamp equals the stage's
+#: arguments (``cross_encoder/fit_arguments.json`` beside the model, ``checkpoints/fit_arguments.json`` beside
+#: ``last.ckpt``; :func:`udcg_ltr.models.training.fit_reranker`). A job whose config changed keeps them, so a
+#: new or renamed key that does not touch the training no longer costs a finished training; ``force=true`` drops them.
+SELF_STAMPED = frozenset({"cross_encoder"})
+
+
+def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str, Any] | None = None,
+                  keep: frozenset[str] = frozenset()) -> list[str]:
     """Remove what an earlier attempt left in ``run_dir``, returning the removed names: always ``job_result.json``
     and the attempt's W&B run (so a rerun logs exactly one run); with ``keep_resumable=False`` every artefact too,
-    in a dedicated run folder only, but ``.hydra/`` and logs."""
+    in a dedicated run folder only, but ``.hydra/``, logs and the entries named in ``keep``."""
     if not run_dir.is_dir():
         return []
     if not is_dedicated_run_dir(run_dir):
@@ -165,7 +173,7 @@ def clear_run_dir(run_dir: Path, *, keep_resumable: bool, previous: Mapping[str,
             targets.append(run_dir / wandb_run)
     else:
         targets = [child for child in sorted(run_dir.iterdir())
-                   if not (child.name == ".hydra" or (child.is_file() and child.suffix == ".log"))
+                   if not (child.name == ".hydra" or child.name in keep or (child.is_file() and child.suffix == ".log"))
                    and (not keep_resumable or child.name in (RESULT_FILE, "wandb"))]
     targets = [target for target in targets if target.exists() or target.is_symlink()]
     for target in targets:
@@ -332,7 +340,8 @@ def run_job(cfg, settings_type: type[S], *, job_type: str,
             raise
         stale = previous is not None and (previous.get("config_hash") != chash or force)
         if previous is not None:
-            removed = clear_run_dir(run_dir, keep_resumable=not stale, previous=previous)
+            removed = clear_run_dir(run_dir, keep_resumable=not stale, previous=previous,
+                                    keep=frozenset() if force else SELF_STAMPED)
             why = ("force=true" if force else "its config changed") if stale else f"last attempt {previous.get('status')}"
             job_log.warning("%s held a result of an earlier attempt (%s): rerunning; removed %s", run_dir, why, removed)
         _mark(run_dir, "running", chash)
