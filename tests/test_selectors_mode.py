@@ -142,7 +142,7 @@ def test_reranker_scores_are_cached_by_question(tmp_path):
             calls.append([r.qid for r in rs])
             return [np.arange(len(r.passages), dtype=np.float64) * (1 + int(r.qid[4:])) for r in rs]
 
-    ctx = SimpleNamespace(reranker=FakeReranker())
+    ctx = SimpleNamespace(reranker=FakeReranker(), reranker_identity=lambda: {"weights_sha256": ["a"]})
     cache = tmp_path / "reranker_scores.json"
     first = _reranker_scores(ctx, records[:4], cache)
     again = _reranker_scores(ctx, records, cache)  # only the two new questions are scored
@@ -151,4 +151,8 @@ def test_reranker_scores_are_cached_by_question(tmp_path):
     expected = fuse_scores(records, alone, 0.5)
     assert all(np.array_equal(a, b) for a, b in zip(again, expected))
     assert all(np.array_equal(a, b) for a, b in zip(first, expected[:4]))
-    assert sorted(json.loads(cache.read_text())) == [r.qid for r in records]
+    assert sorted(json.loads(cache.read_text())["scores"]) == [r.qid for r in records]
+    # another model (other weights) does not reuse them: every question is scored again
+    ctx.reranker_identity = lambda: {"weights_sha256": ["b"]}
+    _reranker_scores(ctx, records, cache)
+    assert calls[-1] == [r.qid for r in records]

@@ -18,7 +18,7 @@ from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts
 from udcg_ltr.data.padded import judged_pools
 from udcg_ltr.data.schema import QueryRecord
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
-from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict
+from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict, sha256_file
 from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample
 from udcg_ltr.jobs.settings import STUDY_MODES, EvaluateSettings
 from udcg_ltr.jobs.systems import ReportTarget, report_systems, report_trec, retrieval_scores
@@ -44,6 +44,12 @@ class EvalContext(JobContext):
 
         rc = self.settings.reranker
         return Reranker.from_pretrained(rc.path, batch_size=rc.batch_size, max_length=rc.max_length)
+
+    def reranker_identity(self) -> dict[str, Any]:
+        """What the reranker's own scores depend on: its weights' sha256 and the input length; a scores cache
+        written by another model (say one retrained in the same folder) is not reused."""
+        weights = sorted(Path(self.settings.reranker.path).glob("*.safetensors"))
+        return {"weights_sha256": [sha256_file(w) for w in weights], "max_length": self.reranker.max_length}
 
     def report(self, records: list[QueryRecord], systems: dict[str, list[list[str]]], title: str, *,
                llm: str | None, chosen_k: dict[str, np.ndarray] | None = None) -> dict[str, float]:
@@ -76,14 +82,17 @@ def mode_metrics(ctx: EvalContext) -> dict[str, float]:
 
 def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path | None = None) -> list[np.ndarray]:
     """``reranker.path``'s scores of ``records``, fused with the retriever's by its saved weight; with ``cache`` (a JSON
-    of the model's own scores by question id) only the questions not in it are scored, then added to it."""
-    stored = (read_json_dict(cache) if cache is not None else None) or {}
+    of the model's own scores by question id, stamped with :meth:`EvalContext.reranker_identity`) only the questions
+    not in it are scored, then added to it. A cache of another model, or of another format, is started afresh."""
+    identity = ctx.reranker_identity() if cache is not None else None
+    doc = (read_json_dict(cache) if cache is not None else None) or {}
+    stored = doc.get("scores") if doc.get("scorer") == identity and isinstance(doc.get("scores"), dict) else {}
     missing = [r for r in records if r.qid not in stored]
     if missing:
         alone = ctx.reranker.score_records(missing, progress=True, fuse=False)
         stored.update((r.qid, s.tolist()) for r, s in zip(missing, alone))
         if cache is not None:
-            atomic_write_json(cache, stored, indent=None)
+            atomic_write_json(cache, {"scorer": identity, "scores": stored}, indent=None)
     return fuse_scores(records, [stored[r.qid] for r in records], ctx.reranker.retriever_fusion)
 
 
