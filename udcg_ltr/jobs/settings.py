@@ -227,6 +227,9 @@ class JobSettings:
     task_name: str = "job"
     sweep_name: str = "default"
     tags: list[str] = field(default_factory=list)  # an experiment recipe's own logger tags
+    splits: Any = field(default_factory=lambda: ["test"])  # evaluated: a split, a list of splits, or null: every record
+    match_rule: str = "contains"  # answer grading (udcg_ltr.annotate.grading)
+    end_to_end: bool = True  # the LLM answers the contexts where the job can (needs gold answers)
     paths: PathSettings = field(default_factory=PathSettings)
     dataset: DatasetSettings | None = None
     llm: LLMSettings | None = None
@@ -234,6 +237,7 @@ class JobSettings:
     def __post_init__(self) -> None:
         problems = number("k", self.k, low=1)
         problems += number("gamma", self.gamma, kind=float, low=0.0, high=1.0, low_open=True)
+        problems += match_rule("match_rule", self.match_rule)
         if self.dataset is None:
             problems.append("no dataset configured (dataset=<name>)")
         report(problems)
@@ -256,18 +260,6 @@ class AnnotateSettings:
 
     answers: bool = True  # also the greedy single-passage answer (eRAG labels)
     batch_size: int | None = None
-
-
-@dataclass
-class EvaluationSettings:
-    """train.py's ``evaluate`` stage."""
-
-    splits: Any = field(default_factory=lambda: ["test"])  # a split, a list of splits, or null: every record
-    end_to_end: bool = True
-    match_rule: str = "contains"
-
-    def __post_init__(self) -> None:
-        report(match_rule("evaluation.match_rule", self.match_rule))
 
 
 @dataclass
@@ -401,7 +393,6 @@ class TrainSettings(JobSettings):
 
     optimized_metric: str | None = None
     annotate: AnnotateSettings = field(default_factory=AnnotateSettings)
-    evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
     model: ModelSettings = MISSING
     trainer: TrainerSettings = field(default_factory=TrainerSettings)
 
@@ -504,9 +495,6 @@ class EvaluateSettings(JobSettings):
     """conf/evaluate.yaml and the node of its mode (conf/mode/<mode>.yaml)."""
 
     mode: str = MISSING
-    splits: Any = field(default_factory=lambda: ["test"])  # a split, a list of splits, or null: every record
-    match_rule: str = "contains"
-    end_to_end: bool = True
     ties: str = "stable"  # rank ties of mode=reranker: stable | trec
     reranker: RerankerSettings = field(default_factory=RerankerSettings)
     selectors: SelectorsSettings | None = None
@@ -517,7 +505,7 @@ class EvaluateSettings(JobSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         problems = [] if self.mode in MODES else [f"mode: unknown mode {self.mode!r} (known: {sorted(MODES)})"]
-        problems += match_rule("match_rule", self.match_rule) + choice("ties", self.ties, ("stable", "trec"))
+        problems += choice("ties", self.ties, ("stable", "trec"))
         scored = self.mode == "reranker" or (self.mode == "selectors" and self.selectors is not None
                                              and self.selectors.scores == "reranker")
         if scored and not self.reranker.path:
