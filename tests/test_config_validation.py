@@ -120,6 +120,12 @@ def test_the_evaluation_settings_have_one_spelling(task):
             compose(task, [old])
 
 
+def test_the_loss_has_one_spelling():
+    """The loss is the top-level ``loss`` group (conf/loss) alone: conf/model has no ``model.loss`` copy of it."""
+    cfg = compose("train", ["model=cross_encoder", "loss=bce"])
+    assert "loss" not in cfg.model and job_settings(TrainSettings, cfg).loss_spec() == ("bce", {})
+
+
 def test_the_settings_accept_the_stages_and_modes_the_jobs_run():
     assert tuple(STAGE_FUNCS) == settings.STAGES and tuple(MODES) == settings.MODES
 

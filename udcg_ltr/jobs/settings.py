@@ -327,7 +327,6 @@ class ModelSettings:
 
     name: str = MISSING
     stages: list[str] = MISSING
-    loss: Any = None  # a name, or a node with ``name`` and the loss's arguments
     cross_encoder: CrossEncoderSettings | None = None
     udcg_theta: UdcgThetaSettings | None = None
     dynamic_k: DynamicKSettings | None = None
@@ -339,8 +338,6 @@ class ModelSettings:
             problems.append("model.stages is empty")
         problems += [f"model.stages names {stage} but model.{stage} is not set" for stage in self.STAGE_NODES
                      if stage in self.stages and getattr(self, stage) is None]
-        if "cross_encoder" in self.stages:
-            problems += self._loss_problems()
         report(problems)
 
     @classmethod
@@ -348,25 +345,6 @@ class ModelSettings:
         """``node`` without the nodes of the stages it does not run (called on the config before conversion)."""
         run = set(node["stages"] or ()) if "stages" in node else set()
         return {key: value for key, value in node.items() if key not in cls.STAGE_NODES or key in run}
-
-    def _loss_problems(self) -> list[str]:
-        if self.loss is None:
-            return ["the cross_encoder stage needs a loss (loss=<name>)"]
-        name, kwargs = self.loss_spec()
-        if not name:
-            return ["loss.name is not set"]
-        try:
-            get_loss(name, **kwargs)
-        except (KeyError, ValueError, TypeError) as err:
-            return [f"loss {name!r}: {err.args[0] if err.args else err}"]
-        return []
-
-    def loss_spec(self) -> tuple[str | None, dict[str, Any]]:
-        """``(name, arguments)`` of the loss."""
-        if isinstance(self.loss, str):
-            return self.loss, {}
-        kwargs = dict(self.loss)
-        return kwargs.pop("name", None), kwargs
 
 
 @dataclass
@@ -392,9 +370,34 @@ class TrainSettings(JobSettings):
     """conf/train.yaml."""
 
     optimized_metric: str | None = None
+    loss: Any = None  # conf/loss: a name, or a node with ``name`` and the loss's arguments
     annotate: AnnotateSettings = field(default_factory=AnnotateSettings)
     model: ModelSettings = MISSING
     trainer: TrainerSettings = field(default_factory=TrainerSettings)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.model, ModelSettings) and "cross_encoder" in self.model.stages:
+            report(self._loss_problems())
+
+    def _loss_problems(self) -> list[str]:
+        if self.loss is None:
+            return ["the cross_encoder stage needs a loss (loss=<name>)"]
+        name, kwargs = self.loss_spec()
+        if not name:
+            return ["loss.name is not set"]
+        try:
+            get_loss(name, **kwargs)
+        except (KeyError, ValueError, TypeError) as err:
+            return [f"loss {name!r}: {err.args[0] if err.args else err}"]
+        return []
+
+    def loss_spec(self) -> tuple[str | None, dict[str, Any]]:
+        """``(name, arguments)`` of the loss."""
+        if isinstance(self.loss, str):
+            return self.loss, {}
+        kwargs = dict(self.loss)
+        return kwargs.pop("name", None), kwargs
 
     @property
     def num_threads(self) -> int | None:

@@ -103,7 +103,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
     # Seeded subsamples (all questions when null), the same for every loss and model seed of a comparison.
     train = subsample(state.split(mcfg.train_split), mcfg.train_questions, mcfg.train_subsample_seed)
     val = subsample(state.split(mcfg.val_split), mcfg.val_questions, mcfg.val_subsample_seed)
-    loss_name, loss_kwargs = s.model.loss_spec()
+    loss_name, loss_kwargs = s.loss_spec()
     # The scoring after training: the trainer's device, its precision unless eval_precision names another
     # (resolved first: a bad name must not cost the training).
     precision = resolve_precision(mcfg.eval_precision or trainer.precision, trainer.accelerator)
