@@ -55,7 +55,7 @@ def tiny_job_config(tmp_path: Path, monkeypatch, records: Sequence[QueryRecord],
     monkeypatch.setenv("UDCG_LTR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("UDCG_LTR_DATA", os.environ.get("UDCG_LTR_DATA", str(data_dir())))
     return compose(["dataset=jsonl", f"dataset.reader.path={data}", "llm=smollm2", "model=cross_encoder",
-                    f"model.cross_encoder.pretrained={model_dir}", "evaluation.end_to_end=false",
+                    f"model.cross_encoder.pretrained={model_dir}", "end_to_end=false",
                     f"paths.output_dir={tmp_path / 'run'}", f"paths.annotation_cache_dir={tmp_path / 'annotations'}",
                     *overrides])
 

@@ -75,7 +75,7 @@ def test_train_job_logs_the_reranker_and_the_udcg_theta_weights(tmp_path):
            f"hydra.run.dir={run_dir}", "dataset=tiny", "model=pipeline", "model.stages=[udcg_theta,cross_encoder,evaluate]",
            f"model.cross_encoder.pretrained={bert}", "model.cross_encoder.batch_size=4",
            "model.cross_encoder.max_length=32", "loss=udcg_direct", "trainer=debug", "trainer.precision=32-true",
-           "trainer.num_threads=1", f"llm.name={SYNTHETIC_LLM}", "evaluation.end_to_end=false", "logger=wandb",
+           "trainer.num_threads=1", f"llm.name={SYNTHETIC_LLM}", "end_to_end=false", "logger=wandb",
            f"paths.cache_dir={tmp_path / 'cache'}"]
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)

@@ -58,7 +58,8 @@ def problems(task: str, overrides: list[str]) -> list[str]:
     ("train", ["model.stages=[annotate,fit_everything]"], "unknown stages ['fit_everything']"),
     ("train", ["model=dynamic_k", "model.dynamic_k.selector=psychic"], "unknown selector kind 'psychic'"),
     ("train", ["loss=udcg_direct", "+loss.temperature=2"], "loss 'udcg'"),
-    ("train", ["evaluation.match_rule=fuzzy"], "unknown match rule 'fuzzy'"),
+    ("train", ["match_rule=fuzzy"], "match_rule: unknown match rule 'fuzzy'"),
+    ("evaluate", ["match_rule=fuzzy"], "match_rule: unknown match rule 'fuzzy'"),
     ("train", ["dataset=jsonl", "dataset.reader.path=/nonexistent/data.jsonl"],
      "dataset.reader.path: /nonexistent/data.jsonl does not exist"),
     ("train", ["dataset=jsonl"], "dataset.reader.path is required"),
@@ -103,6 +104,26 @@ def test_unknown_mode_is_refused_with_the_known_ones():
     cfg.mode = "oracle"
     with pytest.raises(ConfigError, match="unknown mode 'oracle'"):  # a config built another way is still checked
         job_settings(EvaluateSettings, cfg)
+
+
+@pytest.mark.parametrize("task", ["train", "evaluate"])
+def test_the_evaluation_settings_have_one_spelling(task):
+    """``splits``, ``match_rule`` and ``end_to_end`` are top-level keys of both jobs (one definition: JobSettings);
+    the retired ``evaluation.*`` spelling of train.py is refused, not ignored."""
+    from hydra.errors import ConfigCompositionException
+
+    cls = TrainSettings if task == "train" else EvaluateSettings
+    s = job_settings(cls, compose(task, ["splits=[val,test]", "match_rule=em", "end_to_end=false"]))
+    assert (s.splits, s.match_rule, s.end_to_end) == (["val", "test"], "em", False)
+    for old in ("evaluation.splits=[test]", "evaluation.match_rule=em", "evaluation.end_to_end=false"):
+        with pytest.raises(ConfigCompositionException, match="Could not override"):
+            compose(task, [old])
+
+
+def test_the_loss_has_one_spelling():
+    """The loss is the top-level ``loss`` group (conf/loss) alone: conf/model has no ``model.loss`` copy of it."""
+    cfg = compose("train", ["model=cross_encoder", "loss=bce"])
+    assert "loss" not in cfg.model and job_settings(TrainSettings, cfg).loss_spec() == ("bce", {})
 
 
 def test_the_settings_accept_the_stages_and_modes_the_jobs_run():

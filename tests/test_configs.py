@@ -172,7 +172,7 @@ def build_loss(cfg: DictConfig):
     """The loss as the train job builds it (a ``_target_`` node, or a registry name filled with the run's k, gamma)."""
     from hydra.utils import instantiate
 
-    node = cfg.model.get("loss", cfg.get("loss"))
+    node = cfg.get("loss")
     if isinstance(node, DictConfig) and "_target_" in node:
         return instantiate(node)
     kwargs = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else {"name": node}

@@ -63,7 +63,7 @@ def test_study_recipes_compose():
         cfg = compose(config_name="evaluate", overrides=["experiment=demo_studies", "mode=position"])
         assert cfg.dataset.name == "demo" and cfg.studies.context_size.mode == "resample"
         cfg = compose(config_name="train", overrides=["experiment=squad_bce"])
-        assert cfg.loss.name == "bce" and cfg.model.name == "cross_encoder" and list(cfg.evaluation.splits) == ["val", "test"]
+        assert cfg.loss.name == "bce" and cfg.model.name == "cross_encoder" and list(cfg.splits) == ["val", "test"]
 
 
 # ---- issue 16: the demo world's pools of 8 and the distractor study's 2(k-1) distractors -------------------

@@ -43,7 +43,7 @@ def test_the_full_recipes_are_the_old_benchs_budget():
     assert {key: ce[key] for key in budget} == budget
     assert udcg["trainer"]["max_epochs"] == 1 and udcg["trainer"]["precision"] == "auto"
     assert list(udcg["callbacks"]) == ["model_checkpoint"]  # the old bench: early_stopping_patience=None
-    assert udcg["evaluation"]["splits"] == ["test"] and udcg["evaluation"]["end_to_end"] is False
+    assert udcg["splits"] == ["test"] and udcg["end_to_end"] is False
     assert udcg["dataset"]["name"] == "annotated_squad_full" and udcg["llm"]["dtype"] == "float32"
     assert udcg["k"] == 5 and udcg["model"]["stages"] == ["annotate", "cross_encoder", "evaluate"]
     # the old bench's direct-UDCG loss: "udcg" with {"k": 5, "tau": 1.0, "objective": "udcg"}
@@ -54,9 +54,8 @@ def test_the_full_recipes_are_the_old_benchs_budget():
     assert {key: v for key, v in vars(ours).items() if not key.startswith("_")} == \
            {key: v for key, v in vars(old).items() if not key.startswith("_")}
     assert bce["loss"] == {"name": "bce"}
-    def same(c):  # everything but the loss (model.loss is ${loss}) and the tags
-        return {**{key: v for key, v in c.items() if key not in ("loss", "tags", "model")},
-                "model": {key: v for key, v in c["model"].items() if key != "loss"}}
+    def same(c):  # everything but the loss and the tags
+        return {key: v for key, v in c.items() if key not in ("loss", "tags")}
 
     assert same(bce) == same(udcg)
     for name in ("full_listnet", "full_lambda_udcg"):

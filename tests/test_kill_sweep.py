@@ -44,7 +44,7 @@ def _command(tmp_path: Path, sweep_dir: Path) -> list[str]:
     return [sys.executable, str(ROOT / "train.py"), "-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
             f"hydra.sweep.dir={sweep_dir}", "dataset=tiny", "model=udcg_theta",
             f"model.udcg_theta.variant={','.join(VARIANTS)}", f"llm.name={SYNTHETIC_LLM}",
-            "evaluation.end_to_end=false", "logger=wandb", f"paths.cache_dir={tmp_path / 'cache'}"]
+            "end_to_end=false", "logger=wandb", f"paths.cache_dir={tmp_path / 'cache'}"]
 
 
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1",

@@ -35,7 +35,7 @@ def _sweep(tmp_path: Path, sweep_dir: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "train.py"), "-m",
            f"hydra.searchpath=[file://{tmp_path / 'conf'}]", f"hydra.sweep.dir={sweep_dir}",
            "dataset=tiny_a,tiny_b", "model=udcg_theta", "model.udcg_theta.variant=full,binary",
-           f"llm.name={SYNTHETIC_LLM}", "evaluation.end_to_end=false", "logger=wandb",
+           f"llm.name={SYNTHETIC_LLM}", "end_to_end=false", "logger=wandb",
            f"paths.cache_dir={tmp_path / 'cache'}"]
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
@@ -116,7 +116,7 @@ def _data_dir_dataset(tmp_path: Path, data_dirs: dict[str, int]) -> None:
 def _one_job_sweep(tmp_path: Path, sweep_dir: Path, data_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(ROOT / "train.py"), "-m", f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
            f"hydra.sweep.dir={sweep_dir}", "dataset=tiny_dd", "model=udcg_theta", f"llm.name={SYNTHETIC_LLM}",
-           "evaluation.end_to_end=false", "logger=wandb", f"paths.data_dir={data_dir}",
+           "end_to_end=false", "logger=wandb", f"paths.data_dir={data_dir}",
            f"paths.cache_dir={tmp_path / 'cache'}", *extra]
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
@@ -172,7 +172,7 @@ def test_a_failed_job_is_marked_failed_and_reruns_cleanly(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [sys.executable, str(ROOT / "train.py"), f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
            f"hydra.run.dir={run_dir}", "dataset=tiny_dd", "model=udcg_theta", f"llm.name={SYNTHETIC_LLM}",
-           "evaluation.end_to_end=false", "logger=wandb", f"paths.data_dir={tmp_path / 'data'}"]
+           "end_to_end=false", "logger=wandb", f"paths.data_dir={tmp_path / 'data'}"]
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     failed = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert failed.returncode == 1, failed.stderr[-3000:]

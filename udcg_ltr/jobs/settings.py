@@ -227,6 +227,9 @@ class JobSettings:
     task_name: str = "job"
     sweep_name: str = "default"
     tags: list[str] = field(default_factory=list)  # an experiment recipe's own logger tags
+    splits: Any = field(default_factory=lambda: ["test"])  # evaluated: a split, a list of splits, or null: every record
+    match_rule: str = "contains"  # answer grading (udcg_ltr.annotate.grading)
+    end_to_end: bool = True  # the LLM answers the contexts where the job can (needs gold answers)
     paths: PathSettings = field(default_factory=PathSettings)
     dataset: DatasetSettings | None = None
     llm: LLMSettings | None = None
@@ -234,6 +237,7 @@ class JobSettings:
     def __post_init__(self) -> None:
         problems = number("k", self.k, low=1)
         problems += number("gamma", self.gamma, kind=float, low=0.0, high=1.0, low_open=True)
+        problems += match_rule("match_rule", self.match_rule)
         if self.dataset is None:
             problems.append("no dataset configured (dataset=<name>)")
         report(problems)
@@ -256,18 +260,6 @@ class AnnotateSettings:
 
     answers: bool = True  # also the greedy single-passage answer (eRAG labels)
     batch_size: int | None = None
-
-
-@dataclass
-class EvaluationSettings:
-    """train.py's ``evaluate`` stage."""
-
-    splits: Any = field(default_factory=lambda: ["test"])  # a split, a list of splits, or null: every record
-    end_to_end: bool = True
-    match_rule: str = "contains"
-
-    def __post_init__(self) -> None:
-        report(match_rule("evaluation.match_rule", self.match_rule))
 
 
 @dataclass
@@ -335,7 +327,6 @@ class ModelSettings:
 
     name: str = MISSING
     stages: list[str] = MISSING
-    loss: Any = None  # a name, or a node with ``name`` and the loss's arguments
     cross_encoder: CrossEncoderSettings | None = None
     udcg_theta: UdcgThetaSettings | None = None
     dynamic_k: DynamicKSettings | None = None
@@ -347,8 +338,6 @@ class ModelSettings:
             problems.append("model.stages is empty")
         problems += [f"model.stages names {stage} but model.{stage} is not set" for stage in self.STAGE_NODES
                      if stage in self.stages and getattr(self, stage) is None]
-        if "cross_encoder" in self.stages:
-            problems += self._loss_problems()
         report(problems)
 
     @classmethod
@@ -356,25 +345,6 @@ class ModelSettings:
         """``node`` without the nodes of the stages it does not run (called on the config before conversion)."""
         run = set(node["stages"] or ()) if "stages" in node else set()
         return {key: value for key, value in node.items() if key not in cls.STAGE_NODES or key in run}
-
-    def _loss_problems(self) -> list[str]:
-        if self.loss is None:
-            return ["the cross_encoder stage needs a loss (loss=<name>)"]
-        name, kwargs = self.loss_spec()
-        if not name:
-            return ["loss.name is not set"]
-        try:
-            get_loss(name, **kwargs)
-        except (KeyError, ValueError, TypeError) as err:
-            return [f"loss {name!r}: {err.args[0] if err.args else err}"]
-        return []
-
-    def loss_spec(self) -> tuple[str | None, dict[str, Any]]:
-        """``(name, arguments)`` of the loss."""
-        if isinstance(self.loss, str):
-            return self.loss, {}
-        kwargs = dict(self.loss)
-        return kwargs.pop("name", None), kwargs
 
 
 @dataclass
@@ -400,10 +370,34 @@ class TrainSettings(JobSettings):
     """conf/train.yaml."""
 
     optimized_metric: str | None = None
+    loss: Any = None  # conf/loss: a name, or a node with ``name`` and the loss's arguments
     annotate: AnnotateSettings = field(default_factory=AnnotateSettings)
-    evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
     model: ModelSettings = MISSING
     trainer: TrainerSettings = field(default_factory=TrainerSettings)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.model, ModelSettings) and "cross_encoder" in self.model.stages:
+            report(self._loss_problems())
+
+    def _loss_problems(self) -> list[str]:
+        if self.loss is None:
+            return ["the cross_encoder stage needs a loss (loss=<name>)"]
+        name, kwargs = self.loss_spec()
+        if not name:
+            return ["loss.name is not set"]
+        try:
+            get_loss(name, **kwargs)
+        except (KeyError, ValueError, TypeError) as err:
+            return [f"loss {name!r}: {err.args[0] if err.args else err}"]
+        return []
+
+    def loss_spec(self) -> tuple[str | None, dict[str, Any]]:
+        """``(name, arguments)`` of the loss."""
+        if isinstance(self.loss, str):
+            return self.loss, {}
+        kwargs = dict(self.loss)
+        return kwargs.pop("name", None), kwargs
 
     @property
     def num_threads(self) -> int | None:
@@ -504,9 +498,6 @@ class EvaluateSettings(JobSettings):
     """conf/evaluate.yaml and the node of its mode (conf/mode/<mode>.yaml)."""
 
     mode: str = MISSING
-    splits: Any = field(default_factory=lambda: ["test"])  # a split, a list of splits, or null: every record
-    match_rule: str = "contains"
-    end_to_end: bool = True
     ties: str = "stable"  # rank ties of mode=reranker: stable | trec
     reranker: RerankerSettings = field(default_factory=RerankerSettings)
     selectors: SelectorsSettings | None = None
@@ -517,7 +508,7 @@ class EvaluateSettings(JobSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         problems = [] if self.mode in MODES else [f"mode: unknown mode {self.mode!r} (known: {sorted(MODES)})"]
-        problems += match_rule("match_rule", self.match_rule) + choice("ties", self.ties, ("stable", "trec"))
+        problems += choice("ties", self.ties, ("stable", "trec"))
         scored = self.mode == "reranker" or (self.mode == "selectors" and self.selectors is not None
                                              and self.selectors.scores == "reranker")
         if scored and not self.reranker.path:

@@ -77,7 +77,7 @@ def stage_udcg_theta(state: PipelineState) -> None:
     else:
         sampling = ContextSamplingConfig(n_contexts=mcfg.n_contexts, k=s.k, top_n=mcfg.top_n, seed=s.seed)
         runs = run_contexts(fit_records, sample_contexts(fit_records, sampling), state.scorer,
-                            rule=s.evaluation.match_rule, relevance_threshold=state.threshold)
+                            rule=s.match_rule, relevance_threshold=state.threshold)
     summary = run_summary(runs)
     log.info("udcg_theta: %d contexts on %d queries: %s", len(runs), len({r.qid for r in runs}), summary)
     table = build_context_table(state.records, runs, state.llm_name, k=s.k, relevance_threshold=state.threshold)
@@ -103,7 +103,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
     # Seeded subsamples (all questions when null), the same for every loss and model seed of a comparison.
     train = subsample(state.split(mcfg.train_split), mcfg.train_questions, mcfg.train_subsample_seed)
     val = subsample(state.split(mcfg.val_split), mcfg.val_questions, mcfg.val_subsample_seed)
-    loss_name, loss_kwargs = s.model.loss_spec()
+    loss_name, loss_kwargs = s.loss_spec()
     # The scoring after training: the trainer's device, its precision unless eval_precision names another
     # (resolved first: a bad name must not cost the training).
     precision = resolve_precision(mcfg.eval_precision or trainer.precision, trainer.accelerator)
@@ -126,7 +126,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
     reranker = Reranker.from_pretrained(path, batch_size=mcfg.eval_batch_size, max_length=mcfg.max_length,
                                         device="cuda" if on_gpu(trainer.accelerator) else "cpu",
                                         precision=precision)
-    later = list(s.evaluation.splits)  # the splits the later stages read
+    later = list(s.splits)  # the splits the later stages read
     if "dynamic_k" in s.model.stages:
         later.append(s.model.dynamic_k.fit_split)
     scored: list[QueryRecord] = []
@@ -181,9 +181,9 @@ def stage_evaluate(state: PipelineState) -> None:
     from udcg_ltr.select.training import select_k
 
     s, k, llm = state.settings, state.settings.k, state.llm_name
-    records = state.split(s.evaluation.splits)
+    records = state.split(s.splits)
     if not records:
-        raise ValueError(f"evaluate: no records in splits {s.evaluation.splits}")
+        raise ValueError(f"evaluate: no records in splits {s.splits}")
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
     for name, scores in ((f"reranker_alone@{k}", state.alone), (f"reranker@{k}", state.scores)):  # alone: no fusion
         if all(r.qid in scores for r in records):
@@ -198,12 +198,12 @@ def stage_evaluate(state: PipelineState) -> None:
     if has_annotations(records, llm):
         utility = [np.array([p.utility(llm, state.threshold) for p in r.passages]) for r in records]
         systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
-    use_llm = s.evaluation.end_to_end and s.dataset.has_answers and llm is not None
-    title = f"{s.dataset.name}, split {s.evaluation.splits}: {len(records)} queries, LLM {llm}, k = {k}"
+    use_llm = s.end_to_end and s.dataset.has_answers and llm is not None
+    title = f"{s.dataset.name}, split {s.splits}: {len(records)} queries, LLM {llm}, k = {k}"
     results, metrics = report_systems(
         records, systems, target=ReportTarget(state.run_dir, state.logger, title), llm=llm, k=k,
         gamma=s.gamma, theta=state.theta, scorer=state.scorer if use_llm else None,
-        relevance_threshold=state.threshold, match_rule=s.evaluation.match_rule, chosen_k=chosen_k)
+        relevance_threshold=state.threshold, match_rule=s.match_rule, chosen_k=chosen_k)
     state.record_metrics(metrics)
     main = next(r for r in reversed(results) if not r.name.startswith("oracle")).summary()
     state.record_metrics({key: main.get(key, float("nan")) for key in (f"udcg@{k}", f"ndcg@{k}")}, prefix="test/")
@@ -223,7 +223,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         stages = settings.model.stages
         log.info("%d records; stages %s", len(state.records), stages)
         if "evaluate" in stages:  # before the first stage: not after an hour of training
-            state.check_splits("evaluation.splits", settings.evaluation.splits)
+            state.check_splits("splits", settings.splits)
         for stage in stages:
             s0 = time.perf_counter()
             log.info("== stage %s ==", stage)
