@@ -94,3 +94,12 @@ def test_a_setting_given_twice_is_refused(keywords, tmp_path):
     with pytest.raises(TypeError, match="set them there"):
         fit_reranker([], trainer_config={"_target_": "pytorch_lightning.Trainer"}, callback_configs={},
                      output_dir=tmp_path, **keywords)
+
+
+def test_split_groups_take_a_name_a_list_or_every_record():
+    """``splits`` may be one split, a list, or null (every record): the training job scores each of them."""
+    from udcg_ltr.jobs.train_job import split_groups
+
+    assert split_groups("test") == ["test"]  # not its letters
+    assert split_groups(["val", "test"]) == ["val", "test"]
+    assert split_groups(None) == [None]

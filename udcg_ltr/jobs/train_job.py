@@ -95,6 +95,14 @@ def stage_udcg_theta(state: PipelineState) -> None:
     log.info("udcg_theta: weights saved to %s", path)
 
 
+def split_groups(splits: str | list[str] | None) -> list[str | None]:
+    """The evaluated ``splits`` as selections for :meth:`JobContext.split`, one per split: a name, each name of a
+    list, or ``None`` (every record, one group)."""
+    if splits is None:
+        return [None]
+    return [splits] if isinstance(splits, str) else list(splits)
+
+
 def stage_cross_encoder(state: PipelineState) -> None:
     from udcg_ltr.models.reranker import Reranker, save_retriever_fusion
     from udcg_ltr.models.training import FitConfig, fit_reranker
@@ -126,7 +134,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
     reranker = Reranker.from_pretrained(path, batch_size=mcfg.eval_batch_size, max_length=mcfg.max_length,
                                         device="cuda" if on_gpu(trainer.accelerator) else "cpu",
                                         precision=precision)
-    later = list(s.splits)  # the splits the later stages read
+    later = split_groups(s.splits)  # the splits the later stages read
     if "dynamic_k" in s.model.stages:
         later.append(s.model.dynamic_k.fit_split)
     scored: list[QueryRecord] = []
