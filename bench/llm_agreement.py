@@ -72,12 +72,11 @@ def timed_score(scorer, items, rates: RateLog, mode: str):
     return results
 
 
-def score_exact(llm: str, pairs, threads: int, rates: RateLog) -> None:
-    """Score ``pairs`` in float32 and store the results under :data:`EXACT_KEY` beside each passage."""
+def score_exact(llm: str, pairs, items, threads: int, rates: RateLog) -> None:
+    """Score ``items`` (the prompts of ``pairs``) in float32 and store the results under :data:`EXACT_KEY` beside
+    each passage."""
     from udcg_ltr.annotate import llms
-    from udcg_ltr.annotate.prompts import PromptItem
 
-    items = [PromptItem(r.question, [(p.title, p.text)]) for r, p in pairs]
     results = timed_score(cached_scorer(llm, threads), items, rates, "float32")
     for (_, passage), res in zip(pairs, results):
         passage.annotations[EXACT_KEY] = {"p_no_response": res.p_no_response, "answer_alone": res.answer}
@@ -107,9 +106,9 @@ def main() -> int:
     pairs = spread_sample(read_annotated_squad(), args.n, per_question=2)
     print(f"llm_agreement: {len(pairs)} prompts, float32 then fast mode ({args.llm}); about 5-40 s a prompt on a "
           "2-core CPU; cached prompts are not recomputed", flush=True)
-    score_exact(args.llm, pairs, args.threads, rates)
-    print(f"llm_agreement: float32 done at {rates.rate('float32'):.3f} prompts/s; now the fast mode", flush=True)
     items = [PromptItem(r.question, [(p.title, p.text)]) for r, p in pairs]
+    score_exact(args.llm, pairs, items, args.threads, rates)
+    print(f"llm_agreement: float32 done at {rates.rate('float32'):.3f} prompts/s; now the fast mode", flush=True)
     fast = timed_score(cached_scorer(f"{args.llm}_fast", args.threads, quantize="bf16-linear"), items, rates, "fast")
     report = AgreementReport([AgreementRow(r.qid, p.pid, p.annotations[EXACT_KEY]["p_no_response"], res.p_no_response,
                                            p.annotations[EXACT_KEY]["answer_alone"], res.answer)

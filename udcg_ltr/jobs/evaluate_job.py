@@ -85,9 +85,10 @@ def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path |
     of the model's own scores by question id, stamped with :meth:`EvalContext.reranker_identity`) only the questions
     not in it are scored, then added to it. A cache of another model, or of another format, is started afresh."""
     identity = ctx.reranker_identity() if cache is not None else None
-    doc = (read_json_dict(cache) if cache is not None else None) or {"scorer": None}
-    same_model = "scorer" in doc and doc["scorer"] == identity and isinstance(doc.get("scores"), dict)
-    stored = doc["scores"] if same_model else {}
+    doc = (read_json_dict(cache) if cache is not None else None) or {}
+    stored = doc.get("scores") if doc.get("scorer") == identity else None
+    if not isinstance(stored, dict):
+        stored = {}
     missing = [r for r in records if r.qid not in stored]
     if missing:
         alone = ctx.reranker.score_records(missing, progress=True, fuse=False)
