@@ -98,6 +98,15 @@ def test_left_out_questions_and_the_seeded_draw(tmp_path, monkeypatch):
     assert [r["selector"] for r in rows] == ["best_fixed", "oracle"]
 
 
+def test_a_reranker_trained_on_a_whole_split_is_named_as_the_reason_nothing_is_left(tmp_path, monkeypatch):
+    # the squad_<system> recipes train on every train question: nothing would be held out for the selectors
+    left_out = tmp_path / "questions.json"
+    left_out.write_text(json.dumps({"train": [f"train{i}" for i in range(SPLITS["train"])], "val": ["val0"]}))
+    with pytest.raises(ValueError, match=r"got \{'train': 0, .*reranker's own questions .*train it on part"):
+        run_selectors(tmp_path, monkeypatch, "selectors.kinds=[fixed_k,oracle]",
+                      f"selectors.exclude_questions={left_out}")
+
+
 def test_refit_keeps_the_val_choice_and_reports_its_held_out_val_udcg(tmp_path, monkeypatch):
     kinds = "selectors.kinds=[fixed_k,expected_utility,oracle]"
     run_selectors(tmp_path, monkeypatch, kinds, "selectors.refit=true")

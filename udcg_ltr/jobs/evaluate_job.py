@@ -146,7 +146,11 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
         split[s] = subsample(kept, sc.max_questions[s], seed=settings.seed)
     counts = {s: len(v) for s, v in split.items()}
     if not all(counts.values()):
-        raise ValueError(f"selectors: every split needs questions, got {counts}")
+        # A reranker trained (or validated) on a whole split leaves that split empty: say which way out.
+        hint = (f" once the reranker's own questions are left out ({excluded}, selectors.exclude_questions): train "
+                "it on part of each split (model.cross_encoder.train_questions / val_questions)"
+                if any(excluded.values()) else "")
+        raise ValueError(f"selectors: every split needs questions, got {counts}{hint}")
     log.info("questions: %s (left out: %s)", counts, excluded)
     slates = {s: ctx.slates(_rows_with_annotations(ctx, rs)) for s, rs in split.items()}
     # reranker order: its own scores kept per question in the run folder, so a resumed job does not rescore
