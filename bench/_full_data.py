@@ -1,10 +1,12 @@
 """The full annotated SQuAD set (``annotated_full/`` of the shared data folder) for the ``full_*`` benches.
 
 ``dataset=annotated_squad_full`` (conf/dataset/annotated_squad_full.yaml) reads
-``<data_dir>/annotated_full/squad_top10.jsonl.gz`` and ``.../squad_contexts.jsonl.gz``. The benches take a
-``--data-dir`` (the folder holding ``annotated_full/``) and a ``--max-queries`` subsample:
-:func:`write_subsample` copies a seeded subsample of whole questions (each with its pool and its contexts,
-lines verbatim) into a folder of the same layout, so that the Hydra job and the readers run on it unchanged.
+``<data_dir>/annotated_full/squad_top10.jsonl.gz`` and ``.../squad_contexts.jsonl.gz``; the 400-question set
+(``dataset=annotated_squad``, ``annotated/``) has the same layout, so a bench's ``--dataset annotated`` passes
+``folder="annotated"`` to the same helpers. The benches take a ``--data-dir`` (the folder holding
+``annotated_full/``) and a ``--max-queries`` subsample: :func:`write_subsample` copies a seeded subsample of whole
+questions (each with its pool and its contexts, lines verbatim) into a folder of the same layout, so that the Hydra
+job and the readers run on it unchanged.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ def full_root(root: str | Path | None = None) -> Path:
     return Path(root) if root is not None else data_dir()
 
 
-def missing_files(root: Path) -> list[Path]:
-    """The set's data files absent under ``root`` (empty when the set is there)."""
-    return [p for p in (root / FOLDER / RECORDS, root / FOLDER / CONTEXTS) if not p.is_file()]
+def missing_files(root: Path, folder: str = FOLDER) -> list[Path]:
+    """The set's data files absent under ``root / folder`` (empty when the set is there)."""
+    return [p for p in (root / folder / RECORDS, root / folder / CONTEXTS) if not p.is_file()]
 
 
 def per_split_quota(max_queries: int, splits: Sequence[str] = SPLITS) -> dict[str, int]:
@@ -61,13 +63,15 @@ def _write_lines(path: Path, lines: Sequence[str]) -> None:
         f.writelines(lines)
 
 
-def write_subsample(src_root: Path, dst_root: Path, max_queries: int, *, seed: int = 0) -> dict[str, int]:
-    """Copy a seeded subsample of ``max_queries`` questions (:func:`per_split_quota`) to ``dst_root/annotated_full``.
+def write_subsample(src_root: Path, dst_root: Path, max_queries: int, *, seed: int = 0,
+                    folder: str = FOLDER) -> dict[str, int]:
+    """Copy a seeded subsample of ``max_queries`` questions (:func:`per_split_quota`) of ``src_root/folder`` to
+    ``dst_root/folder``.
 
     Questions are drawn uniformly within each split (``numpy`` generator seeded with ``seed``) and kept in
     file order with their context lines. Returns the number of questions written per split.
     """
-    src, dst = src_root / FOLDER, dst_root / FOLDER
+    src, dst = src_root / folder, dst_root / folder
     lines, split_of = [], []
     with open_text(src / RECORDS) as f:
         for lineno, line in enumerate(f, start=1):
@@ -99,11 +103,12 @@ def write_subsample(src_root: Path, dst_root: Path, max_queries: int, *, seed: i
 def add_data_args(ap: argparse.ArgumentParser, out: Path) -> None:
     """The options every ``full_*`` bench shares: ``--data-dir``, ``--out``, ``--max-queries``."""
     ap.add_argument("--data-dir", type=Path, default=None,
-                    help="folder holding annotated_full/ (default: the shared data folder, udcg_ltr.paths.data_dir())")
+                    help="folder holding annotated_full/ (annotated/ with --dataset annotated; default: the shared "
+                         "data folder, udcg_ltr.paths.data_dir())")
     ap.add_argument("--out", type=Path, default=out)
     ap.add_argument("--max-queries", type=int, default=None,
                     help="a seeded subsample of this many questions (a third per split, the rest to test) "
-                         "instead of all 10,570: a quick check, not a result")
+                         "instead of all of them (10,570; 400 in annotated/): a quick check, not a result")
 
 
 def add_reuse_arg(ap: argparse.ArgumentParser) -> None:
@@ -113,19 +118,20 @@ def add_reuse_arg(ap: argparse.ArgumentParser) -> None:
                          "job's own skip rule; it does not see code changes); default: rerun it (force=true)")
 
 
-def prepare_data(args: argparse.Namespace) -> tuple[Path, Path] | None:
-    """``(data root holding annotated_full/, output folder)`` for the parsed options: the shared set, or the
+def prepare_data(args: argparse.Namespace, folder: str = FOLDER) -> tuple[Path, Path] | None:
+    """``(data root holding folder/, output folder)`` for the parsed options: the shared set, or the
     ``--max-queries`` subsample written under the output folder; None (after saying why) when the set is absent."""
     src = full_root(args.data_dir)
-    if missing_files(src):
-        print(f"the full annotated SQuAD set is not there: {', '.join(map(str, missing_files(src)))}", file=sys.stderr)
+    missing = missing_files(src, folder)
+    if missing:
+        print(f"the annotated SQuAD set is not there: {', '.join(map(str, missing))}", file=sys.stderr)
         return None
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     data_root = src.resolve()
     if args.max_queries:
         data_root = out / "subsample_data"
-        counts = write_subsample(src, data_root, args.max_queries, seed=args.seed)
+        counts = write_subsample(src, data_root, args.max_queries, seed=args.seed, folder=folder)
         print(f"subsample (--max-queries {args.max_queries}, seed {args.seed}): {counts} -> {data_root}", flush=True)
     return data_root, out
 
@@ -141,7 +147,8 @@ def parse_and_prepare(ap: argparse.ArgumentParser, argv) -> tuple[argparse.Names
 
 def best_reranker_run(rerankers: Path = ROOT / "outputs" / "bench" / "full_rerankers") -> Path:
     """The seed-0 run of the reranker ``bench/full_rerankers.py`` found best on val (``best_on_val`` in its
-    ``summary.json``; chosen on val, never on test), or of direct UDCG when that bench has not named one."""
+    ``summary.json``; chosen on val, never on test), or of direct UDCG when that bench has not named one.
+    ``rerankers``: that bench's output folder (``outputs/bench/reranker_squad`` for the 400-question set)."""
     summary = rerankers / "summary.json"
     best = json.loads(summary.read_text(encoding="utf-8")).get("best_on_val") if summary.is_file() else None
     return rerankers / f"{best or 'udcg'}_seed0"
