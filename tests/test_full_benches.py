@@ -1,12 +1,15 @@
-"""The full-set benches (``bench/full_correlation.py``, ``bench/full_dynamic_k.py``) and their dataset config.
+"""The full-set benches (``bench/full_correlation.py``, ``bench/full_dynamic_k.py``), their dataset config, and
+``bench/dynamic_k_squad.py`` (``full_dynamic_k.py --dataset annotated``).
 
 The end-to-end checks run each bench on a seeded subsample of the real ``annotated_full`` set (built once
-here, 60 questions: 20 per split) and read its machine-read last line; they skip when the shared data is
-absent. Numbers on 20 test questions mean nothing: only the format and the ranges are checked.
+here, 60 questions: 20 per split), or of the 400-question ``annotated`` set, and read its machine-read last line;
+they skip when the shared data is absent. Numbers on 15-20 test questions mean nothing: only the format and the
+ranges are checked.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import re
@@ -32,6 +35,7 @@ CORRELATION_LINE = re.compile(rf"spearman_test_full: udcg={NUMBER} udcg_theta={N
                               rf"diff_theta_vs_ndcg={NUMBER} \[{NUMBER}, {NUMBER}\]")
 DYNAMIC_K_LINE = re.compile(rf"udcg_test_full: best_fixed={NUMBER} relative_threshold={NUMBER} learned={NUMBER} "
                             rf"oracle={NUMBER} gap_closed={NUMBER} p={NUMBER}")
+DYNAMIC_K_SQUAD_LINE = re.compile(DYNAMIC_K_LINE.pattern.replace("udcg_test_full: ", "udcg_test: ", 1))
 
 
 def _run(script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -57,7 +61,7 @@ def test_dataset_config_is_the_annotated_reader_on_the_full_folder():
            {k: v for k, v in s.items() if k not in ("name", "reader", "contexts_path")}
 
 
-@pytest.mark.parametrize("script", ["full_correlation.py", "full_dynamic_k.py"])
+@pytest.mark.parametrize("script", ["full_correlation.py", "full_dynamic_k.py", "dynamic_k_squad.py"])
 def test_help(script):
     proc = _run(script, "--help", timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -109,11 +113,10 @@ def test_full_dynamic_k_end_to_end(small_full_set, tmp_path):
 
 
 def test_full_dynamic_k_runs_the_named_recipe_with_its_options_as_overrides(tmp_path):
-    import argparse
-
     from full_dynamic_k import job_command
 
-    args = argparse.Namespace(order="reranker", reranker_run=tmp_path / "rr", grid="quick", probes=False,
+    args = argparse.Namespace(dataset="annotated_full", order="reranker", reranker_run=tmp_path / "rr", grid="quick",
+                              probes=False,
                               batch_size=64, max_epochs=3, patience=2, n_seeds=2, seed=5, reuse=True,
                               max_train=100, max_val=None)
     cmd = job_command(tmp_path / "data", tmp_path / "job", args)
@@ -129,6 +132,53 @@ def test_full_dynamic_k_runs_the_named_recipe_with_its_options_as_overrides(tmp_
     assert sc.grid == "quick" and sc.probes is False
     assert dict(sc.budget) == {"batch_size": 64, "max_epochs": 3, "patience": 2, "n_seeds": 2}
     assert cfg.seed == 5 and cfg.force is False and cfg.paths.data_dir == str(tmp_path / "data")
+
+
+def _dynamic_k_args(**given):
+    """``full_dynamic_k.py``'s options as parsed when only ``given`` are on the command line."""
+    from full_dynamic_k import BUDGET
+
+    return argparse.Namespace(**{"dataset": "annotated_full", "order": "retriever", "reranker_run": None,
+                                 "grid": "full", "probes": True, "seed": 0, "reuse": False, "max_train": None,
+                                 "max_val": None, **dict.fromkeys(BUDGET), **given})
+
+
+@pytest.mark.parametrize("order", ["retriever", "reranker"])
+def test_dynamic_k_squad_runs_the_annotated_recipes_with_their_own_budget(tmp_path, order):
+    from full_dynamic_k import job_command
+
+    args = _dynamic_k_args(dataset="annotated", order=order, reranker_run=tmp_path / "rr")
+    cmd = job_command(tmp_path / "data", tmp_path / "job", args)
+    assert cmd[2] == f"experiment=dynamic_k_squad{'_reranker' if order == 'reranker' else ''}"
+    assert not [c for c in cmd if c.startswith("selectors.budget.")]  # options not given: the recipe's budget
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="evaluate", overrides=[f"paths.root_dir={ROOT}",
+                                                         *[c for c in cmd[2:] if not c.startswith("hydra.")]])
+    sc = cfg.selectors
+    assert cfg.mode == "selectors" and cfg.dataset.name == "annotated_squad" and sc.scores == order
+    assert dict(sc.budget) == {"batch_size": 32, "max_epochs": 150, "patience": 30, "n_seeds": 3}
+    assert (sc.max_questions.train, sc.max_questions.val) == (None, None)  # every question not left out
+    assert sc.refit is True and sc.grid == "full" and sc.probes is True
+    if order == "reranker":
+        assert cfg.reranker.path == str(tmp_path / "rr" / "cross_encoder" / "model")
+        assert sc.exclude_questions == str(tmp_path / "rr" / "cross_encoder" / "questions.json")
+
+
+def test_dynamic_k_squad_end_to_end(shared_data_dir, tmp_path):
+    if not (shared_data_dir / "annotated" / "squad_contexts.jsonl.gz").is_file():
+        pytest.skip("the shared annotated set is absent")
+    proc = _run("dynamic_k_squad.py", "--data-dir", str(shared_data_dir), "--out", str(tmp_path), "--max-queries",
+                "45", "--grid", "quick", "--no-probes", "--max-epochs", "1", "--n-bootstrap", "200")
+    match = DYNAMIC_K_SQUAD_LINE.fullmatch(_last_line(proc))
+    assert match, _last_line(proc)
+    best_fixed, relative, learned, oracle, gap, p = (float(x) for x in match.groups())
+    assert all(0.0 <= v <= 1.0 for v in (best_fixed, relative, learned, oracle))
+    assert oracle >= max(best_fixed, relative, learned) - 1e-4
+    assert math.isfinite(gap) and gap <= 1.0 + 1e-6 and 0.0 < p <= 1.0
+    assert "experiment=dynamic_k_squad " in proc.stdout and "Questions: train 15, val 15, test 15" in proc.stdout
+    assert (tmp_path / "subsample_data" / "annotated" / "squad_top10.jsonl.gz").is_file()
+    for name in ("table.md", "selectors_test.csv", "udcg_test.png", "results.json", "job/selectors.json"):
+        assert (tmp_path / name).is_file(), name
 
 
 def test_the_reranker_order_defaults_to_the_reranker_best_on_val(tmp_path):
