@@ -162,7 +162,7 @@ def score_with(model_dir: Path, records, threads: int) -> list[np.ndarray]:
     if missing:
         torch.set_num_threads(threads)
         rr = Reranker.from_pretrained(model_dir, batch_size=64)
-        for r, s in zip(missing, rr.score_records(missing, progress=False)):
+        for r, s in zip(missing, rr.score_records(missing, progress=False).aligned(missing)):
             stored[r.qid] = [float(x) for x in s]
         atomic_write_json(cache, stored, indent=None)
     return [np.asarray(stored[r.qid]) for r in records]
