@@ -82,7 +82,7 @@ def cross_validate(records, init: str, args, out: Path) -> list[np.ndarray]:
                                enable_progress_bar=args.progress, num_threads=args.threads)
         rr = Reranker.from_pretrained(path, batch_size=64)
         held_records = [records[i] for i in held]
-        for i, s in zip(held, rr.score_records(held_records, progress=args.progress)):
+        for i, s in zip(held, rr.score_records(held_records, progress=args.progress).aligned(held_records)):
             scores[i] = s
         print(f"fold {f + 1}/{args.cv}: {len(train)} training queries, {len(held)} held out", flush=True)
     return scores  # type: ignore[return-value]
@@ -125,9 +125,8 @@ def main(argv=None) -> dict:
     scores = rr.score_records(records, progress=args.progress)
     write_run(records, scores, out / "reranker.run", tag="udcg_ltr")
     res["reranker"] = evaluate_reranker(records, scores, None, K, relevance_threshold=THRESHOLD)
-    ties["reranker"] = tied_queries(scores)
-    ranx["reranker"] = ranx_ndcg(qrels_path, {r.qid: dict(zip((p.pid for p in r.passages), map(float, s)))
-                                              for r, s in zip(records, scores)})
+    ties["reranker"] = tied_queries(scores.aligned(records))
+    ranx["reranker"] = ranx_ndcg(qrels_path, scores.to_run(records))
     print(f"reranker: {path} ({(time.perf_counter() - t0) / 60:.1f} min incl. training)")
     if args.cv:
         cv_scores = cross_validate(records, path, args, out)

@@ -176,7 +176,7 @@ def test_fit_reranker_lowers_loss_and_saved_model_reloads(tmp_path, tiny_model_d
     # identical scores from the inference API ...
     rr = Reranker.from_pretrained(path, batch_size=3)
     assert rr.max_length == 32
-    got = rr.score_records(train)
+    got = rr.score_records(train).aligned(train)
     for i, rec in enumerate(train):
         by_rank = sorted(range(len(rec.passages)), key=lambda j: rec.passages[j].rank)
         expected = scores[i, :len(by_rank)].numpy()
@@ -203,7 +203,7 @@ def test_fit_reranker_without_validation_trains_and_exports_the_final_weights(tm
     after, _, _ = _train_loss(path, "listnet", {"tau": 0.5}, train)
     assert after < before
     assert "best_epoch" not in metrics and not any(name.startswith("val/") for name in metrics)
-    assert len(Reranker.from_pretrained(path).score_records(train[:1])[0]) == len(train[0].passages)
+    assert len(Reranker.from_pretrained(path).score_records(train[:1])[train[0].qid]) == len(train[0].passages)
 
 
 def test_monitor_and_target_overrides(tiny_model_dir):

@@ -40,8 +40,8 @@ def test_weight_zero_is_the_reranker_and_a_large_weight_the_retriever_order(scor
     n = len(scores)
     ranks = (np.random.default_rng(seed).permutation(n) + 1).tolist()
     rec = record("q", [0.1] * n, ranks)
-    assert fuse_scores([rec], [np.array(scores)], 0.0)[0].tolist() == scores
-    fused = fuse_scores([rec], [np.array(scores)], 1e9)[0]
+    assert fuse_scores([rec], [np.array(scores)], 0.0)["q"].tolist() == scores
+    fused = fuse_scores([rec], [np.array(scores)], 1e9)["q"]
     assert np.argsort(-fused, kind="stable").tolist() == np.argsort(ranks, kind="stable").tolist()
 
 
@@ -83,12 +83,12 @@ def test_a_saved_weight_is_applied_by_score_records(tmp_path):
     fused_rr = Reranker.from_pretrained(path)
     assert fused_rr.retriever_fusion == 1.5
     expected = fuse_scores(recs, raw, 1.5)
-    for got, want in zip(fused_rr.score_records(recs), expected):
+    for got, want in zip(fused_rr.score_records(recs).aligned(recs), expected.aligned(recs)):
         assert got == pytest.approx(want, abs=1e-5)
-    for got, want in zip(fused_rr.score_records(recs, fuse=False), raw):
+    for got, want in zip(fused_rr.score_records(recs, fuse=False).aligned(recs), raw.aligned(recs)):
         assert got == pytest.approx(want, abs=1e-5)
     # predict() stays the cross-encoder's own logit (sentence-transformers' contract)
-    assert fused_rr.predict([(recs[0].question, recs[0].passages[0].text)])[0] == pytest.approx(raw[0][0], abs=1e-5)
+    assert fused_rr.predict([(recs[0].question, recs[0].passages[0].text)])[0] == pytest.approx(raw["q0"][0], abs=1e-5)
 
 
 def test_a_bad_saved_weight_names_the_file_and_field(tmp_path):

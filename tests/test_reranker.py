@@ -8,6 +8,7 @@ from model_fixtures import tiny_bert
 
 from udcg_ltr import metrics as M
 from udcg_ltr.data.schema import Passage, QueryRecord
+from udcg_ltr.data.scores import PassageScores
 
 LLM = "toy-llm"
 
@@ -71,11 +72,11 @@ def test_batching_and_length_sorting_do_not_change_scores(tiny_reranker):
     one = Reranker(tiny_reranker.model, tiny_reranker.tokenizer, batch_size=1, max_length=48,
                    template=tiny_reranker.template)
     b = one.score_records(recs)
-    for x, y, r in zip(a, b, recs):
+    for x, y, r in zip(a.aligned(recs), b.aligned(recs), recs):
         assert x.shape == (len(r.passages),)
         assert np.allclose(x, y, atol=1e-5)
     ranked = tiny_reranker.rank_records(recs, top_k=3)
-    for r, rs, s in zip(recs, ranked, a):
+    for r, rs, s in zip(recs, ranked, a.aligned(recs)):
         assert [x.pid for x in rs] == [r.passages[i].pid for i in np.argsort(-s, kind="stable")[:3]]
 
 
@@ -88,14 +89,17 @@ def test_write_run_round_trips(tiny_reranker, tmp_path):
     path = write_run(recs, scores, tmp_path / "run.txt", tag="toy")
     run = read_trec_run(path)
     assert list(run) == [r.qid for r in recs]
-    for r, s in zip(recs, scores):
-        assert run[r.qid] == pytest.approx({p.pid: float(v) for p, v in zip(r.passages, s)})
+    for r in recs:
+        assert run[r.qid] == pytest.approx({p.pid: float(v) for p, v in zip(r.passages, scores[r.qid])})
     lines = [ln.split() for ln in path.read_text().splitlines() if ln.startswith(recs[0].qid + " ")]
     assert [int(ln[3]) for ln in lines] == list(range(1, len(recs[0].passages) + 1))
-    assert [float(ln[4]) for ln in lines] == sorted(scores[0].tolist(), reverse=True)
+    assert [float(ln[4]) for ln in lines] == sorted(scores[recs[0].qid].tolist(), reverse=True)
     assert all(ln[5] == "toy" for ln in lines)
     p2 = tiny_reranker.write_run(recs, tmp_path / "run2.txt", tag="toy")
     assert p2.read_text() == path.read_text()
+    # per-record arrays aligned with the records (the older form) write the same run
+    p3 = write_run(recs, scores.aligned(recs), tmp_path / "run3.txt", tag="toy")
+    assert p3.read_text() == path.read_text()
 
 
 def test_save_reranker_replaces_atomically(tmp_path, tiny_reranker):
@@ -202,6 +206,10 @@ def test_per_query_metrics_average_to_the_reported_table():
     for name, values in per_query.items():
         assert values.shape == (9,)
         assert values.mean() == pytest.approx(table[name], abs=1e-12), name
+    # keyed scores (udcg_ltr.data.scores) give the same numbers as the aligned list
+    keyed = PassageScores.of(recs, scores)
+    assert evaluate_reranker(recs, keyed, LLM, k) == pytest.approx(table, abs=0, nan_ok=True)
+    assert all(np.array_equal(v, per_query[name]) for name, v in per_query_metrics(recs, keyed, LLM, k).items())
 
 
 def test_evaluate_reranker_graded_ideal_from_all_qrels():

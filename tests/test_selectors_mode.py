@@ -14,6 +14,7 @@ from job_fixtures import LLM, tiny_records
 from udcg_ltr.data.jsonl import write_records
 from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.probes import READER_PROBES
+from udcg_ltr.data.scores import PassageScores
 from udcg_ltr.jobs.common import subsample
 from udcg_ltr.jobs.evaluate_job import _reranker_scores
 from udcg_ltr.models.fusion import fuse_scores
@@ -149,7 +150,8 @@ def test_reranker_scores_are_cached_by_question(tmp_path):
         def score_records(self, rs, *, progress=None, fuse=True):
             assert not fuse  # the cache holds the model's own scores; the saved weight fuses them afterwards
             calls.append([r.qid for r in rs])
-            return [np.arange(len(r.passages), dtype=np.float64) * (1 + int(r.qid[4:])) for r in rs]
+            return PassageScores.of(rs, [np.arange(len(r.passages), dtype=np.float64) * (1 + int(r.qid[4:]))
+                                         for r in rs])
 
     ctx = SimpleNamespace(reranker=FakeReranker(), reranker_identity=lambda: {"weights_sha256": ["a"]})
     cache = tmp_path / "reranker_scores.json"
@@ -158,8 +160,7 @@ def test_reranker_scores_are_cached_by_question(tmp_path):
     assert calls == [[f"test{i}" for i in range(4)], ["test4", "test5"]]
     alone = FakeReranker().score_records(records, fuse=False)
     expected = fuse_scores(records, alone, 0.5)
-    assert all(np.array_equal(a, b) for a, b in zip(again, expected))
-    assert all(np.array_equal(a, b) for a, b in zip(first, expected[:4]))
+    assert again == expected and first == expected.restrict(records[:4])
     assert sorted(json.loads(cache.read_text())["scores"]) == [r.qid for r in records]
     # another model (other weights) does not reuse them: every question is scored again
     ctx.reranker_identity = lambda: {"weights_sha256": ["b"]}

@@ -132,10 +132,10 @@ def _reranker(**kw) -> Reranker:
 
 def test_reranker_token_budget_and_bf16_inference():
     records = toy_records(6, seed=5)
-    plain = np.concatenate(_reranker(batch_size=64).score_records(records))
-    budget = np.concatenate(_reranker(batch_size=64, max_tokens=40).score_records(records))
+    plain = np.concatenate(_reranker(batch_size=64).score_records(records).aligned(records))
+    budget = np.concatenate(_reranker(batch_size=64, max_tokens=40).score_records(records).aligned(records))
     np.testing.assert_allclose(budget, plain, atol=1e-5)  # batching changes nothing but the padding
-    bf16 = np.concatenate(_reranker(batch_size=64, precision="bf16-mixed").score_records(records))
+    bf16 = np.concatenate(_reranker(batch_size=64, precision="bf16-mixed").score_records(records).aligned(records))
     assert not np.array_equal(bf16, plain)  # it really ran in bf16 ...
     np.testing.assert_allclose(bf16, plain, atol=0.05)  # ... and stays close
 

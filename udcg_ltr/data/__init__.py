@@ -2,5 +2,6 @@
 
 from udcg_ltr.data.padded import pad_records
 from udcg_ltr.data.schema import Passage, QueryRecord
+from udcg_ltr.data.scores import PassageScores, as_passage_scores
 
-__all__ = ["Passage", "QueryRecord", "pad_records"]
+__all__ = ["Passage", "PassageScores", "QueryRecord", "as_passage_scores", "pad_records"]

@@ -17,11 +17,12 @@ from udcg_ltr.annotate.annotator import annotate_records
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts
 from udcg_ltr.data.padded import judged_pools
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.data.scores import PassageScores
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.io import atomic_write_json, json_safe, read_json_dict, sha256_file
 from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample
 from udcg_ltr.jobs.settings import STUDY_MODES, EvaluateSettings
-from udcg_ltr.jobs.systems import ReportTarget, report_systems, report_trec, retrieval_scores
+from udcg_ltr.jobs.systems import ReportTarget, report_systems, report_trec, retrieval_scores, utility_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fuse_scores
 from udcg_ltr.studies import get_study
@@ -80,22 +81,24 @@ def mode_metrics(ctx: EvalContext) -> dict[str, float]:
     return ctx.report(records, systems, f"{s.dataset.name}: {len(records)} queries, k = {k}", llm=llm_name)
 
 
-def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path | None = None) -> list[np.ndarray]:
+def _reranker_scores(ctx: EvalContext, records: list[QueryRecord], cache: Path | None = None) -> PassageScores:
     """``reranker.path``'s scores of ``records``, fused with the retriever's by its saved weight; with ``cache`` (a JSON
     of the model's own scores by question id, stamped with :meth:`EvalContext.reranker_identity`) only the questions
     not in it are scored, then added to it. A cache of another model, or of another format, is started afresh."""
     identity = ctx.reranker_identity() if cache is not None else None
     doc = (read_json_dict(cache) if cache is not None else None) or {}
-    stored = doc.get("scores") if doc.get("scorer") == identity else None
-    if not isinstance(stored, dict):
-        stored = {}
-    missing = [r for r in records if r.qid not in stored]
+    stored = PassageScores()
+    if cache is not None and doc.get("scorer") == identity:
+        try:
+            stored = PassageScores.from_json_dict(doc.get("scores"))
+        except ValueError as err:  # another format, or a damaged file: every question is scored again
+            log.warning("reranker scores cache %s not reused: %s", cache, err)
+    missing = stored.missing(records)  # a question whose pool changed size is scored again
     if missing:
-        alone = ctx.reranker.score_records(missing, progress=True, fuse=False)
-        stored.update((r.qid, s.tolist()) for r, s in zip(missing, alone))
+        stored = stored.merge(ctx.reranker.score_records(missing, progress=True, fuse=False))
         if cache is not None:
-            atomic_write_json(cache, {"scorer": identity, "scores": stored}, indent=None)
-    return fuse_scores(records, [stored[r.qid] for r in records], ctx.reranker.retriever_fusion)
+            atomic_write_json(cache, {"scorer": identity, "scores": stored.to_json_dict()}, indent=None)
+    return fuse_scores(records, stored, ctx.reranker.retriever_fusion)
 
 
 def mode_reranker(ctx: EvalContext) -> dict[str, float]:
@@ -108,7 +111,7 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     cache = Path(s.reranker.scores_cache) if s.reranker.scores_cache else None
     rankings = {"retriever": retrieval_scores(records), "reranker": _reranker_scores(ctx, records, cache)}
     if llm is not None:
-        rankings["oracle_utility"] = [np.array([p.utility(llm, ctx.threshold) for p in r.passages]) for r in records]
+        rankings["oracle_utility"] = utility_scores(records, llm, ctx.threshold)
     systems = {f"{name}@{k}": top_k_by(records, scores, k, ties=ties) for name, scores in rankings.items()}
     title = f"reranker {s.reranker.path} on {s.dataset.name}: {len(records)} queries"
     metrics = ctx.report(records, systems, title, llm=llm)
@@ -118,10 +121,11 @@ def mode_reranker(ctx: EvalContext) -> dict[str, float]:
     return metrics
 
 
-def _retriever_order(slates) -> np.ndarray:
-    """The retriever's scores, or minus its ranks where a passage has no score: ``[Q, W]`` as the slates."""
-    score = slates.retrieval_score
-    return score if np.isfinite(score[slates.mask]).all() else -slates.retrieval_rank.astype(np.float64)
+def _retriever_order(records: list[QueryRecord]) -> PassageScores:
+    """The retriever's scores when every passage of ``records`` has a finite one, else minus its ranks (0 where a
+    passage has none): the selectors' order of one split."""
+    scored = all(p.score is not None and np.isfinite(p.score) for r in records for p in r.passages)
+    return PassageScores.of(records, [[p.score if scored else -(p.rank or 0) for p in r.passages] for r in records])
 
 
 def mode_selectors(ctx: EvalContext) -> dict[str, float]:
@@ -155,7 +159,7 @@ def mode_selectors(ctx: EvalContext) -> dict[str, float]:
     slates = {s: ctx.slates(_rows_with_annotations(ctx, rs)) for s, rs in split.items()}
     # reranker order: its own scores kept per question in the run folder, so a resumed job does not rescore
     data = {s: (_reranker_scores(ctx, rs, ctx.run_dir / "reranker_scores.json") if sc.scores == "reranker"
-                else _retriever_order(slates[s]), slates[s]) for s, rs in split.items()}
+                else _retriever_order(rs), slates[s]) for s, rs in split.items()}
     kinds, knobs = sc.kinds, sc.knobs
     selectors, rules = {}, {}
     for kind in kinds:

@@ -17,6 +17,7 @@ import numpy as np
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
 from udcg_ltr.data.padded import judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.data.scores import PassageScores
 from udcg_ltr.jobs.plots import outcomes_figure, systems_figure
 from udcg_ltr.metrics._common import mean, rank_by_scores, take_ranked
 from udcg_ltr.metrics.erag import erag_labels
@@ -56,11 +57,16 @@ class ReportTarget:
     title: str = ""
 
 
-def retrieval_scores(records: Sequence[QueryRecord]) -> list[np.ndarray]:
+def retrieval_scores(records: Sequence[QueryRecord]) -> PassageScores:
     """Scores that reproduce the retriever's order: minus the rank when ranks exist, else the score."""
-    return [-np.array([p.rank for p in r.passages], dtype=np.float64)
-            if all(p.rank is not None for p in r.passages)
-            else np.array([p.score if p.score is not None else -np.inf for p in r.passages]) for r in records]
+    return PassageScores.of(records, [
+        -np.array([p.rank for p in r.passages], dtype=np.float64) if all(p.rank is not None for p in r.passages)
+        else np.array([p.score if p.score is not None else -np.inf for p in r.passages]) for r in records])
+
+
+def utility_scores(records: Sequence[QueryRecord], llm: str, relevance_threshold: int = 1) -> PassageScores:
+    """Each passage's utility for ``llm`` (Eq. 2): the order of the utility oracle."""
+    return PassageScores.of(records, [[p.utility(llm, relevance_threshold) for p in r.passages] for r in records])
 
 
 def context_metrics(records: Sequence[QueryRecord], contexts: Sequence[Sequence[str]], *, llm: str | None, k: int,
@@ -112,9 +118,10 @@ def evaluate_systems(records: Sequence[QueryRecord], systems: Mapping[str, Seque
     return results
 
 
-def trec_metrics(records: Sequence[QueryRecord], scores: Sequence[np.ndarray], *, relevance_threshold: int = 1,
+def trec_metrics(records: Sequence[QueryRecord], scores, *, relevance_threshold: int = 1,
                  cutoffs: Sequence[int] = (5, 10), ties: str = "stable") -> dict[str, np.ndarray]:
-    """trec_eval's measures of each query's full ranking by ``scores``, R and the ideal from the judged pool:
+    """trec_eval's measures of each query's full ranking by ``scores`` (:class:`PassageScores` or what
+    :func:`~udcg_ltr.data.scores.as_passage_scores` takes), R and the ideal from the judged pool:
     trec_eval's values (``-l relevance_threshold``) with ``ties="trec"``, and with ``"stable"`` if no ties."""
     _, slates, padded = scored_slates(records, scores, None, relevance_threshold)
     order = rank_by_scores(padded, slates.mask, ties=ties, ids=slates.pids)
@@ -132,10 +139,11 @@ def _publish(run_dir, name: str, rows: list[dict[str, Any]], logger, **table_kw:
     print("\n" + paths["md"].read_text(encoding="utf-8"))
 
 
-def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Sequence[np.ndarray]], *, run_dir,
+def report_trec(records: Sequence[QueryRecord], rankings: Mapping[str, Any], *, run_dir,
                 logger=None, title: str = "", relevance_threshold: int = 1, cutoffs: Sequence[int] = (5, 10),
                 ties: str = "stable") -> dict[str, float]:
-    """The TREC table (``trec.md`` / ``.csv``, logged): :func:`trec_metrics` of every ranking. Returns
+    """The TREC table (``trec.md`` / ``.csv``, logged): :func:`trec_metrics` of every ranking (system name ->
+    :class:`PassageScores` or per-record arrays). Returns
     ``test/trec/{system}/{measure}`` plus ``test/trec/judged_queries`` and ``test/trec/unjudged_queries``."""
     pools = judged_pools(records, relevance_threshold)
     judged = int(pools.judged.sum())

@@ -21,13 +21,14 @@ from omegaconf import DictConfig
 from udcg_ltr.annotate.end_to_end import load_shared_runs, run_contexts, run_summary
 from udcg_ltr.data.jsonl import write_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.data.scores import PassageScores
 from udcg_ltr.fit.pairs import build_context_table
 from udcg_ltr.fit.sampling import ContextSamplingConfig, sample_contexts
 from udcg_ltr.fit.weights import plot_weights, save_weights
 from udcg_ltr.io import atomic_write_json
 from udcg_ltr.jobs.common import JobContext, has_annotations, run_job, subsample
 from udcg_ltr.jobs.settings import TrainSettings
-from udcg_ltr.jobs.systems import ReportTarget, report_systems, retrieval_scores
+from udcg_ltr.jobs.systems import ReportTarget, report_systems, retrieval_scores, utility_scores
 from udcg_ltr.models.evaluation import top_k_by
 from udcg_ltr.models.fusion import fit_fusion_weight, fuse_scores
 from udcg_ltr.models.precision import on_gpu, resolve_precision
@@ -45,8 +46,8 @@ class PipelineState(JobContext):
         super().__init__(cfg, settings, run_dir, logger)
         self.metrics: dict[str, float] = {}
         self.theta: Any = None
-        self.scores: dict[str, np.ndarray] = {}  # qid -> reranker score per passage
-        self.alone: dict[str, np.ndarray] = {}  # with retriever fusion: the cross-encoder's own scores
+        self.scores = PassageScores()  # the reranker's (fused) scores of every question it scored
+        self.alone = PassageScores()  # with retriever fusion: the cross-encoder's own scores
         self.selector: Any = None
 
     def record_metrics(self, metrics: dict[str, Any], prefix: str = "") -> None:
@@ -138,30 +139,27 @@ def stage_cross_encoder(state: PipelineState) -> None:
     if "dynamic_k" in s.model.stages:
         later.append(s.model.dynamic_k.fit_split)
     scored: list[QueryRecord] = []
-    scores: list[np.ndarray] = []
+    scores = PassageScores()
     for group in [val, *map(state.split, later)]:  # one call per split: batches never mix splits
-        done = {r.qid for r in scored}
-        todo = [r for r in group if r.qid not in done]
+        todo = [r for r in group if r.qid not in scores]
         scored += todo
-        scores += reranker.score_records(todo, progress=True, fuse=False)
+        scores = scores.merge(reranker.score_records(todo, progress=True, fuse=False))
     if mcfg.retriever_fusion:  # interpolate with the retriever's score, weight chosen on val
-        weight, curve = fit_fusion_weight(val, scores[:len(val)], state.llm_name, s.k,
+        weight, curve = fit_fusion_weight(val, scores, state.llm_name, s.k,
                                           gamma=s.gamma, relevance_threshold=state.threshold)
         save_retriever_fusion(path, weight)
-        state.alone = {rec.qid: s for rec, s in zip(scored, scores)}
+        state.alone = scores
         scores = fuse_scores(scored, scores, weight)
         state.record_metrics({"retriever_fusion": weight, **{f"val_udcg_fusion_{w:g}": v for w, v in curve.items()}},
                              prefix="cross_encoder/")
         log.info("cross_encoder: retriever fusion weight %g (val UDCG@%d by weight: %s)", weight, s.k, curve)
-    state.scores.update({rec.qid: np.asarray(s, dtype=np.float64) for rec, s in zip(scored, scores)})
+    state.scores = state.scores.merge(scores)
     log.info("cross_encoder: saved to %s", path)
 
 
-def _ranking_scores(state: PipelineState, records: list[QueryRecord]) -> list[np.ndarray]:
+def _ranking_scores(state: PipelineState, records: list[QueryRecord]) -> PassageScores:
     """Reranker scores when a reranker ran, else the retriever's order."""
-    if all(r.qid in state.scores for r in records):
-        return [state.scores[r.qid] for r in records]
-    return retrieval_scores(records)
+    return retrieval_scores(records) if state.scores.missing(records) else state.scores
 
 
 def stage_dynamic_k(state: PipelineState) -> None:
@@ -194,8 +192,8 @@ def stage_evaluate(state: PipelineState) -> None:
         raise ValueError(f"evaluate: no records in splits {s.splits}")
     systems: dict[str, list[list[str]]] = {f"retriever@{k}": top_k_by(records, retrieval_scores(records), k)}
     for name, scores in ((f"reranker_alone@{k}", state.alone), (f"reranker@{k}", state.scores)):  # alone: no fusion
-        if all(r.qid in scores for r in records):
-            systems[name] = top_k_by(records, [scores[r.qid] for r in records], k)
+        if not scores.missing(records):
+            systems[name] = top_k_by(records, scores, k)
     chosen_k = {}
     if state.selector is not None:
         ranking = _ranking_scores(state, records)
@@ -204,8 +202,7 @@ def stage_evaluate(state: PipelineState) -> None:
         systems[name] = top_k_by(records, ranking, ks)
         chosen_k[name] = ks
     if has_annotations(records, llm):
-        utility = [np.array([p.utility(llm, state.threshold) for p in r.passages]) for r in records]
-        systems[f"oracle_utility@{k}"] = top_k_by(records, utility, k)
+        systems[f"oracle_utility@{k}"] = top_k_by(records, utility_scores(records, llm, state.threshold), k)
     use_llm = s.end_to_end and s.dataset.has_answers and llm is not None
     title = f"{s.dataset.name}, split {s.splits}: {len(records)} queries, LLM {llm}, k = {k}"
     results, metrics = report_systems(

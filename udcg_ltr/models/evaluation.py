@@ -6,15 +6,16 @@ left out of the relevance metrics, as trec_eval does, and counted in ``unjudged_
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from udcg_ltr import metrics as M
 from udcg_ltr.annotate.end_to_end import end_to_end_selection
-from udcg_ltr.data.padded import judged_pools, pad_records, pad_scores
+from udcg_ltr.data.padded import PaddedSlates, judged_pools, pad_records
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.data.scores import PassageScores, as_passage_scores
 from udcg_ltr.metrics._common import rank_by_scores
 from udcg_ltr.metrics.table import (
     GradedLabels,
@@ -68,36 +69,32 @@ def slate_metrics(scores, *, options: MetricOptions, mask=None, utility=None, gr
 
 
 def align_scores(records: Sequence[QueryRecord], scores) -> list[np.ndarray]:
-    """Per-record score arrays in passage order, from a list of arrays or ``{qid: {pid: score}}``."""
-    if isinstance(scores, Mapping):
-        return [np.array([float(scores[r.qid][p.pid]) for p in r.passages]) for r in records]
-    out = [np.asarray(s, dtype=np.float64) for s in scores]
-    if len(out) != len(records):
-        raise ValueError(f"{len(records)} records but {len(out)} score lists")
-    for r, s in zip(records, out):
-        if s.shape != (len(r.passages),):
-            raise ValueError(f"query {r.qid!r}: {len(r.passages)} passages but {s.shape} scores")
-    return out
+    """Per-record score arrays in passage order (read-only), from anything
+    :func:`~udcg_ltr.data.scores.as_passage_scores` takes: :class:`PassageScores`, a list of arrays or
+    ``{qid: {pid: score}}``."""
+    return as_passage_scores(records, scores).aligned(records)
 
 
-def scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int):
-    """``(aligned per-record scores, padded slates in passage order, [Q, W] scores with 0 at padding)``."""
-    aligned = align_scores(records, scores)
+def scored_slates(records: Sequence[QueryRecord], scores, llm: str | None, relevance_threshold: int
+                  ) -> tuple[PassageScores, PaddedSlates, np.ndarray]:
+    """``(scores as PassageScores, padded slates in passage order, [Q, W] scores with 0 at padding)``."""
+    keyed = as_passage_scores(records, scores)
     slates = pad_records(records, llm=llm, relevance_threshold=relevance_threshold, order="given",
                          selector_features=False)
-    return aligned, slates, pad_scores(aligned, slates.shape[1])[0]
+    return keyed, slates, keyed.padded(slates)
 
 
 def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k: int = 5, *,
                       gamma: float = DEFAULT_GAMMA, relevance_threshold: int = 1, scorer: Any = None,
                       match_rule: str = "contains", prefix: str = "", ties: str = "stable") -> dict[str, float]:
-    """Score each query's top-k by ``scores`` (as :func:`align_scores` takes them) with the metric table.
+    """Score each query's top-k by ``scores`` (:class:`PassageScores`, or as :func:`align_scores` takes them) with
+    the metric table.
 
     ``llm`` names the utility annotations (None: relevance metrics only). With ``scorer`` (an
     :class:`udcg_ltr.annotate.scorer.LLMScorer`), each top-k context (rank order = prompt order) is answered
     and graded: ``correct_rate``, ``abstained_rate``, ``wrong_rate``.
     """
-    aligned, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
+    keyed, slates, padded_scores = scored_slates(records, scores, llm, relevance_threshold)
     qrels = judged_pools(records, relevance_threshold).from_qrels.any()
     retrieval = np.where(slates.mask, slates.retrieval_score, 0.0)
     pool = JudgedPool(n_relevant=slates.n_relevant, ideal_gains=slates.ideal_gains, ideal_mask=slates.ideal_mask,
@@ -108,7 +105,7 @@ def evaluate_reranker(records: Sequence[QueryRecord], scores, llm: str | None, k
                         retrieval_scores=retrieval if np.isfinite(retrieval).all() else None, ties=ties,
                         ids=slates.pids)
     if scorer is not None:
-        answered = end_to_end_selection(records, top_k_by(records, aligned, k), scorer,
+        answered = end_to_end_selection(records, top_k_by(records, keyed, k), scorer,
                                         relevance_threshold=relevance_threshold, match_rule=match_rule)
         out.update({key: v for key, v in answered.items() if isinstance(v, float)})
     out["n_queries"] = float(len(records))
@@ -134,8 +131,9 @@ def per_query_udcg(records: Sequence[QueryRecord], scores, llm: str, k: int = 5,
 
 
 def top_k_by(records: Sequence[QueryRecord], scores, k: int | np.ndarray, *, ties: str = "stable") -> list[list[str]]:
-    """Each query's top-``k`` passage ids by descending score (arrays aligned with ``record.passages`` or
-    ``{qid: {pid: score}}``), in rank order; ``k`` may vary per query. ``ties``: as :func:`slate_metrics`."""
+    """Each query's top-``k`` passage ids by descending score (:class:`PassageScores`, arrays aligned with
+    ``record.passages`` or ``{qid: {pid: score}}``), in rank order; ``k`` may vary per query. ``ties``: as
+    :func:`slate_metrics`."""
     ks = np.broadcast_to(np.asarray(k), (len(records),))
     ids = [[p.pid for p in rec.passages] for rec in records]
     return [[pids[i] for i in rank_by_scores(s[None, :], ties=ties, ids=[pids])[0][: int(kq)]]

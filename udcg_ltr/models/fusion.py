@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from udcg_ltr.data.schema import QueryRecord
+from udcg_ltr.data.scores import PassageScores, as_passage_scores
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA
 from udcg_ltr.models.evaluation import align_scores, per_query_udcg
 
@@ -51,15 +52,16 @@ def check_weight(weight) -> float:
     return float(weight)
 
 
-def fuse_scores(records: Sequence[QueryRecord], scores, weight: float) -> list[np.ndarray]:
-    """Per record, ``z(scores) + weight * z(retriever_prior)`` (module docstring); a record without a prior, or
-    ``weight == 0``, keeps its reranker scores unchanged."""
+def fuse_scores(records: Sequence[QueryRecord], scores, weight: float) -> PassageScores:
+    """Per record, ``z(scores) + weight * z(retriever_prior)`` (module docstring), as :class:`PassageScores` of
+    ``records``; a record without a prior, or ``weight == 0``, keeps its reranker scores unchanged. ``scores``:
+    :class:`PassageScores` or what :func:`~udcg_ltr.data.scores.as_passage_scores` takes."""
     weight = check_weight(weight)
     out = []
     for rec, s in zip(records, align_scores(records, scores)):
         prior = retriever_prior(rec) if weight > 0 else None
         out.append(s if prior is None else standardise(s) + weight * standardise(prior))
-    return out
+    return PassageScores.of(records, out)
 
 
 def fit_fusion_weight(records: Sequence[QueryRecord], scores, llm: str, k: int = 5, *,
@@ -69,6 +71,7 @@ def fit_fusion_weight(records: Sequence[QueryRecord], scores, llm: str, k: int =
     (the reranker's own order wins a tie with the retriever's), and the mean UDCG@k of every weight tried."""
     if not records:
         raise ValueError("fit_fusion_weight needs at least one record")
+    scores = as_passage_scores(records, scores)  # checked once, not once per weight
     curve = {float(w): float(np.mean(per_query_udcg(records, fuse_scores(records, scores, w), llm, k, gamma=gamma,
                                                     relevance_threshold=relevance_threshold)))
              for w in sorted(weights)}

@@ -26,10 +26,11 @@ import torch
 
 from udcg_ltr.batching import length_batches, progress_bar
 from udcg_ltr.data.jsonl import loads_json
+from udcg_ltr.data.readers.trec import write_trec_run
 from udcg_ltr.data.schema import Passage, QueryRecord
+from udcg_ltr.data.scores import PassageScores, as_passage_scores
 from udcg_ltr.io import DataError, atomic_directory, atomic_write_json
 from udcg_ltr.models.datamodule import DEFAULT_TEMPLATE, encode_pairs, pad_rows, passage_text
-from udcg_ltr.models.evaluation import align_scores
 from udcg_ltr.models.fusion import check_weight, fuse_scores
 from udcg_ltr.models.precision import autocast, resolve_precision
 
@@ -227,20 +228,21 @@ class Reranker:
                 for r in _ranked(documents, scores, top_k, self._text)]
 
     def score_records(self, records: Sequence[QueryRecord], *, progress: bool | None = None,
-                      fuse: bool = True) -> list[np.ndarray]:
-        """Per record, one score per passage, all pairs batched together: the fused score with a
+                      fuse: bool = True) -> PassageScores:
+        """Per record (by question id), one score per passage, all pairs batched together: the fused score with a
         retriever-fusion weight (:mod:`udcg_ltr.models.fusion`), the logits with ``fuse=False``."""
         questions = [r.question for r in records for _ in r.passages]
         texts = [self._text(p) for r in records for p in r.passages]
         flat = self.score_pairs(questions, texts, progress=progress, desc="reranking")
-        out = np.split(flat, np.cumsum([len(r.passages) for r in records])[:-1]) if records else []
+        out = PassageScores.of(records, np.split(flat, np.cumsum([len(r.passages) for r in records])[:-1])
+                               if records else [])
         return fuse_scores(records, out, self.retriever_fusion) if fuse and self.retriever_fusion > 0 else out
 
     def rank_records(self, records: Sequence[QueryRecord], top_k: int | None = None, *,
                      progress: bool | None = None) -> list[list[RankedPassage]]:
         """:meth:`rank_passages` for every record, batched across records."""
         return [_ranked(r.passages, s, top_k, self._text)
-                for r, s in zip(records, self.score_records(records, progress=progress))]
+                for r, s in zip(records, self.score_records(records, progress=progress).aligned(records))]
 
     def write_run(self, records: Sequence[QueryRecord], path: str | os.PathLike, tag: str = "udcg_ltr",
                   *, progress: bool | None = None) -> Path:
@@ -255,10 +257,7 @@ def _ranked(passages, scores, top_k, fmt) -> list[RankedPassage]:
 
 
 def write_run(records: Sequence[QueryRecord], scores, path: str | os.PathLike, tag: str = "udcg_ltr") -> Path:
-    """Write a 6-column TREC run (``qid Q0 pid rank score tag``) of ``scores`` over ``records``, atomically;
-    ranks by descending score, ties in passage order."""
-    from udcg_ltr.data.readers.trec import write_trec_run
-
-    run = {r.qid: {p.pid: float(v) for p, v in zip(r.passages, s)}
-           for r, s in zip(records, align_scores(records, scores))}
-    return write_trec_run(path, run, tag=tag)
+    """Write a 6-column TREC run (``qid Q0 pid rank score tag``) of ``scores`` (:class:`PassageScores` or what
+    :func:`~udcg_ltr.data.scores.as_passage_scores` takes) over ``records``, atomically; ranks by descending score,
+    ties in passage order."""
+    return write_trec_run(path, as_passage_scores(records, scores).to_run(records), tag=tag)

@@ -15,6 +15,7 @@ import numpy as np
 
 from udcg_ltr import metrics as M
 from udcg_ltr.data.padded import pad_scores
+from udcg_ltr.data.scores import PassageScores
 from udcg_ltr.metrics.udcg import DEFAULT_GAMMA, sigmoid
 
 
@@ -68,11 +69,15 @@ def rank_slates(scores, slates: Any = None, *, mask=None, utility=None, extra: M
                 extra_fields: tuple[str, ...] = (), qids=None) -> RankedSlates:
     """Sort every row by descending ``scores`` (ties: earlier column first), carrying the aligned arrays.
 
-    ``scores``: ``[Q, W]`` aligned with the columns of ``slates`` (a PaddedSlates, optional) or a list of
-    per-row arrays. ``mask`` and ``utility`` default to the slates' (``utility`` only when ``p_no_response``
-    is annotated on every real passage). ``extra_fields`` names slates fields or ``slates.probes`` to carry;
-    ``extra`` adds explicit ``[Q, W]`` arrays.
+    ``scores``: ``[Q, W]`` aligned with the columns of ``slates`` (a PaddedSlates, optional), a list of per-row
+    arrays, or :class:`~udcg_ltr.data.scores.PassageScores` (rows looked up by ``slates.qids``). ``mask`` and
+    ``utility`` default to the slates' (``utility`` only when ``p_no_response`` is annotated on every real passage).
+    ``extra_fields`` names slates fields or ``slates.probes`` to carry; ``extra`` adds explicit ``[Q, W]`` arrays.
     """
+    if isinstance(scores, PassageScores):  # the one place keyed scores become the selectors' [Q, W] rows
+        if slates is None:
+            raise ValueError("PassageScores need the slates: their qids order the rows")
+        scores = scores.padded(slates)
     per_row = isinstance(scores, (list, tuple)) and (slates is not None or scores and np.ndim(scores[0]) == 1)
     if per_row and mask is None:  # per-record score arrays: padded to the slates' width
         scores, mask = pad_scores(scores, None if slates is None else slates.mask.shape[1])
