@@ -326,7 +326,7 @@ TINY_SQUAD = ["+dataset.limit=40", "end_to_end=false"]  # train 30 / val 4 / tes
 TINY_STUDIES = {"correlation": ["correlation.n_bootstrap=50"],
                 "distractors": ["studies.distractors.n_bootstrap=50"],
                 "position": ["studies.position.n_bootstrap=50"],
-                "oracle_contexts": ["studies.oracle.n_bootstrap=50"],
+                "oracle_contexts": ["studies.oracle.n_bootstrap=50", "studies.oracle.ks=[3]"],
                 "context_size": ["studies.context_size.n_bootstrap=50", "studies.context_size.k_values=[1,3]",
                                  "+studies.context_size.n_contexts=3"]}
 
@@ -393,6 +393,17 @@ def test_main_job_runs_in_tiny_mode(main_job):
     assert (main_job / "cross_encoder" / "model").is_dir() and (main_job / "results.md").is_file()
 
 
+@pytest.mark.slow
+def test_main_job_rerun_on_the_same_cache_writes_the_same_per_query_csv(main_job, tiny_world):
+    """Behaviour kept (issue 30): the main job run again into a new folder on the annotation cache the first run
+    left (no LLM work) reproduces its per-query table byte for byte: seeded training, deterministic scoring."""
+    cmd = next(c for c in _by_kind("entry") if c.argv == ("train.py",))
+    again = tiny_world / "main_job_again"
+    proc = _run_tiny(cmd, _tiny(cmd, tiny_world / "annotations", None), ROOT, again, None)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (again / "per_query.csv").read_bytes() == (main_job / "per_query.csv").read_bytes()
+
+
 def _slow_commands() -> list[Command]:
     out = []
     for c in _by_kind("entry") + _by_kind("module"):
@@ -401,6 +412,27 @@ def _slow_commands() -> list[Command]:
         if _tiny(c, Path("/x"), Path("/x")) is not None:
             out.append(c)
     return out
+
+
+#: The folder each study mode writes under the run folder, and its table.
+STUDY_FILES = {"distractors": ("distractors", "distractors.csv"), "position": ("position", "position.csv"),
+               "oracle_contexts": ("oracle", "oracle.csv"), "context_size": ("context_size", "context_size.csv")}
+
+
+def check_study_outputs(cmd: Command, run_dir: Path, annotations: Path) -> None:
+    """A study mode's table, report, summary and plot are written; the config's study parameters reached the
+    study (``studies.oracle.ks`` of :data:`TINY_STUDIES`); the LLM answered through the run's annotation cache."""
+    mode = next((a.split("=", 1)[1] for a in cmd.argv if a.startswith("mode=")), "correlation")
+    if mode not in STUDY_FILES:
+        return
+    folder, table = STUDY_FILES[mode]
+    out = run_dir / folder
+    for name in (table, "report.md", "summary.json"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    assert any(p.suffix == ".png" for p in out.iterdir())
+    if mode == "oracle_contexts":
+        assert {r["k"] for r in json.loads((out / "summary.json").read_text())["rows"]} == {3}
+    assert any(annotations.rglob("*.jsonl"))
 
 
 def is_demo_world_study(cmd: Command) -> bool:
@@ -439,6 +471,8 @@ def check_command_in_tiny_mode(cmd: Command, tiny_world: Path, tmp_path: Path, r
         assert result["status"] == "finished", result
         if "mode=distractors" in args and "experiment" not in args:  # the demo world: k fitted to its pools
             assert result["metrics"]["distractors/k"] == 4
+        if is_demo_world_study(cmd):
+            check_study_outputs(cmd, tmp_path / "run", tiny_world / "annotations")
         if "mode=correlation" in args:
             assert any(k.startswith("correlation/spearman/") for k in result["metrics"])
             assert not (tmp_path / "run" / "correlation" / "k_sweep.csv").exists()  # no silent k sweep

@@ -21,10 +21,10 @@ from udcg_ltr.tracking import RunLogger
 
 pytestmark = pytest.mark.slow
 
+#: Two studies of different paths (contexts drawn per arm; contexts resampled per k): the cache rule is the
+#: scorer's, shared by all. Every study's run with a real LLM from its command: test_readme_demo_studies.py.
 PARAMS = {
     "distractors": {"k": 3},
-    "position": {"k": 3},
-    "oracle": {"ks": (3,)},
     "context_size": {"k_values": (1, 2), "n_contexts": 3, "report_split": None,
                      "fit_splits": ("train", "val", "test"), "metrics": ("udcg", "ndcg", "precision", "erag")},
 }
