@@ -68,6 +68,9 @@ def problems(task: str, overrides: list[str]) -> list[str]:
     ("train", ["+llm.temperature=0.7"], "llm: unknown keys ['temperature']"),
     ("train", ["model=udcg_theta", "model.udcg_theta.variant=everything"], "model.udcg_theta.variant"),
     ("train", ["model=cross_encoder", "trainer.checkpoint_minutes=-1"], "trainer.checkpoint_minutes must be >= 0.0"),
+    ("train", ["loader.num_workers=-1"], "loader.num_workers must be >= 0"),
+    ("train", ["loader.buckets=0"], "loader.buckets must be >= 1"),
+    ("train", ["loader.pin_memory=maybe"], "loader.pin_memory must be one of [True, False], got 'maybe'"),
     ("evaluate", ["mode=selectors", "selectors.scores=retriever", "selectors.kinds=[gate,crystal_ball]"],
      "unknown selector kind 'crystal_ball'"),
     ("evaluate", ["mode=reranker"], "needs a trained reranker"),
@@ -118,6 +121,21 @@ def test_the_evaluation_settings_have_one_spelling(task):
     for old in ("evaluation.splits=[test]", "evaluation.match_rule=em", "evaluation.end_to_end=false"):
         with pytest.raises(ConfigCompositionException, match="Could not override"):
             compose(task, [old])
+
+
+def test_the_dataloader_settings_have_one_spelling():
+    """The DataLoaders' settings are the ``loader`` group (conf/loader) alone: the retired ``trainer.*`` spelling is
+    refused by Hydra, not silently ignored."""
+    from hydra.errors import ConfigCompositionException
+
+    s = job_settings(TrainSettings, compose("train", ["loader.num_workers=2", "loader.pin_memory=true",
+                                                      "loader.buckets=3"]))
+    assert (s.loader.num_workers, s.loader.pin_memory, s.loader.buckets) == (2, True, 3)
+    assert job_settings(TrainSettings, compose("train", [])).loader == settings.LoaderSettings()  # null: per device
+    for old in ("trainer.num_workers=0", "trainer.pin_memory=true", "trainer.length_buckets=3", "loader.length_buckets=3"):
+        with pytest.raises(ConfigCompositionException, match="Could not override") as info:
+            compose("train", [old])
+        assert "not in struct" in str(info.value.__cause__ or info.value), old
 
 
 def test_the_loss_has_one_spelling():

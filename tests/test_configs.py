@@ -181,16 +181,26 @@ def build_loss(cfg: DictConfig):
 
 
 def check_trainer_and_callbacks(cfg: DictConfig, tmp_path: Path) -> None:
-    """The trainer config builds a ``pl.Trainer`` and each callback config its callback, as the train job does
-    (:func:`udcg_ltr.models.training.fit_reranker`); an accelerator this machine lacks (trainer=gpu, ddp): the
-    arguments bind to ``pl.Trainer``."""
+    """The trainer config builds a ``pl.Trainer``, each callback config its callback and the loader config (not
+    instantiated: no ``_target_``) the data module's :class:`~udcg_ltr.models.datamodule.LoaderConfig`, as the train
+    job does (:func:`udcg_ltr.models.training.fit_reranker`); an accelerator this machine lacks (trainer=gpu, ddp):
+    the arguments bind to ``pl.Trainer``."""
     import pytorch_lightning as pl
     from hydra.utils import get_class, instantiate
 
-    from udcg_ltr.models.training import HOST_SIDE_KEYS, build_callbacks, callback_settings, trainer_settings
+    from udcg_ltr.models.precision import on_gpu
+    from udcg_ltr.models.training import (
+        HOST_SIDE_KEYS,
+        FitConfig,
+        build_callbacks,
+        callback_settings,
+        loader_config,
+        trainer_settings,
+    )
 
     node, host = trainer_settings(cfg.trainer, {}, {})
     assert set(host) == set(HOST_SIDE_KEYS) and not set(node) & set(HOST_SIDE_KEYS)
+    loader_config(FitConfig(), OmegaConf.to_container(cfg.loader), gpu=on_gpu(node.get("accelerator")))  # as the job
     cls = get_class(node["_target_"])
     assert issubclass(cls, pl.Trainer), node["_target_"]
     inspect.signature(cls).bind(**{key: value for key, value in node.items() if key != "_target_"})

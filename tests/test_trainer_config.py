@@ -11,7 +11,14 @@ import pytest
 import pytorch_lightning as pl
 from job_fixtures import tiny_job_config, tiny_records
 
-from udcg_ltr.models.training import HOST_SIDE_KEYS, callback_settings, fit_reranker, trainer_settings
+from udcg_ltr.models.training import (
+    HOST_SIDE_KEYS,
+    FitConfig,
+    callback_settings,
+    fit_reranker,
+    loader_config,
+    trainer_settings,
+)
 
 
 class StopBeforeTraining(Exception):
@@ -40,10 +47,10 @@ def test_command_line_trainer_overrides_reach_the_trainer_the_job_builds(tmp_pat
 
     cfg = tiny_job_config(tmp_path, monkeypatch, tiny_records({"train": 4, "val": 2, "test": 2}), [
         "k=3", "loss=bce", "logger=csv",
-        # the overrides under test: Trainer arguments, a new one, host-side settings and a callback's
+        # the overrides under test: Trainer arguments, a new one, host-side settings, the loaders' and a callback's
         "trainer.max_epochs=2", "trainer.precision=32-true", "trainer.gradient_clip_val=0.25",
-        "+trainer.accumulate_grad_batches=2", "trainer.num_threads=1", "trainer.length_buckets=3",
-        "trainer.num_workers=0", "trainer.pin_memory=true", "callbacks.early_stopping.patience=7"])
+        "+trainer.accumulate_grad_batches=2", "trainer.num_threads=1", "loader.buckets=3",
+        "loader.num_workers=0", "loader.pin_memory=true", "callbacks.early_stopping.patience=7"])
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # the job must set 1 (the override), whatever it found
     try:
@@ -60,7 +67,7 @@ def test_command_line_trainer_overrides_reach_the_trainer_the_job_builds(tmp_pat
     best = [c for c in trainer.callbacks if isinstance(c, pl.callbacks.ModelCheckpoint) and c.monitor]
     assert [c.monitor for c in best] == ["val/udcg@3"]
     assert any(isinstance(c, pl.callbacks.LearningRateMonitor) for c in trainer.callbacks)  # logger=csv has one
-    # the host side reached the data module and torch, and never the Trainer
+    # the host side reached torch and the loader settings the data module, and never the Trainer
     data = built["datamodule"]
     assert data.collate.buckets == 3 and data.num_workers == 0 and data.pin_memory is True
     assert built["num_threads"] == 1
@@ -68,12 +75,32 @@ def test_command_line_trainer_overrides_reach_the_trainer_the_job_builds(tmp_pat
 
 def test_trainer_settings_take_the_host_side_out_and_resolve_precision():
     node, host = trainer_settings({"_target_": "pytorch_lightning.Trainer", "accelerator": "cpu", "max_epochs": 2,
-                                   "precision": "32", "num_threads": 1, "num_workers": 0}, {}, {})
+                                   "precision": "32", "num_threads": 1}, {}, {})
     assert node == {"_target_": "pytorch_lightning.Trainer", "accelerator": "cpu", "max_epochs": 2,
                     "precision": "32-true"}
-    assert host == {"num_threads": 1, "num_workers": 0, "pin_memory": None, "length_buckets": None,
-                    "checkpoint_minutes": None}
+    assert host == {"num_threads": 1, "checkpoint_minutes": None}
     assert set(host) == set(HOST_SIDE_KEYS)
+
+
+@pytest.mark.parametrize("where", ["trainer_config", "keyword"])
+def test_a_dataloader_setting_beside_the_trainer_is_refused(where):
+    """The DataLoaders' settings travel as ``loader``: given as a Trainer setting they are refused, saying where."""
+    config, keywords = ({"_target_": "pytorch_lightning.Trainer", "num_workers": 0}, {}) if where == "trainer_config" \
+        else (None, {"num_workers": 0})
+    with pytest.raises(TypeError, match=r"\['num_workers'\] are DataLoader settings: pass them as loader="):
+        trainer_settings(config, {}, keywords)
+
+
+def test_loader_settings_left_none_are_chosen_for_the_accelerator():
+    config = FitConfig(batch_size=3, eval_batch_size=5, shuffle=False)
+    on_cpu, on_gpu = loader_config(config, None, gpu=False), loader_config(config, {"buckets": None}, gpu=True)
+    assert (on_cpu.num_workers, on_cpu.pin_memory, on_cpu.buckets) == (0, False, 4)
+    assert (on_gpu.num_workers, on_gpu.pin_memory, on_gpu.buckets) == (4, True, 1)
+    assert (on_gpu.batch_size, on_gpu.eval_batch_size, on_gpu.shuffle) == (3, 5, False)  # the model's, not loader's
+    chosen = loader_config(config, {"num_workers": 2, "pin_memory": False, "buckets": 3}, gpu=True)
+    assert (chosen.num_workers, chosen.pin_memory, chosen.buckets) == (2, False, 3)
+    with pytest.raises(TypeError, match=r"unknown keys \['length_buckets'\]"):
+        loader_config(config, {"length_buckets": 3}, gpu=False)
 
 
 def test_keyword_arguments_build_the_same_trainer_config():

@@ -366,6 +366,22 @@ class TrainerSettings:
 
 
 @dataclass
+class LoaderSettings:
+    """conf/loader: the cross-encoder's DataLoaders (``fit_reranker(loader=...)``); None: chosen for the accelerator
+    (:data:`udcg_ltr.models.training.LOADER_DEFAULTS`)."""
+
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    buckets: int | None = None  # length buckets per batch (udcg_ltr.models.datamodule.SlateCollator)
+
+    def __post_init__(self) -> None:
+        problems = [] if self.num_workers is None else number("loader.num_workers", self.num_workers, low=0)
+        if self.buckets is not None:
+            problems += number("loader.buckets", self.buckets, low=1)
+        report(problems)
+
+
+@dataclass
 class TrainSettings(JobSettings):
     """conf/train.yaml."""
 
@@ -374,6 +390,7 @@ class TrainSettings(JobSettings):
     annotate: AnnotateSettings = field(default_factory=AnnotateSettings)
     model: ModelSettings = MISSING
     trainer: TrainerSettings = field(default_factory=TrainerSettings)
+    loader: LoaderSettings = field(default_factory=LoaderSettings)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -123,7 +123,7 @@ def stage_cross_encoder(state: PipelineState) -> None:
                        seed=s.seed)
     path, metrics = fit_reranker(train, val, config, output_dir=state.run_dir / "cross_encoder",
                                  logger=state.logger.lightning(), trainer_config=state.cfg.trainer,
-                                 callback_configs=state.cfg.callbacks or {})
+                                 callback_configs=state.cfg.callbacks or {}, loader=vars(s.loader))
     # What the model has seen: a later job on these records leaves these questions out.
     atomic_write_json(state.run_dir / "cross_encoder" / "questions.json",
                       {"train": [r.qid for r in train], "val": [r.qid for r in val]})

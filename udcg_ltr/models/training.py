@@ -85,8 +85,13 @@ class EpochSummary(pl.Callback):
 
 
 #: Keys of the ``trainer`` config that are not ``pl.Trainer`` arguments but the host side of the loop, taken
-#: out before the Trainer is instantiated (``None``: chosen for the accelerator).
-HOST_SIDE_KEYS = ("num_threads", "num_workers", "pin_memory", "length_buckets", "checkpoint_minutes")
+#: out before the Trainer is instantiated. The DataLoaders' settings are not among them: ``fit_reranker(loader=)``.
+HOST_SIDE_KEYS = ("num_threads", "checkpoint_minutes")
+
+#: ``fit_reranker(loader=...)``'s keys (conf/loader) and, for a key left None, its value (on a CPU, on a GPU).
+#: Pairs are tokenised once up front, so CPU workers would only add process start-up; length buckets cut a CPU
+#: encoder's padding, while a GPU is fastest with one large matrix product per layer.
+LOADER_DEFAULTS: dict[str, tuple[Any, Any]] = {"num_workers": (0, 4), "pin_memory": (False, True), "buckets": (4, 1)}
 
 #: ``checkpoint_minutes`` when not set: ``last.ckpt`` is also written mid-epoch this often (0: at epoch ends only).
 DEFAULT_CHECKPOINT_MINUTES = 10.0
@@ -190,6 +195,9 @@ def trainer_settings(trainer_config: Mapping[str, Any] | None, keywords: Mapping
     else:
         _refuse_both("trainer_config", {**keywords, **dict.fromkeys(extra, object())})
         node = _plain(trainer_config)
+    misplaced = sorted(set(node) & set(LOADER_DEFAULTS))
+    if misplaced:  # pl.Trainer would refuse them with a message that does not say where they belong
+        raise TypeError(f"fit_reranker: {misplaced} are DataLoader settings: pass them as loader={{...}}")
     host = {key: node.pop(key, None) for key in HOST_SIDE_KEYS}
     node["precision"] = resolve_precision(node.get("precision"), node.get("accelerator", "auto"))
     return node, host
@@ -235,16 +243,19 @@ def build_callbacks(nodes: Mapping[str, Mapping[str, Any]], *, checkpoint_dir: P
 
 def plan_trainer(config: FitConfig, trainer_config: Mapping[str, Any] | None,
                  callback_configs: Mapping[str, Any] | None, keywords: Mapping[str, Any], *,
+                 loader: Mapping[str, Any] | None = None,
                  validates: bool) -> tuple[dict[str, Any], dict[str, Any], dict[str, dict[str, Any]]]:
     """``(Trainer config, host-side settings, callback configs)`` of a run: from ``trainer_config`` /
     ``callback_configs``, or from the keywords (:data:`TRAINER_DEFAULTS`, :data:`CALLBACK_DEFAULTS`, any other
-    ``pl.Trainer`` argument and :data:`HOST_SIDE_KEYS`). Nothing is instantiated."""
+    ``pl.Trainer`` argument and :data:`HOST_SIDE_KEYS`); the host side's ``loader`` is the :class:`LoaderConfig`
+    of ``loader`` (:func:`loader_config`), checked here, before any model loads. Nothing is instantiated."""
     rest = dict(keywords)
     trainer_keywords = {name: rest.pop(name, default) for name, default in TRAINER_DEFAULTS.items()}
     callback_keywords = {name: rest.pop(name, default) for name, default in CALLBACK_DEFAULTS.items()}
     settings, host = trainer_settings(trainer_config, trainer_keywords, rest)
     nodes = callback_settings(callback_configs, monitor=CrossEncoderModule.monitor_key(config.monitor_metric, config.k),
                               **callback_keywords)
+    host["loader"] = loader_config(config, loader, gpu=on_gpu(settings.get("accelerator")))
     settings = {"enable_model_summary": False, "num_sanity_val_steps": 0, "log_every_n_steps": 10, **settings}
     if not validates:  # no validation loop at all (the data module has no val loader): final weights
         settings["limit_val_batches"] = 0
@@ -257,7 +268,9 @@ def fit_fingerprint(config: FitConfig, settings: Mapping[str, Any], callback_nod
 
     ``versions``: the loss classes' ``VERSION`` stamps (:func:`udcg_ltr.losses.loss_versions`), changed when a
     loss's results would change, so that such a change retrains; only stamps above 1 enter, so the fingerprint of
-    a run finished before the stamps existed is unchanged."""
+    a run finished before the stamps existed is unchanged. The host side (threads, DataLoader workers, pinned memory,
+    length buckets) is left out, as it always was: it changes the speed (buckets: the padding, so at most the float
+    rounding), not what is learned, and a run resumed on another machine keeps its checkpoint."""
     fingerprint = {"model": resolved_model_path(config), "loss": config.loss, "loss_kwargs": dict(config.loss_kwargs),
                    "target": config.target, "k": config.k, "gamma": config.gamma, "epochs": settings.get("max_epochs"),
                    "batch_size": config.batch_size, "lr": config.lr, "weight_decay": config.weight_decay,
@@ -284,13 +297,21 @@ def build_module(config: FitConfig) -> CrossEncoderModule:
                               seed=config.seed)
 
 
+def loader_config(config: FitConfig, loader: Mapping[str, Any] | None, *, gpu: bool) -> LoaderConfig:
+    """The run's :class:`LoaderConfig`: ``loader``'s settings (:data:`LOADER_DEFAULTS` keys), those left ``None``
+    chosen for the accelerator; the batch sizes and the shuffling are ``config``'s."""
+    given = dict(loader or {})
+    unknown = sorted(set(given) - set(LOADER_DEFAULTS))
+    if unknown:
+        raise TypeError(f"fit_reranker: loader has unknown keys {unknown} (known: {list(LOADER_DEFAULTS)})")
+    chosen = {key: defaults[gpu] if given.get(key) is None else given[key] for key, defaults in LOADER_DEFAULTS.items()}
+    return LoaderConfig(batch_size=config.batch_size, eval_batch_size=config.eval_batch_size, shuffle=config.shuffle,
+                        **chosen)
+
+
 def build_data(config: FitConfig, train_records: Sequence[QueryRecord], val_records: Sequence[QueryRecord] | None,
-               tokenizer: Any, host: Mapping[str, Any], *, gpu: bool) -> SlateDataModule:
-    """The slate data module; host-side settings left ``None`` are chosen for the accelerator."""
-    chosen = lambda key, cpu, on_gpu: (on_gpu if gpu else cpu) if host[key] is None else host[key]  # noqa: E731
-    loader = LoaderConfig(batch_size=config.batch_size, eval_batch_size=config.eval_batch_size,
-                          num_workers=chosen("num_workers", 0, 4), pin_memory=chosen("pin_memory", False, True),
-                          buckets=chosen("length_buckets", 4, 1), shuffle=config.shuffle)
+               tokenizer: Any, loader: LoaderConfig) -> SlateDataModule:
+    """The slate data module, batched and loaded as ``loader`` says (:func:`loader_config`)."""
     return SlateDataModule(train_records, val_records, tokenizer=tokenizer, llm=config.llm, template=config.template,
                            seed=config.seed, max_length=config.max_length, max_slate=config.max_slate,
                            sampling=config.slate_sampling, relevance_threshold=config.relevance_threshold,
@@ -354,13 +375,13 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
                  config: FitConfig | None = None, *, output_dir: str | os.PathLike = "outputs/cross_encoder",
                  trainer_config: Mapping[str, Any] | None = None, callback_configs: Mapping[str, Any] | None = None,
                  callbacks: Sequence[pl.Callback] | None = None, logger: Any = False, resume: bool = True,
-                 **keywords: Any) -> tuple[str, dict[str, float]]:
+                 loader: Mapping[str, Any] | None = None, **keywords: Any) -> tuple[str, dict[str, float]]:
     """Train a cross-encoder reranker as ``config`` says; return ``(path of the saved best model, metrics)``.
 
-    The Trainer comes from ``trainer_config`` (``pl.Trainer`` ``_target_`` config with :data:`HOST_SIDE_KEYS`), the
-    callbacks from ``callback_configs`` (:func:`plan_trainer`). Without ``config``, keywords that are its fields make
-    it; the others (:data:`TRAINER_DEFAULTS`, :data:`CALLBACK_DEFAULTS`, ``pl.Trainer`` arguments) are refused
-    beside a config that sets them.
+    The Trainer comes from ``trainer_config`` (a ``pl.Trainer`` ``_target_`` config and :data:`HOST_SIDE_KEYS`),
+    the callbacks from ``callback_configs``, the DataLoaders from ``loader`` (:func:`plan_trainer`). Without
+    ``config``, keywords that are its fields make it; the others (:data:`TRAINER_DEFAULTS`,
+    :data:`CALLBACK_DEFAULTS`, ``pl.Trainer`` arguments) are refused beside a config that sets them.
 
     ``checkpoints/last.ckpt`` is written atomically after every epoch and every ``checkpoint_minutes`` within one:
     the same call resumes from it (``resume=True``) and ends with the model of an uninterrupted run. A finished run
@@ -371,7 +392,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
         config, keywords = FitConfig.split(keywords)
     _quiet_lightning()
     settings, host, callback_nodes = plan_trainer(config, trainer_config, callback_configs, keywords,
-                                                  validates=bool(val_records))
+                                                  loader=loader, validates=bool(val_records))
     if host["num_threads"]:
         torch.set_num_threads(int(host["num_threads"]))
     pl.seed_everything(config.seed, workers=True, verbose=False)
@@ -389,7 +410,7 @@ def fit_reranker(train_records: Sequence[QueryRecord], val_records: Sequence[Que
 
     tokenizer = AutoTokenizer.from_pretrained(resolved_model_path(config))
     module = build_module(config)
-    data = build_data(config, train_records, val_records, tokenizer, host, gpu=on_gpu(settings.get("accelerator")))
+    data = build_data(config, train_records, val_records, tokenizer, host["loader"])
     trainer, best = build_trainer(settings, host, callback_nodes, out=out, callbacks=callbacks, logger=logger,
                                   validates=bool(val_records), monitor=module.monitor, k=config.k)
     trainer.fit(module, datamodule=data, weights_only=True,
