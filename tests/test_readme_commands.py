@@ -323,12 +323,12 @@ TINY_DEMO = ["dataset.reader.n_entities=32", "dataset.reader.n_questions=16"]  #
 TINY_LLM = ["llm=smollm2", "llm.max_new_tokens=4", "llm.num_threads=1"]
 TINY_SQUAD = ["+dataset.limit=40", "end_to_end=false"]  # train 30 / val 4 / test 6
 #: Per evaluate mode (conf/mode/<mode>.yaml holds that mode's settings, so only its own keys can be overridden).
-TINY_STUDIES = {"correlation": ["correlation.n_bootstrap=50"],
+TINY_STUDIES = {"correlation": ["correlation.n_bootstrap=50", "correlation.n_contexts=2"],
                 "distractors": ["studies.distractors.n_bootstrap=50"],
                 "position": ["studies.position.n_bootstrap=50"],
                 "oracle_contexts": ["studies.oracle.n_bootstrap=50", "studies.oracle.ks=[3]"],
                 "context_size": ["studies.context_size.n_bootstrap=50", "studies.context_size.k_values=[1,3]",
-                                 "+studies.context_size.n_contexts=3"]}
+                                 "+studies.context_size.n_contexts=2"]}
 
 
 def _tiny(cmd: Command, ann: Path, model_run: Path | None) -> list[str] | None:
