@@ -177,8 +177,15 @@ def assemble_gguf(preset: GGUFPreset, parts: list[Path], dest: str | os.PathLike
     return dest
 
 
+def _in_flight(name: str) -> bool:
+    """An atomic write's temporary sibling (``.<name>.<random>.tmp``, :func:`udcg_ltr.io.atomic_open`): another
+    process is writing the verification stamp right now; it is no file of the conversion."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
 def _folder_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.name not in (MARKER, VERIFIED))
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and p.name not in (MARKER, VERIFIED) and not _in_flight(p.name))
 
 
 def folder_digests(folder: str | os.PathLike) -> dict[str, str]:
