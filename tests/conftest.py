@@ -20,6 +20,17 @@ if str(TESTS_DIR) not in sys.path:  # lets test modules import shared helpers (l
     sys.path.insert(0, str(TESTS_DIR))
 
 
+@pytest.fixture(autouse=True)
+def _restore_environment():
+    """Each test leaves ``os.environ`` as it found it. A job run in-process exports its folders
+    (:func:`udcg_ltr.jobs.common.prepare_environment`: ``UDCG_LTR_CACHE`` = the test's tmp cache) for the processes
+    it starts; without this, every later test of that worker looked for the LLMs in a deleted tmp folder."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     from udcg_ltr.paths import data_dir

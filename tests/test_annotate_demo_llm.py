@@ -103,8 +103,8 @@ def test_a_complete_conversion_verifies_and_caches_the_check(tmp_path, monkeypat
 
 
 def test_a_stamp_being_written_by_another_process_is_not_an_unexpected_file(tmp_path, monkeypatch):
-    """Two test workers (or sweep jobs) check the cache at once: one writes the verification stamp through a
-    temporary sibling while the other lists the folder. Seen in the suite as a spurious "demo LLM not set up"."""
+    """Two processes (test workers, sweep jobs) check the cache at once: one writes the verification stamp through
+    a temporary sibling while the other lists the folder, which must not take it for a file of the conversion."""
     monkeypatch.setattr(demo_llm, "RACY_NS", 0)
     folder = _conversion(tmp_path / "m", FILES)
     (folder / f".{demo_llm.VERIFIED}.k3j9x.tmp").write_text("{")  # in flight: half written

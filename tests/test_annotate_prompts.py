@@ -86,10 +86,10 @@ def test_from_meta_renders_what_meta_json_specifies():
 @pytest.mark.shared_data
 @pytest.mark.skipif(not META.is_file(), reason="shared annotated set absent")
 def test_chat_rendering_with_the_demo_tokenizer_matches_meta():
-    from udcg_ltr.annotate.demo_llm import demo_model_dir, is_converted
+    from udcg_ltr.annotate.demo_llm import demo_model_dir, is_converted, verify_converted
 
     if not is_converted(demo_model_dir()):
-        pytest.skip("demo LLM not set up (python -m udcg_ltr.annotate.demo_llm)")
+        pytest.skip(f"demo LLM not set up (python -m udcg_ltr.annotate.demo_llm): {verify_converted(demo_model_dir())}")
     from transformers import AutoTokenizer
 
     from udcg_ltr.annotate.prompts import PromptItem
