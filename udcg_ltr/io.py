@@ -56,13 +56,28 @@ class MissingFileError(DataError, FileNotFoundError):
     """A missing data file: a :class:`DataError` that ``except FileNotFoundError`` catches too."""
 
 
+#: The name of an atomic writer's temporary sibling of ``name``: ``.<name>.<random>.tmp`` (:func:`atomic_open`,
+#: :func:`atomic_directory`); :func:`is_temp_sibling` recognises one.
+TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def is_temp_sibling(name: str) -> bool:
+    """Whether a file name is an atomic write in flight (or left by a crash): another process may be writing it
+    right now, so a reader listing a folder must not take it for one of the folder's files."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary sibling of ``path`` for writing; on clean exit, fsync and rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     binary = "b" in mode
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX)
     try:
         raw = os.fdopen(fd, "wb")
         # mtime=0 keeps gzip output byte-identical across runs (same seed, same bytes).
@@ -181,7 +196,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     (the old one moved aside, then deleted): a reader never sees a mix, a crash leaves ``path`` as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=_temp_prefix(path), suffix=TEMP_SUFFIX))
     try:
         os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it private; a saved model is meant to be shared
         yield tmp

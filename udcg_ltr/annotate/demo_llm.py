@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from udcg_ltr.io import atomic_open, atomic_write_json, read_json_dict, sha256_file
+from udcg_ltr.io import atomic_open, atomic_write_json, is_temp_sibling, read_json_dict, sha256_file
 from udcg_ltr.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -177,15 +177,10 @@ def assemble_gguf(preset: GGUFPreset, parts: list[Path], dest: str | os.PathLike
     return dest
 
 
-def _in_flight(name: str) -> bool:
-    """An atomic write's temporary sibling (``.<name>.<random>.tmp``, :func:`udcg_ltr.io.atomic_open`): another
-    process is writing the verification stamp right now; it is no file of the conversion."""
-    return name.startswith(".") and name.endswith(".tmp")
-
-
 def _folder_files(folder: Path) -> list[Path]:
+    # a temp sibling is another process writing the verification stamp right now: no file of the conversion
     return sorted(p for p in folder.iterdir()
-                  if p.is_file() and p.name not in (MARKER, VERIFIED) and not _in_flight(p.name))
+                  if p.is_file() and p.name not in (MARKER, VERIFIED) and not is_temp_sibling(p.name))
 
 
 def folder_digests(folder: str | os.PathLike) -> dict[str, str]:
