@@ -331,6 +331,11 @@ TINY_STUDIES = {"correlation": ["correlation.n_bootstrap=50", "correlation.n_con
                                  "+studies.context_size.n_contexts=2"]}
 
 
+def _mode(cmd: Command) -> str:
+    """The ``mode=`` an ``evaluate.py`` command sets (conf/evaluate.yaml's default: correlation)."""
+    return next((a.split("=", 1)[1] for a in cmd.argv if a.startswith("mode=")), "correlation")
+
+
 def _tiny(cmd: Command, ann: Path, model_run: Path | None) -> list[str] | None:
     """The overrides appended to a README command in the slow tier, or None when it only composes (above)."""
     args = " ".join(cmd.argv)
@@ -351,7 +356,7 @@ def _tiny(cmd: Command, ann: Path, model_run: Path | None) -> list[str] | None:
             extra = ["selectors.kinds=[fixed_k,relative_threshold,oracle]"] if "mode=selectors" in args else []
             limit = ["+dataset.limit=3"] if "dl19" in args else TINY_SQUAD
             return [*limit, *extra, "reranker.batch_size=16"]
-        mode = next((a.split("=", 1)[1] for a in cmd.argv if a.startswith("mode=")), "correlation")
+        mode = _mode(cmd)
         return [*TINY_DEMO, *TINY_LLM, *TINY_STUDIES.get(mode, []), f"paths.annotation_cache_dir={ann}"]
     if cmd.argv[:2] == ("-m", "udcg_ltr.annotate") and "input=data.jsonl" in args:
         return [*TINY_LLM, f"paths.annotation_cache_dir={ann / 'annotate_cli'}"]
@@ -422,7 +427,7 @@ STUDY_FILES = {"distractors": ("distractors", "distractors.csv"), "position": ("
 def check_study_outputs(cmd: Command, run_dir: Path, annotations: Path) -> None:
     """A study mode's table, report, summary and plot are written; the config's study parameters reached the
     study (``studies.oracle.ks`` of :data:`TINY_STUDIES`); the LLM answered through the run's annotation cache."""
-    mode = next((a.split("=", 1)[1] for a in cmd.argv if a.startswith("mode=")), "correlation")
+    mode = _mode(cmd)
     if mode not in STUDY_FILES:
         return
     folder, table = STUDY_FILES[mode]
